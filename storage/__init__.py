@@ -1,0 +1,1 @@
+"""Storage: table schemas, atomic Parquet I/O, corpus layout and snapshots, vectors, sparse index, caches."""

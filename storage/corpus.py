@@ -1,0 +1,137 @@
+"""A corpus directory: working tables, immutable snapshots, the published manifest, caches.
+
+Layout::
+
+    CORPUS/
+      tables/{documents,sections,chunks,runs}.parquet   working tables (atomic writes)
+      snapshots/<snapshot_id>/                          immutable once published
+          nodes.parquet  edges.parquet  vectors.lance/  sparse/  info.json
+      manifest.json                                     {"snapshot": <id>, ...}: the published one
+      cache/                                            content-addressed caches
+      prefect/                                          Prefect task results (cache records)
+
+Publishing is one ``os.replace`` of ``manifest.json``: readers see the old snapshot or the new
+one, never a half-written one. A build writes its snapshot under a ``.partial`` name first.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from arborag.errors import NotBuiltError
+from storage.schemas import SCHEMAS
+from storage.tables import atomic_write_bytes, read_table, write_table
+
+__all__ = ["Corpus", "WORKING_TABLES", "SNAPSHOT_TABLES"]
+
+WORKING_TABLES = ("documents", "sections", "chunks", "runs", "queries")
+SNAPSHOT_TABLES = ("nodes", "edges")
+
+
+class Corpus:
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root).expanduser().resolve()
+
+    # -- layout ---------------------------------------------------------------------------
+    @property
+    def tables_dir(self) -> Path:
+        return self.root / "tables"
+
+    @property
+    def snapshots_dir(self) -> Path:
+        return self.root / "snapshots"
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.root / "cache"
+
+    @property
+    def prefect_dir(self) -> Path:
+        return self.root / "prefect"
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.root / "manifest.json"
+
+    def ensure(self) -> "Corpus":
+        for d in (self.tables_dir, self.snapshots_dir, self.cache_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def table_path(self, name: str) -> Path:
+        if name not in SCHEMAS:
+            raise KeyError(f"unknown table {name!r}; known: {sorted(SCHEMAS)}")
+        return self.tables_dir / f"{name}.parquet"
+
+    # -- working tables -------------------------------------------------------------------
+    def read(self, name: str) -> pa.Table:
+        return read_table(name, self.table_path(name))
+
+    def write(self, name: str, table: pa.Table) -> Path:
+        return write_table(name, table, self.table_path(name))
+
+    def append_run(self, row: dict[str, Any]) -> None:
+        runs = self.read("runs")
+        new = pa.Table.from_pylist([row], schema=SCHEMAS["runs"])
+        self.write("runs", pa.concat_tables([runs, new]))
+
+    # -- snapshots ------------------------------------------------------------------------
+    def manifest(self) -> dict[str, Any] | None:
+        if not self.manifest_path.exists():
+            return None
+        return json.loads(self.manifest_path.read_text(encoding="utf-8"))
+
+    def published_dir(self) -> Path:
+        man = self.manifest()
+        if man is None:
+            raise NotBuiltError(str(self.root))
+        path = self.snapshots_dir / man["snapshot"]
+        if not path.is_dir():
+            raise NotBuiltError(str(self.root))
+        return path
+
+    def partial_dir(self, snapshot_id: str) -> Path:
+        """A fresh staging folder for a snapshot being built."""
+        path = self.snapshots_dir / f"{snapshot_id}.partial"
+        if path.exists():
+            shutil.rmtree(path)
+        path.mkdir(parents=True)
+        return path
+
+    def publish(self, partial: Path, snapshot_id: str, info: dict[str, Any]) -> Path:
+        """Seal ``partial`` as snapshot ``snapshot_id`` and switch the manifest to it atomically."""
+        final = self.snapshots_dir / snapshot_id
+        info = {**info, "snapshot": snapshot_id, "published_at": datetime.now(timezone.utc).isoformat()}
+        atomic_write_bytes(partial / "info.json", json.dumps(info, indent=2, sort_keys=True).encode())
+        if final.exists():  # identical content was published before: keep the sealed copy
+            shutil.rmtree(partial)
+        else:
+            partial.rename(final)
+        atomic_write_bytes(self.manifest_path, json.dumps(info, indent=2, sort_keys=True).encode())
+        return final
+
+    def snapshot_table_path(self, name: str, snapshot_dir: Path | None = None) -> Path:
+        base = snapshot_dir if snapshot_dir is not None else self.published_dir()
+        return base / f"{name}.parquet"
+
+    def read_snapshot(self, name: str, snapshot_dir: Path | None = None) -> pa.Table:
+        return read_table(name, self.snapshot_table_path(name, snapshot_dir))
+
+    def all_table_paths(self) -> dict[str, Path]:
+        """Every table a user can query: working tables plus the published snapshot's."""
+        out = {name: self.table_path(name) for name in WORKING_TABLES if self.table_path(name).exists()}
+        try:
+            snap = self.published_dir()
+        except NotBuiltError:
+            return out
+        for name in SNAPSHOT_TABLES:
+            p = snap / f"{name}.parquet"
+            if p.exists():
+                out[name] = p
+        return out

@@ -1,0 +1,97 @@
+"""Atomic, schema-checked Parquet I/O.
+
+A write goes to a temporary file in the same folder and is renamed over the target, so a
+reader (or a crash) never sees half a table. A table whose schema differs from the one in
+:mod:`storage.schemas` is refused with :class:`~arborag.errors.SchemaError`.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from arborag.errors import SchemaError
+from storage.schemas import SCHEMAS
+
+__all__ = ["write_table", "read_table", "empty_table", "conform", "atomic_write_bytes"]
+
+
+def empty_table(name: str) -> pa.Table:
+    return SCHEMAS[name].empty_table()
+
+
+def conform(name: str, table: pa.Table) -> pa.Table:
+    """Return ``table`` with the exact schema of ``name``.
+
+    Column order and nullability flags are normalised; a missing column, an extra column or
+    a type that is not the same type is a :class:`SchemaError` (no silent casts).
+    """
+    schema = SCHEMAS[name]
+    want = set(schema.names)
+    have = set(table.schema.names)
+    if want != have:
+        missing = sorted(want - have)
+        extra = sorted(have - want)
+        raise SchemaError(name, f"columns differ from the schema: missing {missing}, unexpected {extra}")
+    cols = []
+    for field in schema:
+        col = table.column(field.name)
+        if col.type != field.type:
+            # string <-> large_string of the same content is the one widening we accept
+            if pa.types.is_string(col.type) and pa.types.is_large_string(field.type):
+                col = col.cast(field.type)
+            else:
+                raise SchemaError(name, f"column {field.name!r} has type {col.type}, expected {field.type}")
+        if not field.nullable and col.null_count:
+            raise SchemaError(name, f"column {field.name!r} has {col.null_count} nulls but is not nullable")
+        cols.append(col)
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_table(name: str, table: pa.Table, path: str | Path) -> Path:
+    """Validate ``table`` against schema ``name`` and write it atomically to ``path``."""
+    table = conform(name, table)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_table(name: str, path: str | Path, *, missing_ok: bool = True) -> pa.Table:
+    """Read table ``name`` from ``path``; an absent file is an empty table when ``missing_ok``."""
+    path = Path(path)
+    if not path.exists():
+        if missing_ok:
+            return empty_table(name)
+        raise SchemaError(name, f"{path} does not exist")
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise SchemaError(name, f"{path} is not a readable Parquet file: {exc}") from exc
+    return conform(name, table)

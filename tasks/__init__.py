@@ -1,0 +1,1 @@
+"""Stage functions: pure, typed, testable without Prefect. One module per table/stage."""
