@@ -1,9 +1,91 @@
-"""CLI commands: build (filled in by its owner)."""
+"""`arborag build`: ingest → segment → embed → tree → index → publish."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Optional
+
 import typer
+from rich.table import Table
+
+from arborag.commands.common import CONFIG_OPTION, EXIT_PARTIAL, config_from, console, fail, offline_env
+from arborag.errors import ArboragError
 
 
 def register(app: typer.Typer) -> None:
-    return None
+    @app.command(
+        "build",
+        help=(
+            "Build (or update) the retrieval tree of a corpus and publish it atomically.\n\n"
+            "Runs ingest → segment → embed → cluster/summarize per level → vectors → sparse index → "
+            "publish as a Prefect flow in-process (no server needed). A rebuild with unchanged "
+            "inputs and config is a no-op; caches make changed builds pay only for what changed.\n\n"
+            "Example:\n\n"
+            "  arborag build examples/ --corpus /tmp/demo\n\n"
+            "  arborag build docs/ --corpus /tmp/c --strategy dds --dry-run"
+        ),
+    )
+    def build(
+        sources: list[Path] = typer.Argument(None, help="Files or folders to ingest first (optional: omit to rebuild from the corpus's documents)."),
+        corpus: Path = typer.Option(..., "--corpus", "-c", help="Corpus directory (created if missing)."),
+        strategy: Optional[str] = typer.Option(None, "--strategy", "-s", help="Leaf segmenter: sentence|ffs|dfs|dds|rcs (default: config, sentence)."),
+        summarizer: Optional[str] = typer.Option(None, "--summarizer", help="extractive (default, offline) or openai (needs ARBORAG_LLM_BASE_URL)."),
+        per_document: bool = typer.Option(False, "--per-document", help="Build one tree per document instead of one over the corpus."),
+        seed: Optional[int] = typer.Option(None, "--seed", help="Random seed of UMAP/GMM (same seed + input => same tree)."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Ingest and segment, then print chunk counts and estimated summarizer tokens/cost per level; build nothing."),
+        no_prefect: bool = typer.Option(False, "--no-prefect", help="Run the stages without Prefect (no orchestration, no UI)."),
+        config: Optional[Path] = CONFIG_OPTION,
+    ) -> None:
+        offline_env()
+        overrides = {
+            "segment": {"strategy": strategy},
+            "summarize": {"backend": summarizer},
+            "tree": {"scope": "document" if per_document else None},
+            "cluster": {"seed": seed},
+        }
+        cfg = config_from(config, overrides)
+        from flows.build import run_build
+
+        try:
+            out = run_build([str(s) for s in (sources or [])], corpus, cfg, use_prefect=not no_prefect, dry_run=dry_run)
+        except ArboragError as exc:
+            fail(exc)
+        if dry_run:
+            _print_estimate(out, cfg)
+            return
+        _print_summary(out)
+        if out.get("status") == "partial":
+            raise typer.Exit(EXIT_PARTIAL)
+
+
+def _print_estimate(out: dict, cfg) -> None:
+    console.print(f"[bold]{out.get('leaves', 0)}[/] leaf chunks ({cfg.segment.strategy}); summarizer: {cfg.summarize.backend}")
+    t = Table(title="Estimated summarization per level (estimate: ~5 children per summary)")
+    for col in ("level", "nodes in", "summaries", "input tokens", "output tokens", "price"):
+        t.add_column(col, justify="right")
+    tin = tout = price = 0.0
+    for row in out.get("estimate", []):
+        t.add_row(str(row["level"]), str(row["nodes_in"]), str(row["summaries"]), f"{row['tokens_in']:,}", f"{row['tokens_out']:,}", f"${row['price']:.4f}")
+        tin += row["tokens_in"]; tout += row["tokens_out"]; price += row["price"]
+    t.add_row("all", "", "", f"{int(tin):,}", f"{int(tout):,}", f"${price:.4f}")
+    console.print(t)
+    if cfg.summarize.backend == "extractive":
+        console.print("extractive summaries cost nothing; prices apply to --summarizer openai "
+                      f"(${cfg.summarize.price_in_per_1k}/1k in, ${cfg.summarize.price_out_per_1k}/1k out)")
+
+
+def _print_summary(out: dict) -> None:
+    ing = out.get("ingest") or {}
+    seg = out.get("segment") or {}
+    if out.get("noop"):
+        console.print(f"[green]unchanged[/]: snapshot {out.get('snapshot')} already matches the inputs and config (no embedding, no summaries)")
+    else:
+        console.print(f"[green]published[/] snapshot {out.get('snapshot')}")
+    console.print(
+        f"documents: {ing.get('documents', '?')} (added {ing.get('added', 0)}, failed {ing.get('failed', 0)}); "
+        f"chunks ({seg.get('strategy', '?')}): {seg.get('chunks', '?')}; "
+        f"texts embedded this run: {out.get('calls', {}).get('embedded_texts', 0)}; "
+        f"summaries written: {out.get('calls', {}).get('summaries', 0)}"
+    )
+    if out.get("status") == "partial":
+        console.print("[yellow]some documents failed[/]: arborag sql \"select uri, error from documents where status = 'error'\" --corpus ...")
