@@ -191,7 +191,7 @@ class Index:
             from storage.sparse import open_sparse_index
 
             self._sparse = open_sparse_index(
-                self.snapshot_dir / "sparse", self.config.sparse, corpus_name=self.info.get("corpus_name")
+                self.snapshot_dir / "sparse", self.config.sparse, corpus_name=None
             )
         return self._sparse
 
