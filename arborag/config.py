@@ -218,8 +218,10 @@ def _env_layer() -> dict[str, Any]:
                 parsed = yaml.safe_load(value)
             layer.setdefault(section, {})[field] = parsed
     # Convenience aliases documented in the README.
-    if os.environ.get("ARBORAG_ES_URL"):
-        layer.setdefault("sparse", {}).setdefault("es_url", os.environ["ARBORAG_ES_URL"])
+    for var, fld in (("ARBORAG_ES_URL", "es_url"), ("ARBORAG_ES_API_KEY", "es_api_key"), ("ARBORAG_ES_USERNAME", "es_username"),
+                     ("ARBORAG_ES_PASSWORD", "es_password"), ("ARBORAG_ES_CA_CERTS", "es_ca_certs")):
+        if os.environ.get(var):
+            layer.setdefault("sparse", {}).setdefault(fld, os.environ[var])
     if os.environ.get("ARBORAG_LLM_BASE_URL"):
         layer.setdefault("summarize", {}).setdefault("base_url", os.environ["ARBORAG_LLM_BASE_URL"])
     if os.environ.get("ARBORAG_LLM_MODEL"):
