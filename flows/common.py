@@ -1,0 +1,212 @@
+"""Prefect setup shared by every flow: environment defaults, task options, content-hash cache keys.
+
+Nothing here imports Prefect at module import time; the functions that need it import it when
+called, so plain-Python runs (``use_prefect=False``) and quick commands stay light.
+
+Caching across runs (see shared/ENVIRONMENT.md): a task is skipped when its cache key was seen
+before and its persisted result is still in ``CORPUS/prefect/results``. Keys are made of content
+hashes (:func:`cache_key_from_files`, :func:`table_fingerprint`) plus the config the stage
+depends on plus the code version (:func:`code_fingerprint`) — never of whole tables. Tasks
+return small JSON summaries (paths, counts, fingerprints), so results are persisted as JSON.
+
+Typical use inside a flow::
+
+    key = cache_key_from_files(files, "ingest", cfg.ingest.model_dump(), code_fingerprint("tasks.documents"))
+    state = my_task.with_options(**task_options(corpus, retries=2, cache_key=key))(..., return_state=True)
+    summary = state.result(); cached = was_cached(state)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import os
+import uuid
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from arborag.errors import BackendUnavailable, LLMError
+from arborag.hashing import hash_json
+from storage.corpus import Corpus
+
+__all__ = [
+    "PREFECT_ENV_DEFAULTS",
+    "RETRY_ON",
+    "cache_key_from_files",
+    "code_fingerprint",
+    "current_flow_run_id",
+    "file_fingerprint",
+    "new_run_id",
+    "prefect_env_defaults",
+    "results_dir",
+    "table_fingerprint",
+    "task_options",
+    "was_cached",
+]
+
+#: Environment every Prefect process here needs (offline, no telemetry, a slow-start allowance).
+#: Prefect reads its settings when it is imported: apply these *before* ``import prefect``.
+PREFECT_ENV_DEFAULTS: dict[str, str] = {
+    "DO_NOT_TRACK": "1",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+    "PREFECT_LOGGING_LEVEL": "WARNING",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+}
+
+_CHUNK = 1 << 20
+
+#: Exceptions worth retrying: I/O and unreachable services. Typed input errors (IngestError,
+#: SchemaError, ConfigError, ...) fail the same way every time and are not retried.
+RETRY_ON: tuple[type[BaseException], ...] = (OSError, BackendUnavailable, LLMError)
+
+
+def prefect_env_defaults() -> None:
+    """Set :data:`PREFECT_ENV_DEFAULTS` where the environment does not set them already.
+
+    Call before Prefect is first imported in the process (the CLI does, via
+    ``arborag.commands.common.offline_env``; ``scripts/env.sh`` exports the same values).
+    """
+    for name, value in PREFECT_ENV_DEFAULTS.items():
+        os.environ.setdefault(name, value)
+
+
+def results_dir(corpus: Corpus) -> Path:
+    """Where task results and cache records of ``corpus`` live (created on demand)."""
+    path = corpus.prefect_dir / "results"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def task_options(
+    corpus: Corpus,
+    *,
+    retries: int = 0,
+    retry_delay_seconds: Iterable[float] = (2, 5, 15),
+    cache_key: str | None = None,
+    refresh_cache: bool = False,
+    serializer: str = "json",
+    retry_on: tuple[type[BaseException], ...] = RETRY_ON,
+) -> dict[str, Any]:
+    """Options for ``task.with_options(**...)`` that make a task cache across runs of ``corpus``.
+
+    With ``cache_key`` the key is exactly that string (build it from content hashes with
+    :func:`cache_key_from_files` / :func:`table_fingerprint`); without it the policy is
+    ``INPUTS + TASK_SOURCE`` (the task's parameters must then be small and deterministic).
+    Results persist as ``serializer`` (JSON: tasks return small summaries, never tables) under
+    :func:`results_dir` — a ``Path``, because a string would be read as a block name.
+    ``retries`` is for tasks doing I/O that can fail transiently (object stores, services);
+    only exceptions in ``retry_on`` are retried.
+    ``refresh_cache=True`` runs the task even on a cache hit and overwrites the record.
+    """
+    from prefect.cache_policies import INPUTS, TASK_SOURCE
+
+    options: dict[str, Any] = {
+        "persist_result": True,
+        "result_storage": results_dir(corpus),
+        "result_serializer": serializer,
+        "retries": retries,
+        "retry_delay_seconds": list(retry_delay_seconds) if retries else 0,
+        "refresh_cache": refresh_cache,
+    }
+    if retries:
+        options["retry_condition_fn"] = _retry_condition(retry_on)
+    if cache_key is not None:
+        fixed = cache_key
+
+        def _key(_context: Any, _parameters: dict[str, Any]) -> str:
+            return fixed
+
+        options["cache_key_fn"] = _key
+    else:
+        options["cache_policy"] = INPUTS + TASK_SOURCE
+    return options
+
+
+def _retry_condition(retry_on: tuple[type[BaseException], ...]) -> Any:
+    def should_retry(_task: Any, _task_run: Any, state: Any) -> bool:
+        exc = getattr(state, "data", None)
+        return isinstance(exc, retry_on)
+
+    return should_retry
+
+
+def file_fingerprint(path: str | Path) -> str:
+    """Content hash of a file; a file that cannot be read gets a stable marker of why.
+
+    So an unreadable file keys a cache as well as a readable one: the key changes when the
+    file becomes readable (or changes), not on every run.
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    try:
+        with open(path, "rb") as fh:
+            while block := fh.read(_CHUNK):
+                digest.update(block)
+    except OSError as exc:
+        return f"unreadable:{exc.errno}"
+    return digest.hexdigest()
+
+
+def cache_key_from_files(paths: Iterable[str | Path], *parts: Any) -> str:
+    """A cache key over the content of ``paths`` (order-independent) and JSON-able ``parts``.
+
+    ``parts`` carry everything else the result depends on: stage name, the config section
+    (``cfg.ingest.model_dump(mode="json")``), :func:`code_fingerprint`, the corpus root.
+    """
+    files = sorted({os.path.abspath(os.fspath(p)) for p in paths})
+    return hash_json([[f, file_fingerprint(f)] for f in files] + [list(parts)])
+
+
+def table_fingerprint(path: str | Path) -> str:
+    """Content hash of a table file (``"absent"`` when it does not exist)."""
+    path = Path(path)
+    if not path.exists():
+        return "absent"
+    return file_fingerprint(path)
+
+
+def code_fingerprint(*modules: str) -> str:
+    """Hash of the source code of ``modules`` (dotted names), so a cache dies with the code it ran.
+
+    A module that does not exist is hashed as missing (so an optional helper may come and go).
+    """
+    sources = []
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            sources.append(f"missing:{name}")
+            continue
+        try:
+            sources.append(inspect.getsource(module))
+        except (OSError, TypeError):  # no source (frozen/zip install): fall back to the name
+            sources.append(name)
+    return hash_json(sources)
+
+
+def was_cached(state: Any) -> bool:
+    """True when a Prefect task state came from the cache (the task body did not run)."""
+    return bool(getattr(state, "name", None) == "Cached")
+
+
+def current_flow_run_id() -> str | None:
+    """The id of the Prefect flow run we are in, or None outside a flow run."""
+    try:
+        from prefect.context import FlowRunContext
+    except ImportError:  # pragma: no cover - prefect is a dependency
+        return None
+    ctx = FlowRunContext.get()
+    if ctx is None or ctx.flow_run is None:
+        return None
+    return str(ctx.flow_run.id)
+
+
+def new_run_id() -> str:
+    """A sortable run id for runs without Prefect: ``YYYYmmddTHHMMSS-<6 hex>``."""
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
