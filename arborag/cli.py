@@ -21,7 +21,7 @@ app = typer.Typer(
         "arborag turns a pile of documents into a hierarchical (RAPTOR-style) retrieval index "
         "and answers queries over it. Everything runs offline on embedded defaults.\n\n"
         "Quick start:\n\n"
-        "  arborag build examples/ --corpus /tmp/demo\n\n"
+        "  arborag build examples/corpus/ --corpus /tmp/demo\n\n"
         "  arborag query \"How did Cinderella reach her happy ending?\" --corpus /tmp/demo"
     ),
     no_args_is_help=True,

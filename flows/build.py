@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from arborag.config import ArboragConfig
+from arborag.errors import IngestError
 from arborag.hashing import hash_json
 from arborag.progress import progress_bar
 from storage.corpus import Corpus
@@ -90,36 +91,6 @@ def build_key(leaves: pa.Table, config: ArboragConfig) -> str:
 # ---------------------------------------------------------------------------------------
 # Stages (plain functions; the Prefect tasks below wrap them)
 # ---------------------------------------------------------------------------------------
-def stage_ingest(ctx: BuildContext) -> dict[str, Any]:
-    from tasks.documents import build_documents
-
-    if not ctx.sources:
-        docs = ctx.corpus.read("documents")
-        return {"documents": docs.num_rows, "added": 0, "failed": 0}
-    existing = ctx.corpus.read("documents")
-    with progress_bar("ingest", None, enabled=False):
-        table, report = build_documents(ctx.sources, ctx.config.ingest, existing=existing)
-    ctx.corpus.write("documents", table)
-    summary = report.as_dict() if hasattr(report, "as_dict") else dict(vars(report))
-    ctx.counts["ingest"] = summary
-    return summary
-
-
-def stage_segment(ctx: BuildContext) -> dict[str, Any]:
-    from tasks.chunks import build_chunks
-
-    strategy = ctx.config.segment.strategy
-    docs = ctx.corpus.read("documents")
-    ok = docs.filter(pc.equal(docs.column("status"), "ok"))
-    chunks = ctx.corpus.read("chunks")
-    other = chunks.filter(pc.not_equal(chunks.column("strategy"), strategy))
-    with progress_bar(f"segment ({strategy})", ok.num_rows, enabled=ctx.progress) as advance:
-        new = build_chunks(ok, ctx.config.segment, strategy=strategy, progress=advance)
-    ctx.corpus.write("chunks", pa.concat_tables([other, new]))
-    ctx.counts["segment"] = {"strategy": strategy, "chunks": new.num_rows, "documents": ok.num_rows}
-    return ctx.counts["segment"]
-
-
 def _embedder(ctx: BuildContext):
     from tasks.embeddings import Embedder, EmbeddingCache
 
@@ -139,18 +110,12 @@ def _embed_texts(ctx: BuildContext, texts: list[str], label: str) -> np.ndarray:
     return vectors
 
 
-def leaf_texts(leaves: pa.Table) -> list[str]:
-    """What is embedded for a leaf: its context header (when present) and its text."""
-    out = []
-    for header, text in zip(leaves.column("header").to_pylist(), leaves.column("text").to_pylist()):
-        out.append(f"{header}\n\n{text}" if header else text)
-    return out
-
-
 def stage_embed(ctx: BuildContext, leaves: pa.Table, key: str) -> dict[str, Any]:
     stage_dir = ctx.staging / key
     stage_dir.mkdir(parents=True, exist_ok=True)
-    vectors = _embed_texts(ctx, leaf_texts(leaves), "leaves")
+    from tasks.tree import leaf_embed_texts
+
+    vectors = _embed_texts(ctx, leaf_embed_texts(leaves), "leaves")
     _write_vectors_file(stage_dir / "leaf_vectors.parquet", leaves.column("chunk_id"), vectors)
     ctx.counts["embed"] = {"leaves": leaves.num_rows, "computed": ctx.calls["embedded_texts"]}
     return {"path": str(stage_dir / "leaf_vectors.parquet"), "rows": leaves.num_rows}
@@ -318,15 +283,32 @@ def estimate_cost(leaves: pa.Table, config: ArboragConfig) -> list[dict[str, Any
 # ---------------------------------------------------------------------------------------
 # Orchestration
 # ---------------------------------------------------------------------------------------
-def _run_stages(ctx: BuildContext, runner: Callable[..., Any], *, dry_run: bool = False) -> dict[str, Any]:
+StageRunner = Callable[[str, Callable[..., dict[str, Any]], BuildContext, pa.Table | None, str], dict[str, Any]]
+
+
+def _run_stages(ctx: BuildContext, *, use_prefect: bool, dry_run: bool = False) -> dict[str, Any]:
+    from flows.ingest import cached_ingest_summary, ingest_call, run_stage_plain, run_stage_prefect, segment_call
+
     started = datetime.now(timezone.utc)
-    summary: dict[str, Any] = {"corpus": str(ctx.corpus.root), "run_id": ctx.run_id}
+    summary: dict[str, Any] = {"corpus": str(ctx.corpus.root), "run_id": ctx.run_id, "cached": []}
     status = "ok"
     message = ""
+    run_ingest_stage = run_stage_prefect if use_prefect else run_stage_plain
+    run_tree_stage = _prefect_stage if use_prefect else _plain_stage
     try:
-        summary["ingest"] = runner("ingest", stage_ingest, ctx)
-        summary["segment"] = runner("segment", stage_segment, ctx)
-        leaves = leaves_for(ctx.corpus.read("chunks"), ctx.config.segment.strategy)
+        if ctx.sources:
+            out, cached = run_ingest_stage(ctx.corpus, ingest_call(ctx.corpus, ctx.config, ctx.sources, ctx.progress))
+            summary["ingest"] = cached_ingest_summary(out) if cached else out
+            if cached:
+                summary["cached"].append("ingest")
+        strategy = ctx.config.segment.strategy
+        out, cached = run_ingest_stage(ctx.corpus, segment_call(ctx.corpus, ctx.config, strategy, ctx.progress))
+        summary["segment"] = out
+        if cached:
+            summary["cached"].append("segment")
+        ctx.counts["ingest"] = {k: v for k, v in (summary.get("ingest") or {}).items() if k not in ("failures", "warning_list")}
+        ctx.counts["segment"] = summary["segment"]
+        leaves = leaves_for(ctx.corpus.read("chunks"), strategy)
         key = build_key(leaves, ctx.config)
         summary["build_key"] = key
         if dry_run:
@@ -334,24 +316,31 @@ def _run_stages(ctx: BuildContext, runner: Callable[..., Any], *, dry_run: bool 
             summary["leaves"] = leaves.num_rows
             return summary
         if leaves.num_rows == 0:
-            raise RuntimeError("no chunks to build a tree from: ingest at least one readable, non-empty document")
+            raise IngestError(str(ctx.corpus.root), "no chunks to build a tree from: ingest at least one readable, non-empty document")
         man = ctx.corpus.manifest()
         if man is not None and man.get("build_key") == key and (ctx.corpus.snapshots_dir / man["snapshot"]).is_dir():
             summary["noop"] = True
             summary["snapshot"] = man["snapshot"]
             message = "unchanged: the published snapshot already matches the inputs and config"
+        elif (ctx.corpus.snapshots_dir / snapshot_id_for(key)).is_dir():
+            # built before (e.g. the config was switched back): re-publish, compute nothing
+            info = json.loads((ctx.corpus.snapshots_dir / snapshot_id_for(key) / "info.json").read_text())
+            ctx.corpus.publish_existing(snapshot_id_for(key), info)
+            summary["noop"] = True
+            summary["snapshot"] = snapshot_id_for(key)
+            message = "re-published an earlier snapshot with the same inputs and config"
         else:
             summary["noop"] = False
             for name, fn in (("embed", stage_embed), ("tree", stage_tree)):
-                summary[name] = runner(name, fn, ctx, leaves, key, cache_key=f"{name}-{key}")
-            summary["vectors"] = runner("vectors", stage_vectors, ctx, key, cache_key=f"vectors-{key}")
-            summary["sparse"] = runner("sparse", stage_sparse, ctx, key, cache_key=f"sparse-{key}")
-            summary["publish"] = runner("publish", stage_publish, ctx, key)
+                summary[name] = run_tree_stage(name, fn, ctx, leaves, key)
+            for name, fn in (("vectors", stage_vectors), ("sparse", stage_sparse), ("publish", stage_publish)):
+                summary[name] = run_tree_stage(name, fn, ctx, None, key)
+            summary["cached"] += [n for n in ("embed", "tree", "vectors", "sparse") if summary[n].get("_cached")]
             summary["snapshot"] = summary["publish"]["snapshot"]
-        ingest = summary.get("ingest") or {}
-        if int(ingest.get("failed", 0) or 0):
+        failed = int((summary.get("ingest") or {}).get("failed", 0) or 0)
+        if failed:
             status = "partial"
-            message = f"{ingest['failed']} document(s) could not be read; see `arborag sql \"select uri, error from documents where status = 'error'\"`"
+            message = f"{failed} document(s) could not be read; see `arborag sql \"select uri, error from documents where status = 'error'\"`"
         return summary
     except BaseException as exc:
         status, message = "failed", f"{type(exc).__name__}: {exc}"
@@ -368,60 +357,65 @@ def _run_stages(ctx: BuildContext, runner: Callable[..., Any], *, dry_run: bool 
                     "started_at": started,
                     "finished_at": datetime.now(timezone.utc),
                     "status": status,
-                    "counts": json.dumps({**ctx.counts, "calls": ctx.calls}, default=str),
+                    "counts": json.dumps({**ctx.counts, "calls": ctx.calls, "cached": summary.get("cached", [])}, default=str),
                     "tokens_in": ctx.tokens_in,
                     "tokens_out": ctx.tokens_out,
-                    "message": message,
+                    "message": message or None,
                 }
             )
 
 
-def _plain_runner(name: str, fn: Callable[..., Any], ctx: BuildContext, *args: Any, cache_key: str | None = None) -> Any:
-    return fn(ctx, *args)
+def _call(fn: Callable[..., dict[str, Any]], ctx: BuildContext, leaves: pa.Table | None, key: str) -> dict[str, Any]:
+    return fn(ctx, leaves, key) if leaves is not None else fn(ctx, key)
+
+
+def _plain_stage(name: str, fn: Callable[..., dict[str, Any]], ctx: BuildContext, leaves: pa.Table | None, key: str) -> dict[str, Any]:
+    return _call(fn, ctx, leaves, key)
 
 
 def _staged_outputs_exist(ctx: BuildContext, name: str, key: str) -> bool:
-    stage_dir = ctx.staging / key
     need = {
         "embed": ["leaf_vectors.parquet"],
         "tree": ["nodes.parquet", "edges.parquet", "node_vectors.parquet"],
         "vectors": ["vectors.lance"],
         "sparse": ["sparse"],
-    }.get(name, [])
-    return all((stage_dir / n).exists() for n in need)
+    }.get(name)
+    return bool(need) and all((ctx.staging / key / n).exists() for n in need)
 
 
-def _prefect_runner(ctx: BuildContext) -> Callable[..., Any]:
+_RETRIES = {"embed": 2, "tree": 3, "sparse": 3}
+
+
+def _prefect_stage(name: str, fn: Callable[..., dict[str, Any]], ctx: BuildContext, leaves: pa.Table | None, key: str) -> dict[str, Any]:
+    """Run a stage as a Prefect task cached on ``<stage>-<build key>``.
+
+    A cache hit is trusted only while the stage's staged outputs still exist (a published
+    build removes its staging folder); otherwise the task runs and refreshes the record.
+    So a build that failed at ``sparse`` (say, Elasticsearch was down) resumes at ``sparse``.
+    """
     from prefect import task
 
-    retry = {"ingest": 2, "embed": 2, "tree": 3, "sparse": 3}
-    storage = ctx.corpus.prefect_dir
-    storage.mkdir(parents=True, exist_ok=True)
+    from flows.common import task_options, was_cached
 
-    def run(name: str, fn: Callable[..., Any], ctx_: BuildContext, *args: Any, cache_key: str | None = None) -> Any:
-        # The cache key is the stage name + the build key (content hashes of the leaves and
-        # the config the stage depends on). It is offered only while the stage's staged
-        # outputs exist, so a cache hit never points at files that are gone.
-        key = args[-1] if args and isinstance(args[-1], str) else None
-        usable = bool(cache_key and key and _staged_outputs_exist(ctx_, name, key))
-        t = task(
-            name=name,
-            cache_key_fn=(lambda _c, _p: cache_key) if usable else None,
-            persist_result=True,
-            result_storage=storage,
-            retries=retry.get(name, 0),
-            retry_delay_seconds=[2, 5, 15],
-        )(lambda: fn(ctx_, *args))
-        return t()
+    usable = _staged_outputs_exist(ctx, name, key)
+    opts = task_options(ctx.corpus, retries=_RETRIES.get(name, 0), cache_key=f"{name}-{key}", refresh_cache=not usable)
 
-    return run
+    def body() -> dict[str, Any]:
+        return _call(fn, ctx, leaves, key)
+
+    body.__name__ = name
+    state = task(name=name, log_prints=False)(body).with_options(**opts)(return_state=True)
+    out = dict(state.result())
+    if was_cached(state):
+        out["_cached"] = True
+    return out
 
 
 def build_flow(config_hash: str, corpus_dir: str, sources: list[str], dry_run: bool = False, progress: bool = True) -> dict[str, Any]:
     """Prefect flow body (wrapped lazily by :func:`_prefect_flow`)."""
     config = _CONFIGS[config_hash]
     ctx = BuildContext(Corpus(corpus_dir).ensure(), config, sources, progress=progress)
-    return _run_stages(ctx, _prefect_runner(ctx), dry_run=dry_run)
+    return _run_stages(ctx, use_prefect=True, dry_run=dry_run)
 
 
 def _prefect_flow():
@@ -447,7 +441,14 @@ def run_build(
     srcs = [str(s) for s in sources]
     if not use_prefect:
         ctx = BuildContext(corpus, config, srcs, progress=progress)
-        return _run_stages(ctx, _plain_runner, dry_run=dry_run)
+        return _run_stages(ctx, use_prefect=False, dry_run=dry_run)
+    from flows.common import prefect_env_defaults
+
+    prefect_env_defaults()
+    if srcs:  # a missing source fails before Prefect starts
+        from tasks.documents import discover_sources
+
+        discover_sources(srcs, config.ingest, skip=[corpus.root])
     h = config.config_hash()
     _CONFIGS[h] = config
     t0 = time.perf_counter()

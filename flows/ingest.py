@@ -142,7 +142,7 @@ def segment_stage(corpus_dir: str, segment_cfg: dict[str, Any], strategy: str, p
 # Running the stages: plainly, or as cached Prefect tasks
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
-class _StageCall:
+class StageCall:
     name: str
     fn: Callable[..., dict[str, Any]]
     kwargs: dict[str, Any]
@@ -151,14 +151,14 @@ class _StageCall:
     still_valid: Callable[[dict[str, Any]], bool]  # is a cached summary still true on disk?
 
 
-_Runner = Callable[[Corpus, _StageCall], tuple[dict[str, Any], bool]]
+_Runner = Callable[[Corpus, StageCall], tuple[dict[str, Any], bool]]
 
 
-def _plain_runner(corpus: Corpus, call: _StageCall) -> tuple[dict[str, Any], bool]:
+def run_stage_plain(corpus: Corpus, call: StageCall) -> tuple[dict[str, Any], bool]:
     return call.fn(**call.kwargs), False
 
 
-def _prefect_runner(corpus: Corpus, call: _StageCall) -> tuple[dict[str, Any], bool]:
+def run_stage_prefect(corpus: Corpus, call: StageCall) -> tuple[dict[str, Any], bool]:
     task = _prefect_objects().tasks[call.name]
     state = task.with_options(**task_options(corpus, retries=call.retries, cache_key=call.cache_key))(
         **call.kwargs, return_state=True
@@ -174,13 +174,13 @@ def _prefect_runner(corpus: Corpus, call: _StageCall) -> tuple[dict[str, Any], b
     return summary, False
 
 
-def _cached_ingest(summary: dict[str, Any]) -> dict[str, Any]:
+def cached_ingest_summary(summary: dict[str, Any]) -> dict[str, Any]:
     """What a cache hit means in counts: nothing added; every document read before is unchanged."""
     seen = summary.get("added", 0) + summary.get("unchanged", 0) + summary.get("duplicates", 0)
     return {**summary, "added": 0, "duplicates": 0, "replaced": 0, "unchanged": seen, "written": False}
 
 
-def _ingest_call(corpus: Corpus, config: ArboragConfig, sources: Sequence[str], progress: bool) -> _StageCall:
+def ingest_call(corpus: Corpus, config: ArboragConfig, sources: Sequence[str], progress: bool) -> StageCall:
     from tasks.documents import discover_sources
 
     files = [s.uri for s in discover_sources(sources, config.ingest, skip=[corpus.root])]
@@ -189,7 +189,7 @@ def _ingest_call(corpus: Corpus, config: ArboragConfig, sources: Sequence[str], 
         files, "ingest", str(corpus.root), cfg, code_fingerprint("tasks.documents", "flows.ingest")
     )
     docs_path = corpus.table_path("documents")
-    return _StageCall(
+    return StageCall(
         name="ingest",
         fn=ingest_stage,
         kwargs={"corpus_dir": str(corpus.root), "files": files, "ingest_cfg": cfg, "progress": progress},
@@ -199,7 +199,7 @@ def _ingest_call(corpus: Corpus, config: ArboragConfig, sources: Sequence[str], 
     )
 
 
-def _segment_call(corpus: Corpus, config: ArboragConfig, strategy: str, progress: bool) -> _StageCall:
+def segment_call(corpus: Corpus, config: ArboragConfig, strategy: str, progress: bool) -> StageCall:
     cfg = config.segment.model_dump(mode="json")
     key = hash_json(
         [
@@ -211,7 +211,7 @@ def _segment_call(corpus: Corpus, config: ArboragConfig, strategy: str, progress
             code_fingerprint("tasks.chunks", "tasks.segmenters", "arborag.tokenizer", "flows.ingest"),
         ]
     )
-    return _StageCall(
+    return StageCall(
         name="segment",
         fn=segment_stage,
         kwargs={"corpus_dir": str(corpus.root), "segment_cfg": cfg, "strategy": strategy, "progress": progress},
@@ -240,13 +240,13 @@ def _run_pipeline(
     status, message = "ok", ""
     try:
         if sources:
-            summary, cached = runner(corpus, _ingest_call(corpus, config, sources, progress))
-            out["ingest"] = _cached_ingest(summary) if cached else summary
+            summary, cached = runner(corpus, ingest_call(corpus, config, sources, progress))
+            out["ingest"] = cached_ingest_summary(summary) if cached else summary
             if cached:
                 out["cached"].append("ingest")
         if segment:
             chosen = strategy or config.segment.strategy
-            summary, cached = runner(corpus, _segment_call(corpus, config, chosen, progress))
+            summary, cached = runner(corpus, segment_call(corpus, config, chosen, progress))
             out["segment"] = {**summary, "written": False} if cached else summary
             if cached:
                 out["cached"].append("segment")
@@ -310,7 +310,7 @@ def ingest_and_segment_body(
     run_id = current_flow_run_id() or new_run_id()
     return _run_pipeline(
         sources, corpus, config, strategy=strategy, segment=segment, progress=progress,
-        runner=_prefect_runner, run_id=run_id,
+        runner=run_stage_prefect, run_id=run_id,
     )
 
 
@@ -378,7 +378,7 @@ def run_ingest_and_segment(
     if not use_prefect:
         return _run_pipeline(
             srcs, corpus.ensure(), config, strategy=strategy, segment=segment, progress=progress,
-            runner=_plain_runner, run_id=new_run_id(),
+            runner=run_stage_plain, run_id=new_run_id(),
         )
     flow_obj = _prefect_objects().flow
     out = flow_obj(srcs, str(corpus.root), config.public_dict(), strategy, segment, progress)

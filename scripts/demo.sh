@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The arborag demo: install, ingest examples/ into a corpus, segment, show what is there.
+# The arborag demo: install, build a tree over examples/corpus/, inspect it with DuckDB, ask a question.
 #   bash scripts/demo.sh [CORPUS_DIR]        (default: .arborag-demo/, or $ARBORAG_DEMO_CORPUS)
-# Set ARBORAG_DEMO_NO_PREFECT=1 to run without Prefect (no temporary API server: faster start).
+# Offline, no server, no API key. Set ARBORAG_DEMO_NO_PREFECT=1 to run the stages without
+# Prefect (no temporary API server: faster start).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,8 +14,8 @@ CORPUS=${1:-${ARBORAG_DEMO_CORPUS:-.arborag-demo}}
 PREFECT_FLAG=()
 if [ "${ARBORAG_DEMO_NO_PREFECT:-0}" = "1" ]; then PREFECT_FLAG=(--no-prefect); fi
 
-echo "== 1. ingest examples/ and segment into sentence chunks (<= 100 tokens) -> $CORPUS"
-arborag ingest examples/ --exclude README.md --corpus "$CORPUS" --segment --strategy sentence "${PREFECT_FLAG[@]}"
+echo "== 1. build: ingest examples/corpus/, segment (sentence, <= 100 tokens), embed, cluster + summarize per level, index, publish -> $CORPUS"
+arborag build examples/corpus/ --corpus "$CORPUS" "${PREFECT_FLAG[@]}"
 
 echo
 echo "== 2. documents and their chunks (DuckDB over the corpus's Parquet tables)"
@@ -23,11 +24,13 @@ arborag sql "SELECT d.title, d.mime, d.n_chars, count(c.chunk_id) AS chunks, sum
              WHERE d.status = 'ok' GROUP BY ALL ORDER BY d.title" --corpus "$CORPUS"
 
 echo
-echo "== 3. the first chunks of Cinderella"
-arborag sql "SELECT c.ordinal, c.n_tokens, c.text FROM chunks c JOIN documents d USING (doc_id)
-             WHERE d.title = 'cinderella' AND c.strategy = 'sentence' ORDER BY c.ordinal LIMIT 3" \
-  --corpus "$CORPUS" --max-chars 200
+echo "== 3. the tree: nodes per level"
+arborag sql "SELECT level, count(*) AS nodes, round(avg(n_tokens)) AS avg_tokens FROM nodes GROUP BY level ORDER BY level" --corpus "$CORPUS"
 
 echo
-echo "== 4. runs recorded in the corpus"
-arborag sql "SELECT run_id, flow, status, finished_at FROM runs ORDER BY finished_at" --corpus "$CORPUS"
+echo "== 4. a question, answered from the collapsed tree (leaves and summaries, <= 2,000 tokens)"
+arborag query "How did Cinderella reach her happy ending?" --corpus "$CORPUS" --budget 2000
+
+echo
+echo "== 5. an HTML view of the tree"
+arborag inspect tree --corpus "$CORPUS" --html "$CORPUS/tree.html"

@@ -116,6 +116,15 @@ class Corpus:
         atomic_write_bytes(self.manifest_path, json.dumps(info, indent=2, sort_keys=True).encode())
         return final
 
+    def publish_existing(self, snapshot_id: str, info: dict[str, Any]) -> Path:
+        """Switch the manifest back to an already sealed snapshot (no copying, atomic)."""
+        final = self.snapshots_dir / snapshot_id
+        if not final.is_dir():
+            raise NotBuiltError(str(self.root))
+        info = {**info, "snapshot": snapshot_id, "published_at": datetime.now(timezone.utc).isoformat()}
+        atomic_write_bytes(self.manifest_path, json.dumps(info, indent=2, sort_keys=True).encode())
+        return final
+
     def snapshot_table_path(self, name: str, snapshot_dir: Path | None = None) -> Path:
         base = snapshot_dir if snapshot_dir is not None else self.published_dir()
         return base / f"{name}.parquet"

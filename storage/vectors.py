@@ -11,6 +11,7 @@ exact search stops being cheap, and then LanceDB does the search.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -43,6 +44,7 @@ def _vector_table(nodes: pa.Table, vectors: np.ndarray) -> pa.Table:
 
 def write_vectors(directory: Path, nodes: pa.Table, vectors: np.ndarray) -> dict[str, int | bool]:
     """Write the vector table for a snapshot into ``directory`` (a new LanceDB database)."""
+    os.environ.setdefault("LANCE_LOG", "error")  # lance logs a WARN for every new dataset
     import lancedb
 
     directory = Path(directory)

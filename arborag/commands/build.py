@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
             "publish as a Prefect flow in-process (no server needed). A rebuild with unchanged "
             "inputs and config is a no-op; caches make changed builds pay only for what changed.\n\n"
             "Example:\n\n"
-            "  arborag build examples/ --corpus /tmp/demo\n\n"
+            "  arborag build examples/corpus/ --corpus /tmp/demo\n\n"
             "  arborag build docs/ --corpus /tmp/c --strategy dds --dry-run"
         ),
     )

@@ -248,7 +248,7 @@ def register(app: typer.Typer) -> None:
             "Runs as a Prefect flow in-process (a temporary API starts; set PREFECT_API_URL to "
             "see runs in your server's UI); --no-prefect skips the orchestrator.\n\n"
             "Examples:\n\n"
-            "  arborag ingest examples/ --corpus .arborag-demo\n\n"
+            "  arborag ingest examples/corpus/ --corpus .arborag-demo\n\n"
             "  arborag ingest docs/ 'reports/**/*.pdf' --corpus /tmp/c --exclude 'draft*' --segment"
         ),
     )
