@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,3 +29,15 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def examples_dir() -> Path:
     return REPO / "examples"
+
+
+@pytest.fixture(scope="session")
+def prefect_harness() -> Iterator[None]:
+    """A temporary Prefect API + database for the whole session (no server needed; ~16-40 s once)."""
+    from flows.common import prefect_env_defaults
+
+    prefect_env_defaults()
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=90):
+        yield

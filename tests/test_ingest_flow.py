@@ -8,7 +8,6 @@ after the first costs about a second.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from types import SimpleNamespace
 from pathlib import Path
 
@@ -25,18 +24,6 @@ from storage.corpus import Corpus
 from test_documents import write_bad_files
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="session")
-def prefect_harness() -> Iterator[None]:
-    """A temporary Prefect API + database for the whole session (no server needed)."""
-    from flows.common import prefect_env_defaults
-
-    prefect_env_defaults()
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
 
 
 @pytest.fixture

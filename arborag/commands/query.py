@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
             "hybrid (dense + sparse fused by reciprocal rank fusion).\n\n"
             "Examples:\n\n"
             "  arborag query \"How did Cinderella reach her happy ending?\" --corpus /tmp/demo\n\n"
-            "  arborag query '+\"glass slipper\" -stepmother' --mode sparse --lucene --corpus /tmp/demo --json"
+            "  arborag query '+\"golden slipper\" -stepmother' --mode sparse --lucene --corpus /tmp/demo --json"
         ),
     )
     def query(

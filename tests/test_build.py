@@ -1,0 +1,152 @@
+"""The build flow end to end on real text with the real embedder and extractive summaries:
+a tree with summary levels, a no-op rebuild (counted calls), byte-identical tables for the
+same seed, the dry run, the HTML tree view, the CLI, and the Prefect-run build.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from arborag.cli import app
+from arborag.config import ArboragConfig
+from flows.build import run_build
+from query import open_index
+from storage.corpus import Corpus
+
+pytestmark = pytest.mark.slow
+
+QUESTION = "How did Cinderella reach her happy ending?"
+
+
+@pytest.fixture(scope="module")
+def cinderella(examples_dir: Path) -> Path:
+    return examples_dir / "corpus" / "cinderella.txt"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory, cinderella: Path) -> tuple[Path, dict]:
+    corpus = tmp_path_factory.mktemp("build") / "c"
+    out = run_build([cinderella], corpus, ArboragConfig(), use_prefect=False, progress=False)
+    return corpus, out
+
+
+def test_build_publishes_a_tree_with_summary_levels(built: tuple[Path, dict]) -> None:
+    corpus, out = built
+    assert out["status"] == "ok" and out["noop"] is False
+    nodes = pq.read_table(Corpus(corpus).published_dir() / "nodes.parquet")
+    levels = set(nodes.column("level").to_pylist())
+    assert 0 in levels and max(levels) >= 1
+    assert out["calls"]["summaries"] == sum(1 for lv in nodes.column("level").to_pylist() if lv > 0)
+    edges = pq.read_table(Corpus(corpus).published_dir() / "edges.parquet")
+    ids = set(nodes.column("node_id").to_pylist())
+    assert set(edges.column("parent_id").to_pylist()) <= ids and set(edges.column("child_id").to_pylist()) <= ids
+    runs = Corpus(corpus).read("runs").to_pylist()
+    assert runs[-1]["flow"] == "build" and runs[-1]["status"] == "ok"
+
+
+def test_query_returns_leaves_and_summaries_within_budget(built: tuple[Path, dict]) -> None:
+    corpus, _ = built
+    hits = open_index(corpus).search(QUESTION, mode="collapsed", budget=2000)
+    assert sum(h.n_tokens for h in hits) <= 2000
+    levels = {h.level for h in hits}
+    assert 0 in levels and any(lv > 0 for lv in levels), f"expected a mix of leaves and summaries, got levels {levels}"
+    assert all(a.score >= b.score for a, b in zip(hits, hits[1:]))
+    trav = open_index(corpus).search(QUESTION, mode="traversal", k=3, budget=2000)
+    assert trav and sum(h.n_tokens for h in trav) <= 2000
+    sparse = open_index(corpus).search('+"golden slipper"', mode="sparse", lucene=True, budget=500)
+    assert sparse and all("slipper" in h.text.lower() for h in sparse)
+    hybrid = open_index(corpus).search(QUESTION, mode="hybrid", budget=1000)
+    assert hybrid and sum(h.n_tokens for h in hybrid) <= 1000
+
+
+def test_rebuild_is_a_noop_with_no_embedding_and_no_summaries(built: tuple[Path, dict], cinderella: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    corpus, first = built
+    import tasks.embeddings
+    import tasks.summarize
+
+    calls = {"embed": 0, "summarize": 0}
+    real_embed = tasks.embeddings.Embedder.embed
+    real_summ = tasks.summarize.ExtractiveSummarizer.summarize_many
+
+    def counting_embed(self, texts, **kw):  # type: ignore[no-untyped-def]
+        calls["embed"] += len(texts)
+        return real_embed(self, texts, **kw)
+
+    def counting_summ(self, clusters, **kw):  # type: ignore[no-untyped-def]
+        calls["summarize"] += len(clusters)
+        return real_summ(self, clusters, **kw)
+
+    monkeypatch.setattr(tasks.embeddings.Embedder, "embed", counting_embed)
+    monkeypatch.setattr(tasks.summarize.ExtractiveSummarizer, "summarize_many", counting_summ)
+    before = Corpus(corpus).manifest()
+    out = run_build([cinderella], corpus, ArboragConfig(), use_prefect=False, progress=False)
+    assert out["noop"] is True
+    assert calls == {"embed": 0, "summarize": 0}
+    assert Corpus(corpus).manifest()["snapshot"] == before["snapshot"]
+
+
+def test_same_input_and_seed_give_byte_identical_tables(built: tuple[Path, dict], cinderella: Path, tmp_path: Path) -> None:
+    corpus, _ = built
+    other = tmp_path / "again"
+    run_build([cinderella], other, ArboragConfig(), use_prefect=False, progress=False)
+    a, b = Corpus(corpus).published_dir(), Corpus(other).published_dir()
+    for name in ("nodes.parquet", "edges.parquet"):
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+def test_changed_config_builds_a_new_snapshot_and_old_one_can_come_back(built: tuple[Path, dict], cinderella: Path) -> None:
+    corpus, _ = built
+    c = Corpus(corpus)
+    first = c.manifest()["snapshot"]
+    cfg = ArboragConfig().with_overrides(summarize={"max_tokens": 60})
+    out = run_build([cinderella], corpus, cfg, use_prefect=False, progress=False)
+    assert out["noop"] is False and out["snapshot"] != first
+    assert out["calls"]["embedded_texts"] > 0  # new summaries are embedded; leaves come from the cache
+    back = run_build([cinderella], corpus, ArboragConfig(), use_prefect=False, progress=False)
+    assert back["noop"] is True and c.manifest()["snapshot"] == first
+    run_build([cinderella], corpus, cfg, use_prefect=False, progress=False)  # leave the module fixture as it was
+    run_build([cinderella], corpus, ArboragConfig(), use_prefect=False, progress=False)
+
+
+def test_dry_run_estimates_without_building(tmp_path: Path, cinderella: Path) -> None:
+    cfg = ArboragConfig().with_overrides(summarize={"backend": "openai"})
+    out = run_build([cinderella], tmp_path / "d", cfg, use_prefect=False, dry_run=True, progress=False)
+    assert out["leaves"] > 0 and out["estimate"]
+    first = out["estimate"][0]
+    assert first["level"] == 1 and first["nodes_in"] == out["leaves"] and first["tokens_in"] > 0 and first["price"] > 0
+    assert Corpus(tmp_path / "d").manifest() is None
+
+
+def test_cli_build_query_inspect(built: tuple[Path, dict], cinderella: Path, tmp_path: Path) -> None:
+    corpus, _ = built
+    runner = CliRunner()
+    res = runner.invoke(app, ["query", QUESTION, "--corpus", str(corpus), "--json"])
+    assert res.exit_code == 0, res.output
+    hits = json.loads(res.output)
+    assert hits and sum(h["n_tokens"] for h in hits) <= 2000
+    res = runner.invoke(app, ["query", "+cinderella -slipper", "--mode", "sparse", "--lucene", "--corpus", str(corpus), "--json"])
+    assert res.exit_code == 0, res.output
+    assert all("slipper" not in h["text"].lower() for h in json.loads(res.output))
+    html = tmp_path / "tree.html"
+    res = runner.invoke(app, ["inspect", "tree", "--corpus", str(corpus), "--html", str(html)])
+    assert res.exit_code == 0, res.output
+    page = html.read_text()
+    assert "<details" in page and "http://" not in page and "https://" not in page  # offline, no CDN
+    res = runner.invoke(app, ["build", str(cinderella), "--corpus", str(tmp_path / "dry"), "--dry-run", "--no-prefect"])
+    assert res.exit_code == 0 and "Estimated" in res.output
+    res = runner.invoke(app, ["query", "x", "--corpus", str(tmp_path / "nothing")])
+    assert res.exit_code == 1 and "arborag build" in res.output
+
+
+def test_build_under_prefect_caches_and_second_run_is_noop(prefect_harness: None, cinderella: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "p"
+    first = run_build([cinderella], corpus, ArboragConfig(), use_prefect=True, progress=False)
+    assert first["status"] == "ok" and first["noop"] is False
+    second = run_build([cinderella], corpus, ArboragConfig(), use_prefect=True, progress=False)
+    assert second["noop"] is True and second["calls"] == {"embedded_texts": 0, "summaries": 0}
+    assert "ingest" in second["cached"] and "segment" in second["cached"]
