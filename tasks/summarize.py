@@ -1,0 +1,244 @@
+"""Cluster summarizers (SPEC §5 step 7).
+
+- :class:`SummaryResult` and the :class:`Summarizer` protocol (``name`` + ``summarize_many``).
+- :class:`ExtractiveSummarizer`, the default: LLM-free, offline, deterministic. It picks the
+  sentences of a cluster's texts that best represent the cluster and returns them in their
+  original order, within ``max_tokens`` tokens of our tokenizer.
+- :func:`make_summarizer` builds the configured one (the OpenAI-compatible summarizer lives
+  in :mod:`tasks.summarize_llm` and is imported only when configured).
+
+How the extractive summarizer scores sentences (decided for cost, see the build numbers in
+the tree module docs): no neural embedding. Each sentence becomes a sublinear term-frequency
+vector over its content words (stop words dropped, CJK as character bigrams); the cluster
+centroid is the mean of the *children's* normalised term vectors (every child weighs the same,
+however long). Sentences are chosen greedily by MMR — 0.7·cos(sentence, centroid) −
+0.3·max cos(sentence, already chosen) — among those that still fit the token budget; very
+short sentences are discounted. Measured in a build over 2,229 real chunks (shared 2-core box,
+load ~6): 387 cluster summaries took 1.9 s in total (~5 ms each) against 167 s to embed the
+leaves — about 1% of the leaf embedding, so summarizing never dominates a build.
+
+A summary depends only on its own cluster's texts (in the given order), never on other
+clusters: the same children always give the same summary.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import numpy as np
+
+from arborag.config import SummarizeConfig
+from arborag.tokenizer import Tokenizer, get_tokenizer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tasks.embeddings import Embedder
+
+__all__ = [
+    "EXTRACTIVE_VERSION",
+    "ExtractiveSummarizer",
+    "SummaryResult",
+    "Summarizer",
+    "make_summarizer",
+    "split_sentences",
+]
+
+EXTRACTIVE_VERSION = "extractive-v1"
+
+Progress = Callable[[int], None] | None
+
+
+@dataclass(frozen=True)
+class SummaryResult:
+    """One cluster's summary. ``status`` is ``"ok"`` or ``"fallback:<reason>"``.
+
+    ``tokens_in``/``tokens_out`` are LLM tokens spent (0 for the extractive summarizer).
+    """
+
+    text: str
+    status: str
+    tokens_in: int
+    tokens_out: int
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    name: str  # model + prompt version; recorded in nodes.summarizer and part of node ids
+
+    def summarize_many(
+        self, clusters: Sequence[Sequence[str]], *, progress: Progress = None
+    ) -> list[SummaryResult]: ...
+
+
+# -- sentences and terms ------------------------------------------------------------------------
+_SENT_END = re.compile(
+    r"(?<=[.!?])[\"'”’)\]]*\s+"  # Latin sentence end followed by space
+    r"|(?<=[。！？；])"  # CJK sentence end (no space follows)
+    r"|\s*\n+\s*"  # line breaks
+)
+_WORD = re.compile(r"\w+", re.UNICODE)
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of ``text`` (stripped, non-empty), in order."""
+    return [s.strip() for s in _SENT_END.split(text) if s and s.strip()]
+
+
+def _stop_words() -> frozenset[str]:
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return frozenset(ENGLISH_STOP_WORDS)
+
+
+_STOP: frozenset[str] | None = None
+
+
+def _terms(sentence: str) -> list[str]:
+    global _STOP
+    if _STOP is None:
+        _STOP = _stop_words()
+    out: list[str] = []
+    for w in _WORD.findall(sentence.lower()):
+        if _CJK.search(w):
+            chars = [c for c in w if not c.isspace()]
+            out.extend(chars[i] + chars[i + 1] for i in range(len(chars) - 1))
+            if len(chars) == 1:
+                out.append(chars[0])
+        elif len(w) > 1 and w not in _STOP:
+            out.append(w)
+    return out
+
+
+def _normalise_rows(m: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return m / norms
+
+
+# -- the extractive summarizer ------------------------------------------------------------------
+class ExtractiveSummarizer:
+    """Deterministic centroid + MMR sentence extraction within ``cfg.max_tokens`` tokens."""
+
+    lambda_: float = 0.7  # MMR trade-off: relevance to the centroid vs redundancy
+    min_tokens: int = 5  # sentences shorter than this are discounted (headings, "Act 1")
+
+    def __init__(self, cfg: SummarizeConfig | None = None, *, tokenizer: Tokenizer | None = None) -> None:
+        self.cfg = cfg or SummarizeConfig()
+        self.max_tokens = self.cfg.max_tokens
+        self.name = f"{EXTRACTIVE_VERSION}/{self.max_tokens}"
+        self._tokenizer = tokenizer
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        if self._tokenizer is None:
+            self._tokenizer = get_tokenizer()
+        return self._tokenizer
+
+    def summarize_many(
+        self, clusters: Sequence[Sequence[str]], *, progress: Progress = None
+    ) -> list[SummaryResult]:
+        out = []
+        for texts in clusters:
+            out.append(self.summarize(texts))
+            if progress is not None:
+                progress(1)
+        return out
+
+    def summarize(self, texts: Sequence[str]) -> SummaryResult:
+        text = self._extract(list(texts))
+        return SummaryResult(text=text, status="ok", tokens_in=0, tokens_out=0)
+
+    def _extract(self, texts: list[str]) -> str:
+        budget = self.max_tokens
+        # sentences with (child, position) keys; identical sentences are kept once
+        sents: list[str] = []
+        owner: list[int] = []
+        seen: set[str] = set()
+        for ci, t in enumerate(texts):
+            for s in split_sentences(t or ""):
+                if s not in seen:
+                    seen.add(s)
+                    sents.append(s)
+                    owner.append(ci)
+        if not sents:
+            return ""
+        counts = np.asarray(self.tokenizer.count_many(sents), dtype=np.int64)
+        if int(counts.sum()) <= budget:
+            return self._fit(" ".join(sents))
+        term_lists = [_terms(s) for s in sents]
+        vocab: dict[str, int] = {}
+        for terms in term_lists:
+            for w in terms:
+                vocab.setdefault(w, len(vocab))
+        m = np.zeros((len(sents), max(1, len(vocab))), dtype=np.float64)
+        for i, terms in enumerate(term_lists):
+            for w, c in Counter(terms).items():
+                m[i, vocab[w]] = 1.0 + math.log(c)
+        # centroid: every child weighs the same, however many sentences it has
+        owner_arr = np.asarray(owner)
+        child_vecs = []
+        for ci in sorted(set(owner)):
+            v = m[owner_arr == ci].sum(axis=0)
+            nv = np.linalg.norm(v)
+            if nv > 0:
+                child_vecs.append(v / nv)
+        centroid = np.mean(child_vecs, axis=0) if child_vecs else np.zeros(m.shape[1])
+        sv = _normalise_rows(m)
+        cn = np.linalg.norm(centroid)
+        relevance = sv @ (centroid / cn) if cn > 0 else np.zeros(len(sents))
+        short = counts < self.min_tokens
+        relevance = np.where(short, relevance * 0.5, relevance)
+
+        chosen: list[int] = []
+        used = 0
+        redundancy = np.zeros(len(sents))
+        available = np.ones(len(sents), dtype=bool)
+        while True:
+            # WordPiece never makes a token of whitespace: joined counts add up exactly
+            fits = available & (counts <= budget - used)
+            if not fits.any():
+                break
+            score = self.lambda_ * relevance - (1 - self.lambda_) * redundancy
+            score = np.where(fits, score, -np.inf)
+            best = int(np.argmax(score))  # ties -> earliest sentence (deterministic)
+            chosen.append(best)
+            used += int(counts[best])
+            available[best] = False
+            redundancy = np.maximum(redundancy, sv @ sv[best])
+        if not chosen:
+            # even the shortest sentence is over budget: truncate the most central one
+            best = int(np.argmax(relevance))
+            return self.tokenizer.truncate(sents[best], budget)
+        return self._fit(" ".join(sents[i] for i in sorted(chosen)))
+
+    def _fit(self, text: str) -> str:
+        if self.tokenizer.count(text) <= self.max_tokens:
+            return text
+        return self.tokenizer.truncate(text, self.max_tokens)
+
+    def __repr__(self) -> str:
+        return f"ExtractiveSummarizer({self.name!r})"
+
+
+def make_summarizer(
+    cfg: SummarizeConfig, *, cache_dir: Path | None = None, embedder: "Embedder | None" = None
+) -> Summarizer:
+    """The configured summarizer. ``openai`` wraps an extractive fallback for failed clusters.
+
+    ``embedder`` is accepted for summarizers that want vectors; the extractive one does not
+    use it (its sentence scoring is deliberately embedding-free, see the module docs).
+    """
+    extractive = ExtractiveSummarizer(cfg)
+    if cfg.backend == "extractive":
+        return extractive
+    if cfg.backend == "openai":
+        from tasks.summarize_llm import OpenAISummarizer
+
+        return OpenAISummarizer(cfg, cache_dir=cache_dir, fallback=extractive)
+    raise ValueError(f"unknown summarize.backend {cfg.backend!r}")  # pragma: no cover

@@ -1,0 +1,199 @@
+"""RAPTOR clustering of one level (tasks/clustering.py) on synthetic vectors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_limits
+
+from arborag.config import ClusterConfig
+from tasks.clustering import (
+    ClusterStats,
+    cluster_level,
+    coarse_grid,
+    cut_contiguous,
+    select_k,
+    soft_membership,
+)
+
+# small k range keeps the BIC sweeps fast; the algorithm is the same
+CFG = ClusterConfig(max_clusters=12)
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _blobs(sizes: list[int], dim: int = 64, spread: float = 0.05, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    centers = rng.standard_normal((len(sizes), dim))
+    xs, labels = [], []
+    for c, size in enumerate(sizes):
+        xs.append(centers[c] + spread * rng.standard_normal((size, dim)))
+        labels += [c] * size
+    return _unit(np.concatenate(xs)), np.array(labels)
+
+
+def _covered(clusters, n: int) -> bool:
+    return sorted({r for c in clusters for r, _ in c}) == list(range(n))
+
+
+# -- soft membership ------------------------------------------------------------------------
+def test_soft_membership_thresholds_and_multi_membership():
+    probs = np.array(
+        [
+            [0.95, 0.05, 0.00],  # only cluster 0
+            [0.45, 0.55, 0.00],  # both 0 and 1
+            [0.00, 0.20, 0.80],  # 1 and 2
+            [0.00, 0.00, 1.00],  # only 2
+        ]
+    )
+    clusters = soft_membership(probs, 0.1)
+    assert clusters == [
+        [(0, 0.95), (1, 0.45)],
+        [(1, 0.55), (2, 0.2)],
+        [(2, 0.8), (3, 1.0)],
+    ]
+
+
+def test_soft_membership_under_threshold_everywhere_joins_argmax():
+    # row 1 is under 0.3 in every cluster: the reference code drops it; we put it in its argmax
+    probs = np.array(
+        [
+            [0.9, 0.1, 0.0, 0.0],
+            [0.25, 0.26, 0.24, 0.25],
+            [0.0, 0.0, 0.05, 0.95],
+        ]
+    )
+    clusters = soft_membership(probs, 0.3)
+    assert _covered(clusters, 3)
+    assert [(1, 0.26)] == [m for c in clusters for m in c if m[0] == 1]
+    # cluster 2 (index 2) has no member and is dropped
+    assert len(clusters) == 3
+    assert clusters[1] == [(1, 0.26)]
+
+
+def test_soft_membership_equal_probabilities_tie_goes_to_first_column():
+    probs = np.full((2, 20), 0.05)
+    clusters = soft_membership(probs, 0.1)
+    assert clusters == [[(0, 0.05), (1, 0.05)]]
+
+
+def test_cut_contiguous_groups_are_token_bounded_and_contiguous():
+    tokens = np.array([100, 200, 3000, 50, 4000, 10, 10])
+    members = [(r, 0.5) for r in (6, 0, 1, 2, 3, 4, 5)]  # unsorted on purpose
+    groups = cut_contiguous(members, tokens, 3500)
+    assert [[r for r, _ in g] for g in groups] == [[0, 1, 2, 3], [4], [5, 6]]
+    for g in groups:
+        assert len(g) == 1 or tokens[[r for r, _ in g]].sum() <= 3500
+
+
+# -- BIC search -----------------------------------------------------------------------------
+@pytest.mark.parametrize("max_k", [1, 2, 5, 6, 7, 13, 49, 50])
+def test_coarse_grid_spans_the_range(max_k):
+    grid = coarse_grid(max_k)
+    assert grid[0] == 1 and grid[-1] == max_k
+    assert grid == sorted(set(grid))
+
+
+def test_select_k_coarse_to_fine_matches_exhaustive_on_clear_blobs():
+    rng = np.random.default_rng(3)
+    centers = rng.standard_normal((7, 5)) * 10
+    x = np.concatenate([c + rng.standard_normal((40, 5)) for c in centers])
+    with threadpool_limits(1):
+        k_ex, gmm_ex, bics_ex = select_k(x, 20, 224, "exhaustive")
+        k_cf, gmm_cf, bics_cf = select_k(x, 20, 224, "coarse_to_fine")
+    assert k_ex == k_cf == 7
+    assert len(bics_ex) == 20 and len(bics_cf) < 20
+    assert bics_cf[k_cf] == bics_ex[k_ex]  # the very same fit
+    np.testing.assert_allclose(gmm_cf.predict_proba(x), gmm_ex.predict_proba(x))
+
+
+# -- cluster_level --------------------------------------------------------------------------
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 11])
+def test_tiny_inputs_form_one_cluster(n):
+    x, _ = _blobs([n])
+    clusters = cluster_level(x, [10] * n, CFG)
+    assert clusters == [[(i, 1.0) for i in range(n)]]
+
+
+def test_empty_input():
+    assert cluster_level(np.zeros((0, 8), np.float32), [], CFG) == []
+
+
+def test_all_identical_vectors_one_cluster():
+    x = _unit(np.ones((40, 16)))
+    clusters = cluster_level(x, [20] * 40, CFG)
+    assert clusters == [[(i, 1.0) for i in range(40)]]
+
+
+def test_duplicate_vectors_share_membership():
+    base, _ = _blobs([15, 15, 15], seed=1)
+    x = np.concatenate([base, base[:20]])  # rows 45..64 duplicate rows 0..19
+    clusters = cluster_level(x, [20] * len(x), CFG)
+    assert _covered(clusters, len(x))
+    for c in clusters:
+        rows = {r for r, _ in c}
+        for dup in range(45, 65):
+            assert (dup in rows) == (dup - 45 in rows)
+
+
+def test_few_distinct_vectors_among_many_rows_does_not_crash():
+    a, _ = _blobs([3], seed=2)
+    x = np.repeat(a, 20, axis=0)  # 60 rows, 3 distinct
+    clusters = cluster_level(x, [10] * 60, CFG)
+    assert _covered(clusters, 60)
+
+
+def test_separated_blobs_give_pure_clusters_and_cover_every_row():
+    x, labels = _blobs([30, 30, 30, 30], seed=4)
+    stats = ClusterStats()
+    clusters = cluster_level(x, [50] * len(x), CFG, stats=stats)
+    assert _covered(clusters, len(x))
+    assert stats.n == 120 and stats.global_k >= 2 and stats.umap_fits >= 1
+    for c in clusters:
+        assert len({labels[r] for r, _ in c}) == 1, "a cluster mixes two blobs"
+        for _, p in c:
+            assert 0.0 < p <= 1.0 + 1e-9
+    # no two clusters with the same member set
+    keys = [tuple(r for r, _ in c) for c in clusters]
+    assert len(keys) == len(set(keys))
+
+
+def test_deterministic_for_same_seed_and_input():
+    x, _ = _blobs([25, 25, 25], seed=5, spread=0.3)
+    a = cluster_level(x, [40] * len(x), CFG)
+    b = cluster_level(x.copy(), [40] * len(x), CFG)
+    assert a == b
+
+
+def test_giant_cluster_is_split_by_the_token_guard_and_terminates():
+    # 80 near-identical long chunks: 80 * 400 = 32,000 tokens in what is one topic
+    rng = np.random.default_rng(6)
+    center = rng.standard_normal(64)
+    x = _unit(center + 1e-3 * rng.standard_normal((80, 64)))
+    tokens = np.full(80, 400)
+    stats = ClusterStats()
+    clusters = cluster_level(x, tokens, CFG, stats=stats)
+    assert _covered(clusters, 80)
+    for c in clusters:
+        rows = [r for r, _ in c]
+        assert len(rows) == 1 or tokens[rows].sum() <= CFG.max_cluster_tokens
+    assert stats.reclustered + stats.cut >= 1
+
+
+def test_single_member_over_the_token_limit_stays_alone():
+    x, _ = _blobs([4], seed=7)
+    tokens = [5000, 10, 10, 10]
+    clusters = cluster_level(x, tokens, CFG)
+    assert _covered(clusters, 4)
+    assert [(0, 1.0)] in clusters
+
+
+def test_rejects_bad_input():
+    with pytest.raises(ValueError):
+        cluster_level(np.zeros((3, 4), np.float32), [1, 2], CFG)
+    bad = np.ones((5, 4), np.float32)
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError):
+        cluster_level(bad, [1] * 5, CFG)
