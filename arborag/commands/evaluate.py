@@ -54,7 +54,7 @@ def register(app: typer.Typer) -> None:
         full_corpus: bool = typer.Option(False, "--full-corpus", help="With --limit: keep the whole corpus instead of the questions' documents."),
         data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Folder holding hotpotqa/, narrativeqa/, financebench/ (default: ../shared/data)."),
         answer: bool = typer.Option(False, "--answer", help="Also generate answers with the configured LLM (summarize.base_url) and score F1/EM/ROUGE-L/BLEU."),
-        no_prefect: bool = typer.Option(False, "--no-prefect", help="Run the stages without Prefect (no cache across runs)."),
+        no_prefect: bool = typer.Option(False, "--no-prefect", help="Run the stages without Prefect (reruns still reuse builds and retrieval via their record files)."),
         no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
         config: Optional[Path] = CONFIG_OPTION,
     ) -> None:
