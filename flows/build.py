@@ -34,6 +34,7 @@ from arborag.config import ArboragConfig
 from arborag.errors import IngestError
 from arborag.hashing import hash_json
 from arborag.progress import progress_bar
+from flows.common import code_fingerprint
 from storage.corpus import Corpus
 from storage.tables import read_table, write_table
 
@@ -41,6 +42,13 @@ __all__ = ["PIPELINE", "BuildContext", "build_key", "estimate_cost", "run_build"
 
 # The pipeline order is data: the flow runs these stages in this order.
 PIPELINE: tuple[str, ...] = ("ingest", "segment", "embed", "tree", "vectors", "sparse", "publish")
+
+# The modules whose code shapes a tree: a change to any of them makes a new build key, so a
+# rebuild after a code change is never mistaken for a no-op (embeddings still come from cache).
+TREE_CODE: tuple[str, ...] = (
+    "tasks.embeddings", "tasks.clustering", "tasks.summarize", "tasks.summarize_llm", "tasks.tree",
+    "storage.vectors", "storage.sparse", "storage.lucene",
+)
 
 # Configs handed to an in-process flow run, by config hash (secrets never become flow parameters).
 _CONFIGS: dict[str, ArboragConfig] = {}
@@ -85,7 +93,8 @@ def build_key(leaves: pa.Table, config: ArboragConfig) -> str:
     ids = leaves.column("chunk_id").to_pylist()
     headers = hash_json(leaves.column("header").to_pylist())
     sparse = {"backend": config.sparse.backend, "prefix": config.sparse.es_index_prefix}
-    return hash_json({"leaves": hash_json(ids), "headers": headers, "tree": _tree_config(config), "sparse": sparse, "v": 1})
+    code = code_fingerprint(*TREE_CODE)
+    return hash_json({"leaves": hash_json(ids), "headers": headers, "tree": _tree_config(config), "sparse": sparse, "code": code})
 
 
 # ---------------------------------------------------------------------------------------

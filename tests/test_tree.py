@@ -299,3 +299,22 @@ def test_leaf_embed_texts_prepends_the_header():
     chunks = make_chunks([("d", ["Body text."])], headers=True)
     assert leaf_embed_texts(chunks) == ["Document d\n\nBody text."]
     assert leaf_embed_texts(make_chunks([("d", ["Body text."])])) == ["Body text."]
+
+
+class FakeUnreachableSummarizer:
+    """A summarizer whose endpoint cannot be reached at all (every call would fail)."""
+
+    name = "fake-llm/unreachable"
+
+    def summarize_many(self, clusters, *, progress=None):
+        from arborag.errors import BackendUnavailable
+
+        raise BackendUnavailable("LLM endpoint", "http://127.0.0.1:9", "is the server running?")
+
+
+def test_unreachable_llm_fails_the_build_instead_of_silently_falling_back():
+    from arborag.errors import BackendUnavailable
+
+    chunks = make_chunks(topic_docs())
+    with pytest.raises(BackendUnavailable, match="127.0.0.1:9"):
+        build(chunks, summarizer=FakeUnreachableSummarizer())
