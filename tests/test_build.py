@@ -132,6 +132,13 @@ def test_cli_build_query_inspect(built: tuple[Path, dict], cinderella: Path, tmp
     res = runner.invoke(app, ["query", "+cinderella -slipper", "--mode", "sparse", "--lucene", "--corpus", str(corpus), "--json"])
     assert res.exit_code == 0, res.output
     assert all("slipper" not in h["text"].lower() for h in json.loads(res.output))
+    res = runner.invoke(app, ["query", '"golden', "--mode", "sparse", "--lucene", "--corpus", str(corpus)])
+    assert res.exit_code == 0, res.output  # malformed Lucene: reported, then retried as plain words
+    try:
+        err = res.stderr
+    except ValueError:  # click < 8.2 mixes stderr into output
+        err = ""
+    assert "retrying as a plain match" in res.output + err
     html = tmp_path / "tree.html"
     res = runner.invoke(app, ["inspect", "tree", "--corpus", str(corpus), "--html", str(html)])
     assert res.exit_code == 0, res.output

@@ -9,8 +9,8 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from arborag.commands.common import CONFIG_OPTION, config_from, console, fail, offline_env
-from arborag.errors import ArboragError
+from arborag.commands.common import CONFIG_OPTION, config_from, console, err_console, fail, offline_env
+from arborag.errors import ArboragError, QueryError
 
 
 def register(app: typer.Typer) -> None:
@@ -44,7 +44,14 @@ def register(app: typer.Typer) -> None:
         lv = [int(x) for x in levels.split(",")] if levels else None
         try:
             index = open_index(corpus, config=cfg)
-            hits = index.search(text, mode=mode, budget=budget, k=k, levels=lv, lucene=lucene)  # type: ignore[arg-type]
+            try:
+                hits = index.search(text, mode=mode, budget=budget, k=k, levels=lv, lucene=lucene)  # type: ignore[arg-type]
+            except QueryError as exc:
+                if not lucene or exc.position is None:
+                    raise
+                # SPEC §6: a malformed Lucene query is reported, then retried as a plain match
+                err_console.print(f"[yellow]warning:[/] {exc}\nretrying as a plain match of the words")
+                hits = index.search(text, mode=mode, budget=budget, k=k, levels=lv, lucene=False)  # type: ignore[arg-type]
         except ArboragError as exc:
             fail(exc)
         if as_json:
