@@ -173,6 +173,9 @@ def stage_tree(ctx: BuildContext, leaves: pa.Table, key: str) -> dict[str, Any]:
         run_id=key,
     )
     ctx.calls["summaries"] += calls["n"]
+    _, cache = _embedder(ctx)
+    if len(list(cache.directory.glob("*.parquet"))) > 32:  # one shard per embed call: fold them up now and then
+        cache.compact()
     for attr in ("tokens_in", "tokens_out"):
         setattr(ctx, attr, getattr(ctx, attr) + int(getattr(summarizer, attr, 0) or 0))
     write_table("nodes", result.nodes, stage_dir / "nodes.parquet")

@@ -11,7 +11,6 @@ exact search stops being cheap, and then LanceDB does the search.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -44,13 +43,15 @@ def _vector_table(nodes: pa.Table, vectors: np.ndarray) -> pa.Table:
 
 def write_vectors(directory: Path, nodes: pa.Table, vectors: np.ndarray) -> dict[str, int | bool]:
     """Write the vector table for a snapshot into ``directory`` (a new LanceDB database)."""
-    os.environ.setdefault("LANCE_LOG", "error")  # lance logs a WARN for every new dataset
     import lancedb
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     db = lancedb.connect(str(directory))
-    table = db.create_table(TABLE_NAME, _vector_table(nodes, vectors), mode="overwrite")
+    if TABLE_NAME in db.list_tables().tables:
+        db.drop_table(TABLE_NAME)
+    # mode="create" on a fresh folder: "overwrite" makes lance log a WARN for a missing dataset
+    table = db.create_table(TABLE_NAME, _vector_table(nodes, vectors), mode="create")
     ann = nodes.num_rows >= ANN_MIN_ROWS
     if ann:
         from lancedb.index import IvfHnswSq

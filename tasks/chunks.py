@@ -79,7 +79,7 @@ __all__ = [
     "strategy_params",
 ]
 
-STRATEGIES: tuple[str, ...] = get_args(Strategy)
+STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
 
 # progress() is called after this many documents (and once at the end).
 _PROGRESS_EVERY = 64

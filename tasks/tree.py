@@ -16,17 +16,22 @@
   summary levels exist. The top level may hold several nodes (no single root is forced).
 - ``tree_cfg.scope == "document"`` builds one tree per doc_id, level by level in lockstep (one
   summarize call and one embed call per level for all documents); the tables are the same.
-- A summarizer that raises, returns the wrong number of results or an empty text for a
-  non-empty cluster is replaced, for those clusters, by the extractive summarizer with status
-  ``fallback:<reason>`` — an exception text is never stored as a node text.
+- A summarizer that raises :class:`BackendUnavailable`, :class:`ConfigError` or
+  :class:`LLMError` (no call can succeed) fails the build. One that raises anything else,
+  returns the wrong number of results or an empty text for a non-empty cluster is replaced,
+  for those clusters, by the extractive summarizer with status ``fallback:<reason>`` — an
+  exception text is never stored as a node text.
 
-Cost (2,229 real chunks of <= 100 tokens, shared 2-core box at load ~6, bf16 embedder): embedding
-the leaves 167 s; then build_tree 74 s = clustering 29 s (UMAP 18 s, GMM 10 s) + extractive
-summaries 2 s + embedding the 387 summaries 43 s (they are longer than the leaves); 3 summary
-levels (314, 65, 8 nodes). Plus ~16-25 s of numba JIT once per process (clustering.warm_up).
+Cost (2,229 real chunks of <= 100 tokens, 3 summary levels, shared 2-core box at load ~5-6, bf16
+embedder with torch threads=1): embedding the leaves 51 s; then build_tree 45 s = clustering 29 s
+(UMAP 18 s, of which ~10 s is the global pass; GMM 10 s) + extractive summaries 1.4 s + embedding
+the 378 summaries 15 s (they are longer than the leaves). Plus ~16-25 s of numba JIT once per
+process (clustering.warm_up). Without clustering the tree costs 0.3x the leaf embedding.
 
 Determinism: rows are sorted (nodes by level, document position, node_id; edges by level,
-parent_id, child_id); same seed + same input => identical tables.
+parent_id, child_id); same seed + same input => identical tables. Note that the bf16 embedder
+is only bit-identical for the same torch thread count: summary vectors (and so the levels above
+the first) can differ between threads=1 and threads=2 builds.
 """
 
 from __future__ import annotations

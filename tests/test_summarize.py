@@ -101,3 +101,14 @@ def test_make_summarizer_openai_is_imported_lazily_with_an_extractive_fallback(m
     assert isinstance(s, FakeOpenAISummarizer)
     assert calls["cfg"] is cfg and calls["cache_dir"] == tmp_path
     assert isinstance(calls["fallback"], ExtractiveSummarizer) and calls["fallback"].max_tokens == 100
+
+
+def test_split_sentences_keeps_abbreviations_and_initials():
+    text = "In 2003, Dr. Kogan met J. K. Rowling. They talked, e.g. about books! Why?\nNext line 王子。公主。"
+    assert split_sentences(text) == [
+        "In 2003, Dr. Kogan met J. K. Rowling.",
+        "They talked, e.g. about books!",
+        "Why?",
+        "Next line 王子。",
+        "公主。",
+    ]
