@@ -205,9 +205,12 @@ def stage_vectors(ctx: BuildContext, key: str) -> dict[str, Any]:
     if ids != nodes.column("node_id").to_pylist():
         raise RuntimeError("staged vectors do not align with staged nodes; delete the staging folder and rebuild")
     out = stage_dir / "vectors.lance"
-    if out.exists():
-        shutil.rmtree(out)
-    stats = write_vectors(out, nodes, vectors)
+    tmp = stage_dir / "vectors.partial"
+    for d in (out, tmp):
+        if d.exists():
+            shutil.rmtree(d)
+    stats = write_vectors(tmp, nodes, vectors)
+    tmp.rename(out)
     ctx.counts["vectors"] = stats
     return stats
 
@@ -218,10 +221,13 @@ def stage_sparse(ctx: BuildContext, key: str) -> dict[str, Any]:
     stage_dir = ctx.staging / key
     nodes = read_table("nodes", stage_dir / "nodes.parquet", missing_ok=False)
     out = stage_dir / "sparse"
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    stats = build_sparse_index(nodes, out, ctx.config.sparse, snapshot_id=snapshot_id_for(key))
+    tmp = stage_dir / "sparse.partial"  # renamed to sparse/ only on success: its existence means "done"
+    for d in (out, tmp):
+        if d.exists():
+            shutil.rmtree(d)
+    tmp.mkdir(parents=True)
+    stats = build_sparse_index(nodes, tmp, ctx.config.sparse, snapshot_id=snapshot_id_for(key))
+    tmp.rename(out)
     ctx.counts["sparse"] = stats
     return dict(stats)
 
@@ -382,6 +388,10 @@ def _call(fn: Callable[..., dict[str, Any]], ctx: BuildContext, leaves: pa.Table
 
 
 def _plain_stage(name: str, fn: Callable[..., dict[str, Any]], ctx: BuildContext, leaves: pa.Table | None, key: str) -> dict[str, Any]:
+    """Run a stage directly; a stage whose outputs for this build key are already staged (an
+    earlier build failed after it) is skipped, so a retry resumes where the failure was."""
+    if _staged_outputs_exist(ctx, name, key):
+        return {"_cached": True, "stage": name}
     return _call(fn, ctx, leaves, key)
 
 

@@ -157,3 +157,41 @@ def test_build_under_prefect_caches_and_second_run_is_noop(prefect_harness: None
     second = run_build([cinderella], corpus, ArboragConfig(), use_prefect=True, progress=False)
     assert second["noop"] is True and second["calls"] == {"embedded_texts": 0, "summaries": 0}
     assert "ingest" in second["cached"] and "segment" in second["cached"]
+
+
+def test_unreachable_elasticsearch_fails_the_sparse_stage_and_a_retry_recomputes_nothing(
+    cinderella: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from arborag.errors import BackendUnavailable
+    import storage.sparse
+    import tasks.embeddings
+
+    corpus = tmp_path / "es"
+    cfg = ArboragConfig().with_overrides(sparse={"backend": "elasticsearch", "es_url": "http://127.0.0.1:9"})
+    with pytest.raises(BackendUnavailable) as err:
+        run_build([cinderella], corpus, cfg, use_prefect=False, progress=False)
+    assert "127.0.0.1:9" in str(err.value)
+    assert Corpus(corpus).manifest() is None  # nothing half-built was published
+    staged = list((corpus / "staging").iterdir())
+    assert len(staged) == 1 and (staged[0] / "nodes.parquet").exists() and (staged[0] / "vectors.lance").exists()
+    assert Corpus(corpus).read("runs").to_pylist()[-1]["status"] == "failed"
+
+    # Elasticsearch is back (simulated by the embedded engine standing in for it): the retry
+    # runs only the sparse stage and publish — no embedding, no summaries.
+    embed_calls = {"n": 0}
+    real_embed = tasks.embeddings.Embedder.embed
+
+    def counting_embed(self, texts, **kw):  # type: ignore[no-untyped-def]
+        embed_calls["n"] += len(texts)
+        return real_embed(self, texts, **kw)
+
+    embedded = ArboragConfig().sparse
+    real_build, real_publish, real_open = storage.sparse.build_sparse_index, storage.sparse.publish_sparse_index, storage.sparse.open_sparse_index
+    monkeypatch.setattr(tasks.embeddings.Embedder, "embed", counting_embed)
+    monkeypatch.setattr(storage.sparse, "build_sparse_index", lambda nodes, d, c, **kw: real_build(nodes, d, embedded, **kw))
+    monkeypatch.setattr(storage.sparse, "publish_sparse_index", lambda d, c, **kw: real_publish(d, embedded, **kw))
+    out = run_build([cinderella], corpus, cfg, use_prefect=False, progress=False)
+    assert out["status"] == "ok" and embed_calls["n"] == 0 and out["calls"]["summaries"] == 0
+    assert {"embed", "tree", "vectors"} <= set(out["cached"]) and "sparse" not in out["cached"]
+    monkeypatch.setattr(storage.sparse, "open_sparse_index", lambda d, c, **kw: real_open(d, embedded, **kw))
+    assert open_index(corpus, config=cfg).search("cinderella", mode="sparse", budget=200)
