@@ -1,0 +1,362 @@
+"""Shared helpers of the benchmarks: environment, shared data, machine load, timing, Markdown.
+
+Benchmarks are scripts, not tests: they print ratios measured side by side in one run and
+write a Markdown report under ``benchmarks/results/``. Data comes from ``../shared/data``
+(never copied into the repo).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data"
+RESULTS = REPO / "benchmarks" / "results"
+
+_OFFLINE_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "DO_NOT_TRACK": "1",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+    "PREFECT_LOGGING_LEVEL": "WARNING",
+    "TOKENIZERS_PARALLELISM": "true",
+}
+
+
+def setup_env() -> None:
+    """What scripts/env.sh sets (offline models, no telemetry); the repo on sys.path."""
+    for k, v in _OFFLINE_ENV.items():
+        os.environ.setdefault(k, v)
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+
+
+# -- shared data ---------------------------------------------------------------------------------
+_SENT = re.compile(r"(?<=[.!?])\s+")
+
+
+def split_sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENT.split(text) if s.strip()]
+
+
+def cinderella_text() -> str:
+    return (DATA / "raptor" / "cinderella.txt").read_text(encoding="utf-8")
+
+
+def narrativeqa_records() -> list[dict[str, Any]]:
+    path = DATA / "narrativeqa" / "test-tiny.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def narrativeqa_passages() -> list[str]:
+    """The distinct passages, in first-seen order."""
+    seen: dict[str, None] = {}
+    for rec in narrativeqa_records():
+        seen.setdefault(rec["passage"], None)
+    return list(seen)
+
+
+def narrativeqa_questions() -> list[str]:
+    return [rec["question"] for rec in narrativeqa_records()]
+
+
+def hotpot_paragraphs() -> list[tuple[str, list[str]]]:
+    """(title, sentences) of the HotpotQA corpus, sorted by title."""
+    corpus = json.loads((DATA / "hotpotqa" / "hotpotqa_train_corpus.json").read_text(encoding="utf-8"))
+    out = []
+    for title in sorted(corpus):
+        sents = [s.strip() for s in corpus[title] if s.strip()]
+        if sents:
+            out.append((title, sents))
+    return out
+
+
+def hotpot_questions() -> list[str]:
+    data = json.loads((DATA / "hotpotqa" / "hotpotqa_train.json").read_text(encoding="utf-8"))
+    return [q["question"] for q in data]
+
+
+def financebench_texts() -> list[tuple[str, str]]:
+    """(file name, extracted text) of the FinanceBench PDFs (pypdf); [] when pypdf is missing."""
+    try:
+        from pypdf import PdfReader
+    except ImportError:
+        return []
+    out = []
+    for pdf in sorted((DATA / "financebench" / "pdfs").glob("*.pdf")):
+        text = "\n".join((p.extract_text() or "") for p in PdfReader(str(pdf)).pages)
+        out.append((pdf.name, text))
+    return out
+
+
+# -- machine and load ----------------------------------------------------------------------------
+def _proc_busy_seconds() -> float | None:
+    """CPU seconds all processes spent busy since boot (from /proc/stat), or None."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except OSError:
+        return None
+    vals = [int(x) for x in fields]
+    # user nice system idle iowait irq softirq steal ...
+    busy = vals[0] + vals[1] + vals[2] + vals[5] + vals[6] + (vals[7] if len(vals) > 7 else 0)
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu_seconds() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+@dataclass
+class Timing:
+    """Wall seconds of one timed block, our own CPU seconds, and what others used meanwhile."""
+
+    label: str
+    wall: float = 0.0
+    cpu: float = 0.0
+    other_cores: float | None = None  # average cores busy with *other* processes during the block
+    load1_before: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "wall": self.wall, "cpu": self.cpu, "other_cores": self.other_cores,
+                "load1_before": self.load1_before, **self.extra}
+
+
+@contextmanager
+def timed(label: str) -> Iterator[Timing]:
+    t = Timing(label, load1_before=os.getloadavg()[0])
+    busy0, own0 = _proc_busy_seconds(), _own_cpu_seconds()
+    t0 = time.perf_counter()
+    try:
+        yield t
+    finally:
+        t.wall = time.perf_counter() - t0
+        t.cpu = _own_cpu_seconds() - own0
+        busy1 = _proc_busy_seconds()
+        if busy0 is not None and busy1 is not None and t.wall > 0:
+            t.other_cores = max(0.0, (busy1 - busy0 - t.cpu) / t.wall)
+
+
+def machine_line() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    la = os.getloadavg()
+    return f"{cpu}, {os.cpu_count()} cores; load average now {la[0]:.2f} / {la[1]:.2f} / {la[2]:.2f} (1/5/15 min)"
+
+
+def busy_processes(limit: int = 5, min_cpu: float = 20.0) -> list[str]:
+    """Other processes using CPU right now (ps), for the report's load note."""
+    try:
+        out = subprocess.run(["ps", "-eo", "pid,pcpu,comm", "--sort=-pcpu"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    rows = []
+    me = os.getpid()
+    for line in out.splitlines()[1:]:
+        parts = line.split(None, 2)
+        if len(parts) < 3:
+            continue
+        pid, pcpu, comm = parts
+        try:
+            if int(pid) == me or float(pcpu) < min_cpu:
+                continue
+        except ValueError:
+            continue
+        rows.append(f"{comm} ({pcpu}%)")
+        if len(rows) >= limit:
+            break
+    return rows
+
+
+def wait_for_quiet(max_load: float, max_wait_s: float, *, poll_s: float = 15.0) -> float:
+    """Wait (up to ``max_wait_s``) until the 1-min load average is under ``max_load``; returns it."""
+    t0 = time.time()
+    while True:
+        load = os.getloadavg()[0]
+        if load <= max_load or time.time() - t0 >= max_wait_s:
+            return load
+        print(f"  load {load:.2f} > {max_load}; waiting ...", flush=True)
+        time.sleep(poll_s)
+
+
+def git_commit() -> str:
+    """The checked-out commit (read-only ``git rev-parse``) and whether the tree is dirty."""
+    try:
+        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return head + (" + uncommitted changes" if dirty else "") + " (plus untracked modules in the work tree)"
+
+
+# -- formatting ----------------------------------------------------------------------------------
+def fmt_s(x: float | None) -> str:
+    if x is None:
+        return "—"
+    return f"{x:.3f}" if x < 1 else f"{x:.2f}" if x < 100 else f"{x:.1f}"
+
+
+def fmt_ratio(x: float | None) -> str:
+    return "—" if x is None else f"{x:.2f}×"
+
+
+def md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(str(h) for h in header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    for r in rows:
+        lines.append("| " + " | ".join(str(c) for c in r) + " |")
+    return "\n".join(lines)
+
+
+def verdict(value: float | None, target: float, *, at_least: bool) -> str:
+    if value is None:
+        return "not measured"
+    ok = value >= target if at_least else value <= target
+    return ("MET" if ok else "MISSED") + f" ({value:.2f}× vs target {'≥' if at_least else '≤'} {target:g}×)"
+
+
+# -- build instrumentation -----------------------------------------------------------------------
+STAGES = ("ingest", "segment", "embed", "tree", "vectors", "sparse", "publish")
+
+
+@contextmanager
+def instrument_build() -> Iterator[dict[str, Any]]:
+    """Time each stage of ``flows.build`` while ``run_build(..., use_prefect=False)`` runs.
+
+    ``_run_stages`` looks the stage functions up when it runs (module globals of
+    ``flows.build``; ingest/segment through ``flows.ingest``'s ``ingest_call`` / ``segment_call``
+    / ``run_stage_plain``, imported inside it), so wrapping them there times the real flow;
+    nothing else changes and the originals are restored on exit. Also captures ``build_tree``'s
+    per-level stats (``cluster_s``, ``summarize_s``, ``embed_s``) from the build context.
+    Yields a dict filled as the build runs: ``{"stages": {name: s}, "tree_stats": [...], "leaves": n}``.
+    """
+    import flows.build as fb
+
+    try:
+        import flows.ingest as fi
+    except ImportError:  # older layout: ingest/segment were stage functions of flows.build
+        fi = None
+    rec: dict[str, Any] = {"stages": {}, "tree_stats": [], "leaves": None}
+    patched: list[tuple[Any, str, Any]] = []
+
+    def add(name: str, dt: float) -> None:
+        rec["stages"][name] = rec["stages"].get(name, 0.0) + dt
+
+    def wrap_stage(name: str, fn: Any) -> Any:
+        def inner(ctx: Any, *args: Any, **kw: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(ctx, *args, **kw)
+            finally:
+                add(name, time.perf_counter() - t0)
+                if name == "tree":
+                    rec["tree_stats"] = list((ctx.counts.get("tree") or {}).get("stats") or [])
+                if name == "embed" and args and hasattr(args[0], "num_rows"):
+                    rec["leaves"] = int(args[0].num_rows)
+
+        return inner
+
+    def wrap_named(name: str, fn: Any) -> Any:
+        def inner(*args: Any, **kw: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kw)
+            finally:
+                add(name, time.perf_counter() - t0)
+
+        return inner
+
+    def wrap_runner(fn: Any) -> Any:
+        def inner(corpus: Any, call: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(corpus, call)
+            finally:
+                add(str(getattr(call, "name", "ingest")), time.perf_counter() - t0)
+
+        return inner
+
+    def patch(mod: Any, attr: str, new: Any) -> None:
+        patched.append((mod, attr, getattr(mod, attr)))
+        setattr(mod, attr, new)
+
+    for name in STAGES:
+        fn = getattr(fb, f"stage_{name}", None)
+        if fn is not None:
+            patch(fb, f"stage_{name}", wrap_stage(name, fn))
+    if fi is not None:
+        for attr, name in (("ingest_call", "ingest"), ("segment_call", "segment")):
+            if hasattr(fi, attr):
+                patch(fi, attr, wrap_named(name, getattr(fi, attr)))
+        if hasattr(fi, "run_stage_plain"):
+            patch(fi, "run_stage_plain", wrap_runner(fi.run_stage_plain))
+    try:
+        yield rec
+    finally:
+        for mod, attr, orig in reversed(patched):
+            setattr(mod, attr, orig)
+
+
+def leaf_texts_for(leaves: Any) -> list[str]:
+    """What the flow embeds for each leaf (``tasks.tree.leaf_embed_texts``, or the older helper)."""
+    try:
+        from tasks.tree import leaf_embed_texts
+
+        return leaf_embed_texts(leaves)
+    except ImportError:
+        from flows.build import leaf_texts
+
+        return leaf_texts(leaves)
+
+
+def tree_breakdown(rec: dict[str, Any]) -> dict[str, float]:
+    """Stage seconds with the tree split into cluster / summarize / summary-embed / other."""
+    st = rec["stages"]
+    levels = [s for s in rec["tree_stats"] if s.get("level", 0) >= 1]
+    cluster = sum(float(s.get("cluster_s", 0.0)) for s in levels)
+    summ = sum(float(s.get("summarize_s", 0.0)) for s in levels)
+    emb = sum(float(s.get("embed_s", 0.0)) for s in levels)
+    tree = float(st.get("tree", 0.0))
+    return {
+        "ingest": float(st.get("ingest", 0.0)),
+        "segment": float(st.get("segment", 0.0)),
+        "embed": float(st.get("embed", 0.0)),
+        "cluster": cluster,
+        "summarize": summ,
+        "summary-embed": emb,
+        "tree-other": max(0.0, tree - cluster - summ - emb),
+        "vectors": float(st.get("vectors", 0.0)),
+        "sparse": float(st.get("sparse", 0.0)),
+        "publish": float(st.get("publish", 0.0)),
+    }
+
+
+def choose_torch_threads(arg: str) -> int | None:
+    """``--threads``: 'auto' = 1 when the 1-min load exceeds the core count, else torch's default (None).
+
+    Measured here: on a 2-core box busy with other work, torch with 2 intra-op threads took
+    0.5-1.1 s per single-query encode versus 22-35 ms with 1 thread (OpenMP threads wait on
+    each other when a core is taken). Both sides of a comparison always get the same setting.
+    """
+    if arg == "auto":
+        return 1 if os.getloadavg()[0] > (os.cpu_count() or 1) else None
+    if arg in ("default", "none", "0"):
+        return None
+    return int(arg)
