@@ -16,7 +16,6 @@ snapshot's is a no-op — no embedding, no summarizing.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 import uuid
@@ -36,7 +35,7 @@ from arborag.hashing import hash_json
 from arborag.progress import progress_bar
 from flows.common import code_fingerprint
 from storage.corpus import Corpus
-from storage.tables import read_table, write_table
+from storage.tables import atomic_write_parquet, read_table, write_table
 
 __all__ = ["PIPELINE", "BuildContext", "build_key", "estimate_cost", "run_build", "build_flow"]
 
@@ -134,9 +133,7 @@ def _write_vectors_file(path: Path, ids: pa.ChunkedArray | pa.Array, vectors: np
     dim = int(vectors.shape[1]) if vectors.ndim == 2 and vectors.shape[0] else 0
     flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel(), type=pa.float32())
     vec = pa.FixedSizeListArray.from_arrays(flat, dim) if dim else pa.array([], pa.list_(pa.float32(), 1))
-    tmp = path.with_suffix(".tmp")
-    pq.write_table(pa.table({"node_id": ids, "vector": vec}), tmp)
-    os.replace(tmp, path)
+    atomic_write_parquet(pa.table({"node_id": ids, "vector": vec}), path)
 
 
 def _read_vectors_file(path: Path) -> tuple[list[str], np.ndarray]:

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from arborag.errors import SchemaError
 from storage.schemas import SCHEMAS
 
-__all__ = ["write_table", "read_table", "empty_table", "conform", "atomic_write_bytes"]
+__all__ = ["write_table", "read_table", "empty_table", "conform", "atomic_write_bytes", "atomic_write_parquet"]
 
 
 def empty_table(name: str) -> pa.Table:
@@ -67,9 +67,8 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         raise
 
 
-def write_table(name: str, table: pa.Table, path: str | Path) -> Path:
-    """Validate ``table`` against schema ``name`` and write it atomically to ``path``."""
-    table = conform(name, table)
+def atomic_write_parquet(table: pa.Table, path: str | Path) -> Path:
+    """Write ``table`` to ``path`` through a temporary file in the same folder + rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -81,6 +80,11 @@ def write_table(name: str, table: pa.Table, path: str | Path) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def write_table(name: str, table: pa.Table, path: str | Path) -> Path:
+    """Validate ``table`` against schema ``name`` and write it atomically to ``path``."""
+    return atomic_write_parquet(conform(name, table), path)
 
 
 def read_table(name: str, path: str | Path, *, missing_ok: bool = True) -> pa.Table:

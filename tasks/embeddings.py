@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import threading
 import time
 import uuid
@@ -32,6 +31,7 @@ import pyarrow.parquet as pq
 from arborag.config import EmbedConfig
 from arborag.errors import ConfigError
 from arborag.hashing import hash_text
+from storage.tables import atomic_write_parquet
 
 __all__ = [
     "PACKAGED_MODEL",
@@ -301,16 +301,7 @@ class EmbeddingCache:
     def _write_shard(self, model_id: str, hashes: Sequence[str], vectors: np.ndarray, *, name: str | None = None) -> Path:
         table = self._table([model_id] * len(hashes), hashes, vectors)
         name = name or f"{_SHARD_PREFIX}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
-        target = self.directory / name
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.directory)
-        os.close(fd)
-        try:
-            pq.write_table(table, tmp, compression="zstd")
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return target
+        return atomic_write_parquet(table, self.directory / name)
 
     def compact(self) -> None:
         """Rewrite all entries of each model as one shard and delete the old shards.
