@@ -14,10 +14,11 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
@@ -165,7 +166,7 @@ def machine_line() -> str:
 def busy_processes(limit: int = 5, min_cpu: float = 20.0) -> list[str]:
     """Other processes using CPU right now (ps), for the report's load note."""
     try:
-        out = subprocess.run(["ps", "-eo", "pid,pcpu,comm", "--sort=-pcpu"], capture_output=True, text=True, timeout=10).stdout
+        out = subprocess.run(["ps", "-eo", "pid,pcpu,comm", "--sort=-pcpu"], capture_output=True, text=True, timeout=10, check=False).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     rows = []
@@ -200,8 +201,8 @@ def wait_for_quiet(max_load: float, max_wait_s: float, *, poll_s: float = 15.0) 
 def git_commit() -> str:
     """The checked-out commit (read-only ``git rev-parse``) and whether the tree is dirty."""
     try:
-        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10).stdout.strip()
+        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10, check=False).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10, check=False).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return head + (" + uncommitted changes" if dirty else "") + " (plus untracked modules in the work tree)"

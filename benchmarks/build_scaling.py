@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (  # noqa: E402
+from _common import (
     RESULTS,
     busy_processes,
     choose_torch_threads,
@@ -172,8 +172,8 @@ def worker(args: argparse.Namespace) -> None:
         from arborag.config import ArboragConfig
         from flows.build import leaves_for, run_build
         from storage.corpus import Corpus
+        from tasks import clustering
         from tasks.embeddings import Embedder
-        import tasks.clustering as clustering
     out["imports_s"] = t.wall
     cfg = ArboragConfig()
     if args.threads not in ("default", "none", "0", "auto"):
@@ -270,7 +270,7 @@ def summarize_pyspy(raw: Path, top: int = 18) -> list[str]:
         if not frames:
             continue
         self_c[_short(frames[-1])] += k
-        for f in set(_short(f) for f in frames):
+        for f in {_short(f) for f in frames}:
             incl[f] += k
     if not total:
         return ["(no samples)"]
@@ -301,7 +301,7 @@ def _short(frame: str) -> str:
             parts = parts[parts.index("site-packages") + 1 :]
         elif len(parts) > 2:
             parts = parts[-2:]
-        path, _, lineno = "/".join(parts).rpartition(":")
+        path, _, _lineno = "/".join(parts).rpartition(":")
         return f"{name} ({path})"
     return frame
 
@@ -410,7 +410,7 @@ def _worker_cmd(docs: Path, corpus: Path, out_json: Path, args: argparse.Namespa
 
 def run_worker(docs: Path, corpus: Path, out_json: Path, args: argparse.Namespace) -> dict[str, Any]:
     out_json.unlink(missing_ok=True)
-    proc = subprocess.run(_worker_cmd(docs, corpus, out_json, args), cwd=str(Path(__file__).resolve().parents[1]))
+    proc = subprocess.run(_worker_cmd(docs, corpus, out_json, args), cwd=str(Path(__file__).resolve().parents[1]), check=False)
     if proc.returncode != 0 or not out_json.exists():
         raise SystemExit(f"worker failed for {docs} (exit {proc.returncode})")
     return json.loads(out_json.read_text(encoding="utf-8"))
@@ -426,11 +426,11 @@ def run_profile(docs: Path, corpus: Path, work: Path, args: argparse.Namespace) 
         raw.unlink(missing_ok=True)
         out_json.unlink(missing_ok=True)
         cmd = _worker_cmd(docs, corpus, out_json, args, floor=False) + ["--profile-out", str(raw), "--profiler", profiler]
-        proc = subprocess.run(cmd, cwd=repo)
+        proc = subprocess.run(cmd, cwd=repo, check=False)
         if proc.returncode == 0 and raw.exists() and raw.stat().st_size > 0:
             if profiler == "py-spy":
-                lines = ["py-spy (20 Hz, attached to the worker for the build only — imports and warm-up excluded; Python "
-                         f"stacks of all threads, time in C/numba code counts for the Python frame that called it). Raw: `{raw}`.", ""]
+                lines = [("py-spy (20 Hz, attached to the worker for the build only — imports and warm-up excluded; Python "
+                         f"stacks of all threads, time in C/numba code counts for the Python frame that called it). Raw: `{raw}`."), ""]
                 lines += summarize_pyspy(raw)
             else:
                 lines = [f"cProfile around the build only (deterministic; adds overhead to Python-heavy code). Raw: `{raw}`.", ""]
@@ -439,7 +439,7 @@ def run_profile(docs: Path, corpus: Path, work: Path, args: argparse.Namespace) 
         print(f"{profiler} produced no profile; trying the next profiler", flush=True)
     if out_json.exists():
         res = json.loads(out_json.read_text(encoding="utf-8"))
-        lines = [f"Profiled build ({res['corpus_tokens'] if 'corpus_tokens' in res else 'biggest size'}): "
+        lines = [f"Profiled build ({res.get('corpus_tokens', 'biggest size')}): "
                  f"{res['build']['wall']:.1f} s wall under the profiler, stages: "
                  + ", ".join(f"{k} {res['stages'][k]:.1f} s" for k in STAGE_ORDER), ""] + lines
     shutil.rmtree(corpus, ignore_errors=True)
@@ -465,8 +465,8 @@ def render_only(args: argparse.Namespace, mults: list[int], work: Path) -> None:
     lines: list[str] = []
     raw = work / "profile.pyspy.txt"
     if raw.exists() and raw.stat().st_size:
-        lines = ["py-spy (20 Hz, attached to the worker for the build only — imports and warm-up excluded; Python "
-                 f"stacks of all threads, time in C/numba code counts for the Python frame that called it). Raw: `{raw}`.", ""]
+        lines = [("py-spy (20 Hz, attached to the worker for the build only — imports and warm-up excluded; Python "
+                 f"stacks of all threads, time in C/numba code counts for the Python frame that called it). Raw: `{raw}`."), ""]
         lines += summarize_pyspy(raw)
         pj = work / "result-profile.json"
         if pj.exists():

