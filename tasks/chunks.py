@@ -42,7 +42,9 @@ array work; see :mod:`tasks.segmenters` for each algorithm.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import gc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, get_args
 
@@ -156,11 +158,29 @@ def check_params(strategy: Strategy, cfg: SegmentConfig) -> None:
         _require(not bad, f"segment.delimiters must be non-empty strings; remove {bad!r}")
 
 
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while bulk-creating objects that cannot form cycles.
+
+    Span instances are GC-tracked; building a list of hundreds of thousands of them triggers
+    repeated full collections whose cost grows with the list, which made span creation
+    measurably superlinear (8× the time for 4× the spans on this machine; 4.1× when paused).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def _spans(starts: IntArray, a_chars: IntArray, b_chars: IntArray) -> list[Span]:
     """Spans for character ranges (both ends non-decreasing), with n_tokens = the number of
     token starts inside each, found by a vectorised search of the offset array."""
     n = locate(starts, b_chars) - locate(starts, a_chars)
-    return [Span(s, e, k) for s, e, k in zip(a_chars.tolist(), b_chars.tolist(), n.tolist(), strict=True)]
+    with _gc_paused():
+        return [Span(s, e, k) for s, e, k in zip(a_chars.tolist(), b_chars.tolist(), n.tolist(), strict=True)]
 
 
 def segment_offsets(
