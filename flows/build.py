@@ -39,9 +39,6 @@ from storage.tables import atomic_write_parquet, read_table, write_table
 
 __all__ = ["PIPELINE", "BuildContext", "build_key", "estimate_cost", "run_build", "build_flow"]
 
-# The pipeline order is data: the flow runs these stages in this order.
-PIPELINE: tuple[str, ...] = ("ingest", "segment", "embed", "tree", "vectors", "sparse", "publish")
-
 # The modules whose code shapes a tree: a change to any of them makes a new build key, so a
 # rebuild after a code change is never mistaken for a no-op (embeddings still come from cache).
 TREE_CODE: tuple[str, ...] = (
@@ -298,7 +295,16 @@ def estimate_cost(leaves: pa.Table, config: ArboragConfig) -> list[dict[str, Any
 # ---------------------------------------------------------------------------------------
 # Orchestration
 # ---------------------------------------------------------------------------------------
-StageRunner = Callable[[str, Callable[..., dict[str, Any]], BuildContext, pa.Table | None, str], dict[str, Any]]
+# The stages after segmentation, in order: (name, function, takes the leaves table).
+TREE_STAGES: tuple[tuple[str, Callable[..., dict[str, Any]], bool], ...] = (
+    ("embed", stage_embed, True),
+    ("tree", stage_tree, True),
+    ("vectors", stage_vectors, False),
+    ("sparse", stage_sparse, False),
+    ("publish", stage_publish, False),
+)
+# The pipeline order is data: ingest and segment (flows/ingest.py), then the stages above.
+PIPELINE: tuple[str, ...] = ("ingest", "segment", *(name for name, _, _ in TREE_STAGES))
 
 
 def _run_stages(ctx: BuildContext, *, use_prefect: bool, dry_run: bool = False) -> dict[str, Any]:
@@ -346,10 +352,8 @@ def _run_stages(ctx: BuildContext, *, use_prefect: bool, dry_run: bool = False) 
             message = "re-published an earlier snapshot with the same inputs and config"
         else:
             summary["noop"] = False
-            for name, fn in (("embed", stage_embed), ("tree", stage_tree)):
-                summary[name] = run_tree_stage(name, fn, ctx, leaves, key)
-            for name, fn in (("vectors", stage_vectors), ("sparse", stage_sparse), ("publish", stage_publish)):
-                summary[name] = run_tree_stage(name, fn, ctx, None, key)
+            for name, fn, takes_leaves in TREE_STAGES:
+                summary[name] = run_tree_stage(name, fn, ctx, leaves if takes_leaves else None, key)
             summary["cached"] += [n for n in ("embed", "tree", "vectors", "sparse") if summary[n].get("_cached")]
             summary["snapshot"] = summary["publish"]["snapshot"]
         failed = int((summary.get("ingest") or {}).get("failed", 0) or 0)
