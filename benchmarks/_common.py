@@ -315,18 +315,6 @@ def instrument_build() -> Iterator[dict[str, Any]]:
             setattr(mod, attr, orig)
 
 
-def leaf_texts_for(leaves: Any) -> list[str]:
-    """What the flow embeds for each leaf (``tasks.tree.leaf_embed_texts``, or the older helper)."""
-    try:
-        from tasks.tree import leaf_embed_texts
-
-        return leaf_embed_texts(leaves)
-    except ImportError:
-        from flows.build import leaf_texts
-
-        return leaf_texts(leaves)
-
-
 def tree_breakdown(rec: dict[str, Any]) -> dict[str, float]:
     """Stage seconds with the tree split into cluster / summarize / summary-embed / other."""
     st = rec["stages"]

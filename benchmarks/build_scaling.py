@@ -53,7 +53,6 @@ from _common import (
     git_commit,
     hotpot_paragraphs,
     instrument_build,
-    leaf_texts_for,
     machine_line,
     md_table,
     narrativeqa_passages,
@@ -202,8 +201,10 @@ def worker(args: argparse.Namespace) -> None:
     out["stage_raw"] = rec["stages"]
     out["tree_stats"] = rec["tree_stats"]
     out["calls"] = summary.get("calls")
+    from tasks.tree import leaf_embed_texts
+
     leaves = leaves_for(Corpus(args.corpus).read("chunks"), cfg.segment.strategy)
-    texts = leaf_texts_for(leaves)
+    texts = leaf_embed_texts(leaves)
     distinct = list(dict.fromkeys(texts))
     out["leaves"] = leaves.num_rows
     out["distinct_leaves"] = len(distinct)

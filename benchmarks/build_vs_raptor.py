@@ -51,7 +51,6 @@ from _common import (
     fmt_s,
     git_commit,
     instrument_build,
-    leaf_texts_for,
     machine_line,
     md_table,
     narrativeqa_passages,
@@ -339,8 +338,9 @@ def arborag_levels(corpus_dir: Path, cfg: Any) -> dict[int, int]:
 def leaf_texts_of(corpus_dir: Path, cfg: Any) -> list[str]:
     from flows.build import leaves_for
     from storage.corpus import Corpus
+    from tasks.tree import leaf_embed_texts
 
-    return leaf_texts_for(leaves_for(Corpus(corpus_dir).read("chunks"), cfg.segment.strategy))
+    return leaf_embed_texts(leaves_for(Corpus(corpus_dir).read("chunks"), cfg.segment.strategy))
 
 
 # -- queries ---------------------------------------------------------------------------------------
