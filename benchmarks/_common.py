@@ -248,10 +248,10 @@ def instrument_build() -> Iterator[dict[str, Any]]:
     per-level stats (``cluster_s``, ``summarize_s``, ``embed_s``) from the build context.
     Yields a dict filled as the build runs: ``{"stages": {name: s}, "tree_stats": [...], "leaves": n}``.
     """
-    import flows.build as fb
+    import arborag.flows.build as fb
 
     try:
-        import flows.ingest as fi
+        import arborag.flows.ingest as fi
     except ImportError:  # older layout: ingest/segment were stage functions of flows.build
         fi = None
     rec: dict[str, Any] = {"stages": {}, "tree_stats": [], "leaves": None}

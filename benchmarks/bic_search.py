@@ -35,7 +35,7 @@ def real_vectors(cache_dir: Path) -> tuple[list[str], np.ndarray]:
     from embed_dtype import load_real_chunks
 
     from arborag.config import EmbedConfig
-    from tasks.embeddings import Embedder, EmbeddingCache, embed_cached
+    from arborag.tasks.embeddings import Embedder, EmbeddingCache, embed_cached
 
     chunks = load_real_chunks()
     vecs, _ = embed_cached([t for _, t in chunks], Embedder(EmbedConfig()), EmbeddingCache(cache_dir / "embeddings"))
@@ -56,13 +56,13 @@ def main() -> None:
     from threadpoolctl import threadpool_limits
 
     if args.report_only:
-        from tasks.clustering import coarse_grid as _grid
+        from arborag.tasks.clustering import coarse_grid as _grid
 
         report(json.loads((args.cache / "bic_curves.json").read_text()), args, _grid)
         return
 
     from arborag.config import ClusterConfig
-    from tasks.clustering import ClusterStats, _distinct, _reduce, coarse_grid, select_k, soft_membership, warm_up
+    from arborag.tasks.clustering import ClusterStats, _distinct, _reduce, coarse_grid, select_k, soft_membership, warm_up
 
     keys, vecs = real_vectors(args.cache)
     print(f"{len(keys)} chunks embedded", flush=True)
@@ -77,7 +77,7 @@ def main() -> None:
     subsets = {k: v for k, v in subsets.items() if k in args.subsets.split(",")}
     warm_up()
     records = []
-    import tasks.clustering as clustering
+    import arborag.tasks.clustering as clustering
 
     original_fit = clustering._fit_gmm
     fit_times: dict[int, float] = {}
@@ -135,7 +135,7 @@ def solve(key, red, cfg, select_k, ClusterStats, curves: bool = False) -> dict:
     loose_bics: dict[int, float] = {}
     loose_s: dict[int, float] = {}
     if curves:  # the loose-fit curve over every k, for tuning the search offline
-        from tasks import clustering
+        from arborag.tasks import clustering
 
         for k in range(1, max_k + 1):
             t0 = time.perf_counter()
@@ -179,7 +179,7 @@ def summary_line(r: dict) -> str:
 
 
 def report(records: list[dict], args, coarse_grid) -> None:
-    from tasks import clustering
+    from arborag.tasks import clustering
 
     lines = [
         "# BIC search: coarse-to-fine vs exhaustive",

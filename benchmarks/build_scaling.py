@@ -169,10 +169,10 @@ def worker(args: argparse.Namespace) -> None:
         import numpy as np
 
         from arborag.config import ArboragConfig
-        from flows.build import leaves_for, run_build
-        from storage.corpus import Corpus
-        from tasks import clustering
-        from tasks.embeddings import Embedder
+        from arborag.flows.build import leaves_for, run_build
+        from arborag.storage.corpus import Corpus
+        from arborag.tasks import clustering
+        from arborag.tasks.embeddings import Embedder
     out["imports_s"] = t.wall
     cfg = ArboragConfig()
     if args.threads not in ("default", "none", "0", "auto"):
@@ -201,7 +201,7 @@ def worker(args: argparse.Namespace) -> None:
     out["stage_raw"] = rec["stages"]
     out["tree_stats"] = rec["tree_stats"]
     out["calls"] = summary.get("calls")
-    from tasks.tree import leaf_embed_texts
+    from arborag.tasks.tree import leaf_embed_texts
 
     leaves = leaves_for(Corpus(args.corpus).read("chunks"), cfg.segment.strategy)
     texts = leaf_embed_texts(leaves)

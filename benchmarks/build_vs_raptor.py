@@ -300,7 +300,7 @@ class RaptorSide:
 
 # -- arborag side ----------------------------------------------------------------------------------
 def arborag_build(src_file: Path, corpus_dir: Path, cfg: Any, *, use_prefect: bool = False) -> dict[str, Any]:
-    from flows.build import run_build
+    from arborag.flows.build import run_build
 
     if corpus_dir.exists():
         shutil.rmtree(corpus_dir)
@@ -328,7 +328,7 @@ def arborag_build(src_file: Path, corpus_dir: Path, cfg: Any, *, use_prefect: bo
 
 
 def arborag_levels(corpus_dir: Path, cfg: Any) -> dict[int, int]:
-    from query.index import open_index
+    from arborag.query.index import open_index
 
     idx = open_index(corpus_dir, config=cfg)
     levels = np.asarray(idx.vectors.levels)
@@ -336,9 +336,9 @@ def arborag_levels(corpus_dir: Path, cfg: Any) -> dict[int, int]:
 
 
 def leaf_texts_of(corpus_dir: Path, cfg: Any) -> list[str]:
-    from flows.build import leaves_for
-    from storage.corpus import Corpus
-    from tasks.tree import leaf_embed_texts
+    from arborag.flows.build import leaves_for
+    from arborag.storage.corpus import Corpus
+    from arborag.tasks.tree import leaf_embed_texts
 
     return leaf_embed_texts(leaves_for(Corpus(corpus_dir).read("chunks"), cfg.segment.strategy))
 
@@ -424,11 +424,11 @@ def run(args: argparse.Namespace, work: Path) -> str:
         import torch
         from sentence_transformers import SentenceTransformer
 
-        from flows.build import run_build  # noqa: F401
-        from query.index import open_index
-        from tasks import clustering
-        from tasks.embeddings import Embedder, resolve_model_path
-        from tasks.summarize import ExtractiveSummarizer
+        from arborag.flows.build import run_build  # noqa: F401
+        from arborag.query.index import open_index
+        from arborag.tasks import clustering
+        from arborag.tasks.embeddings import Embedder, resolve_model_path
+        from arborag.tasks.summarize import ExtractiveSummarizer
 
         raptor, origin = load_raptor(args.raptor_src, work)
     print(f"RAPTOR from {origin}; imports {t_imp.wall:.1f} s", flush=True)

@@ -86,7 +86,7 @@ def main() -> None:
 
     from arborag.config import EmbedConfig
     from arborag.tokenizer import get_tokenizer
-    from tasks.embeddings import Embedder
+    from arborag.tasks.embeddings import Embedder
 
     chunks = load_real_chunks()
     rng = np.random.default_rng(0)

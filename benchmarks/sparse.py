@@ -37,8 +37,8 @@ if str(REPO) not in sys.path:
 
 from arborag.config import SparseConfig  # noqa: E402
 from arborag.hashing import short_id  # noqa: E402
-from storage.lucene import plain_query, quote_phrase  # noqa: E402
-from storage.schemas import NODES  # noqa: E402
+from arborag.storage.lucene import plain_query, quote_phrase  # noqa: E402
+from arborag.storage.schemas import NODES  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data" / "hotpotqa"
 STOPWORDS = frozenset(
@@ -89,7 +89,7 @@ def hotpot_nodes(corpus_json: Path, *, max_tokens: int = 100) -> pa.Table:
 
 def corpus_nodes(corpus_dir: Path) -> pa.Table:
     """Every node of the published snapshot of a built corpus."""
-    from storage.corpus import Corpus
+    from arborag.storage.corpus import Corpus
 
     corpus = Corpus(corpus_dir)
     return corpus.read_snapshot("nodes")
@@ -177,7 +177,7 @@ class Embedded:
     name = "embedded (tantivy)"
 
     def __init__(self, nodes: pa.Table, *, k: int, workdir: Path) -> None:
-        from storage.sparse import build_sparse_index, open_sparse_index
+        from arborag.storage.sparse import build_sparse_index, open_sparse_index
 
         cfg = SparseConfig()
         directory = workdir / "embedded" / "sparse"
@@ -261,7 +261,7 @@ def syntax_check(nodes: pa.Table, *, workdir: Path, n: int = 50) -> dict:
     import lancedb
     from lancedb.index import FTS
 
-    from storage.sparse import analyze, build_sparse_index, open_sparse_index
+    from arborag.storage.sparse import analyze, build_sparse_index, open_sparse_index
 
     texts = nodes.column("text").to_pylist()
     node_ids = nodes.column("node_id").to_pylist()

@@ -33,17 +33,17 @@ from arborag.config import ArboragConfig
 from arborag.errors import IngestError
 from arborag.hashing import hash_json
 from arborag.progress import progress_bar
-from flows.common import code_fingerprint
-from storage.corpus import Corpus
-from storage.tables import atomic_write_parquet, read_table, write_table
+from arborag.flows.common import code_fingerprint
+from arborag.storage.corpus import Corpus
+from arborag.storage.tables import atomic_write_parquet, read_table, write_table
 
 __all__ = ["PIPELINE", "BuildContext", "build_key", "estimate_cost", "run_build", "build_flow"]
 
 # The modules whose code shapes a tree: a change to any of them makes a new build key, so a
 # rebuild after a code change is never mistaken for a no-op (embeddings still come from cache).
 TREE_CODE: tuple[str, ...] = (
-    "tasks.embeddings", "tasks.clustering", "tasks.summarize", "tasks.summarize_llm", "tasks.tree",
-    "storage.vectors", "storage.sparse", "storage.lucene",
+    "arborag.tasks.embeddings", "arborag.tasks.clustering", "arborag.tasks.summarize", "arborag.tasks.summarize_llm", "arborag.tasks.tree",
+    "arborag.storage.vectors", "arborag.storage.sparse", "arborag.storage.lucene",
 )
 
 # Configs handed to an in-process flow run, by config hash (secrets never become flow parameters).
@@ -97,7 +97,7 @@ def build_key(leaves: pa.Table, config: ArboragConfig) -> str:
 # Stages (plain functions; the Prefect tasks below wrap them)
 # ---------------------------------------------------------------------------------------
 def _embedder(ctx: BuildContext):
-    from tasks.embeddings import Embedder, EmbeddingCache
+    from arborag.tasks.embeddings import Embedder, EmbeddingCache
 
     if not hasattr(ctx, "_embedder"):
         ctx._embedder = Embedder(ctx.config.embed)  # type: ignore[attr-defined]
@@ -106,7 +106,7 @@ def _embedder(ctx: BuildContext):
 
 
 def _embed_texts(ctx: BuildContext, texts: list[str], label: str) -> np.ndarray:
-    from tasks.embeddings import embed_cached
+    from arborag.tasks.embeddings import embed_cached
 
     embedder, cache = _embedder(ctx)
     with progress_bar(f"embed {label}", len(texts), enabled=ctx.progress) as advance:
@@ -118,7 +118,7 @@ def _embed_texts(ctx: BuildContext, texts: list[str], label: str) -> np.ndarray:
 def stage_embed(ctx: BuildContext, leaves: pa.Table, key: str) -> dict[str, Any]:
     stage_dir = ctx.staging / key
     stage_dir.mkdir(parents=True, exist_ok=True)
-    from tasks.tree import leaf_embed_texts
+    from arborag.tasks.tree import leaf_embed_texts
 
     vectors = _embed_texts(ctx, leaf_embed_texts(leaves), "leaves")
     _write_vectors_file(stage_dir / "leaf_vectors.parquet", leaves.column("chunk_id"), vectors)
@@ -141,8 +141,8 @@ def _read_vectors_file(path: Path) -> tuple[list[str], np.ndarray]:
 
 
 def stage_tree(ctx: BuildContext, leaves: pa.Table, key: str) -> dict[str, Any]:
-    from tasks.summarize import make_summarizer
-    from tasks.tree import build_tree
+    from arborag.tasks.summarize import make_summarizer
+    from arborag.tasks.tree import build_tree
 
     stage_dir = ctx.staging / key
     _, leaf_vectors = _read_vectors_file(stage_dir / "leaf_vectors.parquet")
@@ -191,7 +191,7 @@ def snapshot_id_for(key: str) -> str:
 
 
 def stage_vectors(ctx: BuildContext, key: str) -> dict[str, Any]:
-    from storage.vectors import write_vectors
+    from arborag.storage.vectors import write_vectors
 
     stage_dir = ctx.staging / key
     nodes = read_table("nodes", stage_dir / "nodes.parquet", missing_ok=False)
@@ -210,7 +210,7 @@ def stage_vectors(ctx: BuildContext, key: str) -> dict[str, Any]:
 
 
 def stage_sparse(ctx: BuildContext, key: str) -> dict[str, Any]:
-    from storage.sparse import build_sparse_index
+    from arborag.storage.sparse import build_sparse_index
 
     stage_dir = ctx.staging / key
     nodes = read_table("nodes", stage_dir / "nodes.parquet", missing_ok=False)
@@ -233,7 +233,7 @@ def _tree_counts(nodes_path: Path) -> dict[str, Any]:
 
 
 def stage_publish(ctx: BuildContext, key: str) -> dict[str, Any]:
-    from storage.sparse import publish_sparse_index
+    from arborag.storage.sparse import publish_sparse_index
 
     stage_dir = ctx.staging / key
     snap_id = snapshot_id_for(key)
@@ -308,7 +308,7 @@ PIPELINE: tuple[str, ...] = ("ingest", "segment", *(name for name, _, _ in TREE_
 
 
 def _run_stages(ctx: BuildContext, *, use_prefect: bool, dry_run: bool = False) -> dict[str, Any]:
-    from flows.ingest import cached_ingest_summary, ingest_call, run_stage_plain, run_stage_prefect, segment_call
+    from arborag.flows.ingest import cached_ingest_summary, ingest_call, run_stage_plain, run_stage_prefect, segment_call
 
     started = datetime.now(timezone.utc)
     summary: dict[str, Any] = {"corpus": str(ctx.corpus.root), "run_id": ctx.run_id, "cached": []}
@@ -418,7 +418,7 @@ def _prefect_stage(name: str, fn: Callable[..., dict[str, Any]], ctx: BuildConte
     """
     from prefect import task
 
-    from flows.common import task_options, was_cached
+    from arborag.flows.common import task_options, was_cached
 
     usable = _staged_outputs_exist(ctx, name, key)
     opts = task_options(ctx.corpus, retries=_RETRIES.get(name, 0), cache_key=f"{name}-{key}", refresh_cache=not usable)
@@ -465,11 +465,11 @@ def run_build(
     if not use_prefect:
         ctx = BuildContext(corpus, config, srcs, progress=progress)
         return _run_stages(ctx, use_prefect=False, dry_run=dry_run)
-    from flows.common import prefect_env_defaults
+    from arborag.flows.common import prefect_env_defaults
 
     prefect_env_defaults()
     if srcs:  # a missing source fails before Prefect starts
-        from tasks.documents import discover_sources
+        from arborag.tasks.documents import discover_sources
 
         discover_sources(srcs, config.ingest, skip=[corpus.root])
     h = config.config_hash()

@@ -11,7 +11,7 @@ return small JSON summaries (paths, counts, fingerprints), so results are persis
 
 Typical use inside a flow::
 
-    key = cache_key_from_files(files, "ingest", cfg.ingest.model_dump(), code_fingerprint("tasks.documents"))
+    key = cache_key_from_files(files, "ingest", cfg.ingest.model_dump(), code_fingerprint("arborag.tasks.documents"))
     state = my_task.with_options(**task_options(corpus, retries=2, cache_key=key))(..., return_state=True)
     summary = state.result(); cached = was_cached(state)
 """
@@ -30,7 +30,7 @@ from typing import Any
 
 from arborag.errors import BackendUnavailable, LLMError
 from arborag.hashing import hash_json
-from storage.corpus import Corpus
+from arborag.storage.corpus import Corpus
 
 __all__ = [
     "PREFECT_ENV_DEFAULTS",
@@ -69,7 +69,7 @@ def prefect_env_defaults() -> None:
     """Set :data:`PREFECT_ENV_DEFAULTS` where the environment does not set them already.
 
     Call before Prefect is first imported in the process (the CLI does, via
-    ``arborag.commands.common.offline_env``; ``scripts/env.sh`` exports the same values).
+    ``arborag.cli.common.offline_env``; ``scripts/env.sh`` exports the same values).
     """
     for name, value in PREFECT_ENV_DEFAULTS.items():
         os.environ.setdefault(name, value)

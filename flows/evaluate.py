@@ -47,8 +47,8 @@ from arborag.config import ArboragConfig, Strategy
 from arborag.errors import ArboragError, ConfigError
 from arborag.hashing import hash_json
 from arborag.progress import progress_bar
-from tasks import metrics as M
-from tasks.datasets import PreparedDataset, gold_items, prepare_dataset, resolve_gold
+from arborag.tasks import metrics as M
+from arborag.tasks.datasets import PreparedDataset, gold_items, prepare_dataset, resolve_gold
 
 __all__ = [
     "HITS",
@@ -103,8 +103,8 @@ DEFAULT_STRATEGY_SYSTEMS: tuple[str, ...] = ("flat", "collapsed")
 # Modules whose source is part of the build cache key (a code change re-runs the build task;
 # note that run_build itself may still answer "unchanged" if its own build key ignores code).
 BUILD_MODULES: tuple[str, ...] = (
-    "flows.build", "tasks.documents", "tasks.chunks", "tasks.segmenters", "tasks.embeddings",
-    "tasks.clustering", "tasks.tree", "tasks.summarize", "storage.vectors", "storage.sparse",
+    "arborag.flows.build", "arborag.tasks.documents", "arborag.tasks.chunks", "arborag.tasks.segmenters", "arborag.tasks.embeddings",
+    "arborag.tasks.clustering", "arborag.tasks.tree", "arborag.tasks.summarize", "arborag.storage.vectors", "arborag.storage.sparse",
 )
 # Part of the retrieval cache key: bump when run_queries or the HITS schema changes (edits to
 # scoring or the report must not invalidate retrieval).
@@ -400,7 +400,7 @@ ANSWER_PROMPT = (
 
 def llm_answerer(config: ArboragConfig, cache_dir: Path) -> Callable[[list[tuple[str, list[str]]]], list[str]]:
     """A batch answerer over the summarize section's OpenAI-compatible endpoint (cached calls)."""
-    from tasks.llm import LLMClient
+    from arborag.tasks.llm import LLMClient
 
     if not config.summarize.base_url and not os.environ.get(config.summarize.api_key_env):
         raise ConfigError(
@@ -553,14 +553,14 @@ def stage_retrieve(
 
 
 def _documents(corpus_dir: str | Path) -> pa.Table:
-    from storage.corpus import Corpus
+    from arborag.storage.corpus import Corpus
 
     return Corpus(corpus_dir).read("documents")
 
 
 def _chunk_stats(corpus_dir: str | Path, strategy: str) -> dict[str, Any]:
     """Leaf count and size of a built corpus (from its published nodes, else its chunks)."""
-    from storage.corpus import Corpus
+    from arborag.storage.corpus import Corpus
 
     corpus = Corpus(corpus_dir)
     stats: dict[str, Any] = {}
@@ -642,12 +642,12 @@ def _evaluate_body(
     answerer: Callable[[list[tuple[str, list[str]]]], list[str]] | None,
     use_prefect: bool,
 ) -> dict[str, Any]:
-    from tasks.report import write_report
+    from arborag.tasks.report import write_report
 
     if builder is None:
-        from flows.build import run_build as builder  # type: ignore[no-redef]
+        from arborag.flows.build import run_build as builder  # type: ignore[no-redef]
     if opener is None:
-        from query import open_index as opener  # type: ignore[no-redef]
+        from arborag.query import open_index as opener  # type: ignore[no-redef]
     out = opts.out_dir
     out.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
@@ -796,7 +796,7 @@ def _preset_text(strategy: str) -> str:
 
 # -- Prefect wrappers ---------------------------------------------------------------------
 def _code_version(*modules: str) -> str:
-    from flows.common import code_fingerprint
+    from arborag.flows.common import code_fingerprint
 
     try:
         return code_fingerprint(*modules)
@@ -808,8 +808,8 @@ def _prefect_build(prepared: PreparedDataset, strategy: str, cfg: ArboragConfig,
     """stage_build as a Prefect task keyed on dataset content + the strategy's config hash + code."""
     from prefect import task
 
-    from flows.common import task_options, was_cached
-    from storage.corpus import Corpus
+    from arborag.flows.common import task_options, was_cached
+    from arborag.storage.corpus import Corpus
 
     key = "eval-build-" + hash_json([build_key(prepared, cfg), _code_version(*BUILD_MODULES)])
     # A cache hit is trusted only while the corpus still publishes the snapshot it recorded.
@@ -843,10 +843,10 @@ def _prefect_retrieve(
     """stage_retrieve as a Prefect task keyed on the build, queries, systems, budgets, query config."""
     from prefect import task
 
-    from flows.common import task_options, was_cached
-    from storage.corpus import Corpus
+    from arborag.flows.common import task_options, was_cached
+    from arborag.storage.corpus import Corpus
 
-    key = "eval-retrieve-" + hash_json([key, RETRIEVE_VERSION, _code_version("query.index", "query.fusion", "storage.sparse", "storage.vectors")])
+    key = "eval-retrieve-" + hash_json([key, RETRIEVE_VERSION, _code_version("arborag.query.index", "arborag.query.fusion", "arborag.storage.sparse", "arborag.storage.vectors")])
 
     def _run(strategy: str) -> dict[str, Any]:
         return stage_retrieve(prepared, record, systems, budgets, cfg, path, opener=opener, progress=progress, embed_ms=embed_ms)
@@ -881,12 +881,12 @@ def evaluate(
 ) -> dict[str, Any]:
     """Run the evaluation; writes results.parquet, summary.md, PNG plots and run.json to ``opts.out_dir``.
 
-    ``builder`` defaults to :func:`flows.build.run_build`, ``opener`` to :func:`query.open_index`
+    ``builder`` defaults to :func:`arborag.flows.build.run_build`, ``opener`` to :func:`arborag.query.open_index`
     (tests pass fakes); ``answerer`` defaults to the configured LLM when ``opts.answer``.
     """
     if not use_prefect:
         return _evaluate_body(opts, config, builder=builder, opener=opener, answerer=answerer, use_prefect=False)
-    from flows.common import prefect_env_defaults
+    from arborag.flows.common import prefect_env_defaults
 
     prefect_env_defaults()
     from prefect import flow

@@ -3,8 +3,8 @@
 Two stages, each a thin runner around a pure function (read the inputs from the corpus, call
 the function, write the output atomically, return a small summary):
 
-- :func:`ingest_stage` → :func:`tasks.documents.build_documents` → ``tables/documents.parquet``
-- :func:`segment_stage` → :func:`tasks.chunks.build_chunks` → ``tables/chunks.parquet`` (the
+- :func:`ingest_stage` → :func:`arborag.tasks.documents.build_documents` → ``tables/documents.parquet``
+- :func:`segment_stage` → :func:`arborag.tasks.chunks.build_chunks` → ``tables/chunks.parquet`` (the
   rows of the segmented strategy are replaced; other strategies' rows stay)
 
 Under Prefect each stage is a task whose cache key is made of content hashes — the source
@@ -43,7 +43,7 @@ from arborag.config import ArboragConfig, IngestConfig, SegmentConfig, Strategy,
 from arborag.errors import IngestError
 from arborag.hashing import hash_json
 from arborag.progress import progress_bar
-from flows.common import (
+from arborag.flows.common import (
     cache_key_from_files,
     code_fingerprint,
     current_flow_run_id,
@@ -53,7 +53,7 @@ from flows.common import (
     task_options,
     was_cached,
 )
-from storage.corpus import Corpus
+from arborag.storage.corpus import Corpus
 
 __all__ = [
     "FLOW_NAME",
@@ -85,7 +85,7 @@ def ingest_stage(corpus_dir: str, files: list[str], ingest_cfg: dict[str, Any], 
     The summary holds the report's counts and first failures, table totals
     (``documents``: ok rows, ``errors``: error rows) and the table's ``fingerprint``.
     """
-    from tasks.documents import build_documents
+    from arborag.tasks.documents import build_documents
 
     corpus = Corpus(corpus_dir).ensure()
     cfg = IngestConfig.model_validate(ingest_cfg)
@@ -112,7 +112,7 @@ def chunks_fingerprint(chunks: pa.Table, strategy: str) -> str:
 
 def segment_stage(corpus_dir: str, segment_cfg: dict[str, Any], strategy: str, progress: bool = False) -> dict[str, Any]:
     """Segment the ok documents with ``strategy``; replace that strategy's rows in ``chunks``."""
-    from tasks.chunks import build_chunks
+    from arborag.tasks.chunks import build_chunks
 
     corpus = Corpus(corpus_dir).ensure()
     cfg = SegmentConfig.model_validate(segment_cfg)
@@ -181,12 +181,12 @@ def cached_ingest_summary(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def ingest_call(corpus: Corpus, config: ArboragConfig, sources: Sequence[str], progress: bool) -> StageCall:
-    from tasks.documents import discover_sources
+    from arborag.tasks.documents import discover_sources
 
     files = [s.uri for s in discover_sources(sources, config.ingest, skip=[corpus.root])]
     cfg = config.ingest.model_dump(mode="json")
     key = cache_key_from_files(
-        files, "ingest", str(corpus.root), cfg, code_fingerprint("tasks.documents", "flows.ingest")
+        files, "ingest", str(corpus.root), cfg, code_fingerprint("arborag.tasks.documents", "arborag.flows.ingest")
     )
     docs_path = corpus.table_path("documents")
     return StageCall(
@@ -208,7 +208,7 @@ def segment_call(corpus: Corpus, config: ArboragConfig, strategy: str, progress:
             table_fingerprint(corpus.table_path("documents")),
             cfg,
             strategy,
-            code_fingerprint("tasks.chunks", "tasks.segmenters", "arborag.tokenizer", "flows.ingest"),
+            code_fingerprint("arborag.tasks.chunks", "arborag.tasks.segmenters", "arborag.tokenizer", "arborag.flows.ingest"),
         ]
     )
     return StageCall(
@@ -372,7 +372,7 @@ def run_ingest_and_segment(
             str(corpus.root), f"no documents to segment; run `arborag ingest SOURCE... --corpus {corpus_dir}` first"
         )
     if srcs:  # fail on a missing source before anything (Prefect included) starts
-        from tasks.documents import discover_sources
+        from arborag.tasks.documents import discover_sources
 
         discover_sources(srcs, config.ingest, skip=[corpus.root])
     if not use_prefect:

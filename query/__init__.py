@@ -8,6 +8,6 @@ It reads only finished artifacts (the manifest, nodes/edges Parquet, LanceDB vec
 sparse index), never starts Prefect and never writes.
 """
 
-from query.index import Hit, Index, Mode, open_index
+from arborag.query.index import Hit, Index, Mode, open_index
 
 __all__ = ["Hit", "Index", "Mode", "open_index"]

@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 
 from arborag.config import ArboragConfig, EmbedConfig, load_config
 from arborag.errors import QueryError
-from storage.corpus import Corpus
-from storage.vectors import VectorStore
+from arborag.storage.corpus import Corpus
+from arborag.storage.vectors import VectorStore
 
 __all__ = ["Hit", "Index", "Mode", "open_index"]
 
@@ -83,7 +83,7 @@ class Index:
         if self._embed_query is not None:
             return np.asarray(self._embed_query(list(texts)), dtype=np.float32)
         if self._embedder is None:
-            from tasks.embeddings import Embedder
+            from arborag.tasks.embeddings import Embedder
 
             embed_cfg = EmbedConfig.model_validate(self.info.get("embed", {})) if self.info.get("embed") else self.config.embed
             self._embedder = Embedder(embed_cfg)
@@ -188,7 +188,7 @@ class Index:
 
     def sparse_index(self):
         if self._sparse is None:
-            from storage.sparse import open_sparse_index
+            from arborag.storage.sparse import open_sparse_index
 
             self._sparse = open_sparse_index(
                 self.snapshot_dir / "sparse", self.config.sparse, corpus_name=None
@@ -205,7 +205,7 @@ class Index:
         return self._fill(self._sparse_ranked(text, budget=budget, k=k, levels=levels, doc_ids=doc_ids, lucene=lucene), budget, k)
 
     def _hybrid(self, text, vector, *, budget, k, levels, doc_ids, lucene) -> list[Hit]:
-        from query.fusion import rrf
+        from arborag.query.fusion import rrf
 
         dense = self._dense_ranked(vector, budget=budget, k=k, levels=levels, doc_ids=doc_ids)
         sparse = self._sparse_ranked(text, budget=budget, k=k, levels=levels, doc_ids=doc_ids, lucene=lucene)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from storage.corpus import Corpus
+from arborag.storage.corpus import Corpus
 
 __all__ = ["render_tree_html"]
 

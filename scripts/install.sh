@@ -12,4 +12,4 @@ fi
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 python -c "import torch" 2>/dev/null || pip install -q "torch==2.13.0"
 pip install -q -e ".[dev]" 2>&1 | grep -v "is ignored: it is neither" || true
-python -c "import arborag, flows, tasks, storage, query" 
+python -c "import arborag.cli, arborag.flows, arborag.tasks, arborag.storage, arborag.query"

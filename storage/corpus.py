@@ -25,8 +25,8 @@ from typing import Any
 import pyarrow as pa
 
 from arborag.errors import NotBuiltError
-from storage.schemas import SCHEMAS
-from storage.tables import atomic_write_bytes, read_table, write_table
+from arborag.storage.schemas import SCHEMAS
+from arborag.storage.tables import atomic_write_bytes, read_table, write_table
 
 __all__ = ["Corpus", "WORKING_TABLES", "SNAPSHOT_TABLES"]
 

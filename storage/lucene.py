@@ -4,7 +4,7 @@ Both sparse backends answer the *same* query: the string is parsed here into a s
 with Lucene's own rules (the classic query parser Elasticsearch's ``query_string`` uses), then
 
 * the embedded engine (tantivy) compiles the AST into tantivy query objects
-  (:mod:`storage.sparse`), so tantivy's own dialect (``a AND NOT b`` returns nothing, a bare
+  (:mod:`arborag.storage.sparse`), so tantivy's own dialect (``a AND NOT b`` returns nothing, a bare
   ``NOT x`` errors, ...) never comes into play;
 * Elasticsearch receives :func:`to_lucene` of the AST: an explicit, fully escaped string in which
   every clause carries its ``+``/``-`` prefix, so ``AND``/``OR``/``NOT`` precedence quirks cannot

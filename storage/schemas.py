@@ -1,7 +1,7 @@
 """The Arrow schemas of every arborag table, in one place (SPEC §1).
 
 Each table is a Parquet file readable by DuckDB with no arborag code. Writers go through
-:func:`storage.tables.write_table`, which refuses a table whose schema is not the one here.
+:func:`arborag.storage.tables.write_table`, which refuses a table whose schema is not the one here.
 """
 
 from __future__ import annotations

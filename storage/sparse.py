@@ -1,7 +1,7 @@
 """The sparse (BM25) index over every node: embedded tantivy (default) or Elasticsearch.
 
 Both backends index the same fields — ``node_id``, ``text``, ``level``, ``doc_ids`` — and answer
-the same query language (:mod:`storage.lucene`, the SPEC §6 Lucene subset), parsed once here so
+the same query language (:mod:`arborag.storage.lucene`, the SPEC §6 Lucene subset), parsed once here so
 they give the same answer::
 
     nodes.parquet ──build_sparse_index──▶ embedded: <snapshot>/sparse/  (tantivy files + meta)
@@ -46,7 +46,7 @@ import pyarrow as pa
 
 from arborag.config import SparseConfig
 from arborag.errors import ArboragError, BackendUnavailable, ConfigError, NotBuiltError, QueryError, SchemaError
-from storage.lucene import (
+from arborag.storage.lucene import (
     DEFAULT_FIELD,
     INTEGER_FIELDS,
     KEYWORD_FIELDS,
@@ -60,7 +60,7 @@ from storage.lucene import (
     parse_query,
     to_lucene,
 )
-from storage.tables import atomic_write_bytes
+from arborag.storage.tables import atomic_write_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     import tantivy
@@ -157,7 +157,7 @@ class SparseIndex(Protocol):
 
         ``lucene=True``: ``query`` is the SPEC §6 Lucene subset; a malformed query raises
         :class:`~arborag.errors.QueryError` (with ``position``) — retry with
-        :func:`storage.lucene.plain_query` or ``lucene=False``. ``lucene=False``: the query is
+        :func:`arborag.storage.lucene.plain_query` or ``lucene=False``. ``lucene=False``: the query is
         escaped and its words matched as optional plain terms (never raises QueryError for
         syntax). ``levels``/``doc_ids`` filter without changing scores; an empty sequence
         matches nothing.
@@ -548,7 +548,7 @@ def es_search_body(
 ) -> dict[str, Any] | None:
     """The body of the ``_search`` request for ``query`` (``None``: nothing can match, no request).
 
-    The query string is :func:`storage.lucene.to_lucene` of the parsed query — explicit and
+    The query string is :func:`arborag.storage.lucene.to_lucene` of the parsed query — explicit and
     escaped — so Elasticsearch answers what the embedded engine answers.
     """
     ast = _parse(query, lucene)

@@ -2,7 +2,7 @@
 
 A write goes to a temporary file in the same folder and is renamed over the target, so a
 reader (or a crash) never sees half a table. A table whose schema differs from the one in
-:mod:`storage.schemas` is refused with :class:`~arborag.errors.SchemaError`.
+:mod:`arborag.storage.schemas` is refused with :class:`~arborag.errors.SchemaError`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from arborag.errors import SchemaError
-from storage.schemas import SCHEMAS
+from arborag.storage.schemas import SCHEMAS
 
 __all__ = ["write_table", "read_table", "empty_table", "conform", "atomic_write_bytes", "atomic_write_parquet"]
 

@@ -1,7 +1,7 @@
 """Segmentation stage: documents → chunks (SPEC §3), for the five non-LLM strategies.
 
 ``segment_text`` tokenizes a text once with the one tokenizer and runs a segmenter from
-:mod:`tasks.segmenters` on the offset arrays; ``build_chunks`` does that for every ``ok``
+:mod:`arborag.tasks.segmenters` on the offset arrays; ``build_chunks`` does that for every ``ok``
 document of a DOCUMENTS table and returns a CHUNKS table.
 
 Strategies (windows measured in tokens of :func:`arborag.tokenizer.get_tokenizer`):
@@ -37,7 +37,7 @@ Span conventions (all strategies):
 * Empty or whitespace-only text (no tokens) gives no spans.
 
 Complexity: one tokenization per document (the floor, ≈ 5 MB/s on this machine) plus O(n)
-array work; see :mod:`tasks.segmenters` for each algorithm.
+array work; see :mod:`arborag.tasks.segmenters` for each algorithm.
 """
 
 from __future__ import annotations
@@ -55,9 +55,9 @@ from arborag.config import SegmentConfig, Strategy
 from arborag.errors import SegmentationError
 from arborag.hashing import hash_json, short_id
 from arborag.tokenizer import Tokenizer, get_tokenizer
-from storage.schemas import CHUNKS
-from storage.tables import conform
-from tasks.segmenters import (
+from arborag.storage.schemas import CHUNKS
+from arborag.storage.tables import conform
+from arborag.tasks.segmenters import (
     IntArray,
     clean_cuts,
     dds_windows,

@@ -38,9 +38,9 @@ import pyarrow.parquet as pq
 
 from arborag.errors import ArboragError, ConfigError
 from arborag.hashing import hash_bytes, hash_json, hash_text
-from storage.schemas import QUERIES
-from storage.tables import atomic_write_bytes, read_table, write_table
-from tasks.metrics import GoldItem, MatchMode, normalize_answer
+from arborag.storage.schemas import QUERIES
+from arborag.storage.tables import atomic_write_bytes, read_table, write_table
+from arborag.tasks.metrics import GoldItem, MatchMode, normalize_answer
 
 __all__ = [
     "DATASETS",
@@ -449,7 +449,7 @@ def resolve_gold(evidence: pa.Table, documents: pa.Table) -> dict[str, frozenset
 
 
 def gold_items(gold_ids: Sequence[str], gold_texts: Sequence[str] | None, gold_docs: dict[str, frozenset[str]]) -> list[GoldItem]:
-    """The :class:`~tasks.metrics.GoldItem` list of one query row."""
+    """The :class:`~arborag.tasks.metrics.GoldItem` list of one query row."""
     texts = list(gold_texts or [])
     return [
         GoldItem(gold_id=g, doc_ids=gold_docs.get(g, frozenset()), text=texts[i] if i < len(texts) else "")

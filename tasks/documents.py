@@ -43,7 +43,7 @@ import pyarrow as pa
 from arborag.config import IngestConfig
 from arborag.errors import IngestError
 from arborag.hashing import hash_bytes, hash_json, hash_text
-from storage.schemas import DOCUMENTS
+from arborag.storage.schemas import DOCUMENTS
 
 __all__ = [
     "MIME_TYPES",

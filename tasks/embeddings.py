@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from arborag.config import EmbedConfig
 from arborag.errors import ConfigError
 from arborag.hashing import hash_text
-from storage.tables import atomic_write_parquet
+from arborag.storage.tables import atomic_write_parquet
 
 __all__ = [
     "PACKAGED_MODEL",

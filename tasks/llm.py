@@ -163,7 +163,7 @@ class LLMCache:
     def _flush_locked(self) -> None:
         if not self._dirty:
             return
-        from storage.tables import atomic_write_bytes
+        from arborag.storage.tables import atomic_write_bytes
 
         blob = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in self._mine)
         atomic_write_bytes(self.shard, blob.encode("utf-8"))

@@ -1,6 +1,6 @@
 """The human-readable evaluation report: summary.md tables and PNG plots (matplotlib, Agg).
 
-Input is the RESULTS table of :mod:`flows.evaluate` (one row per query × strategy × system ×
+Input is the RESULTS table of :mod:`arborag.flows.evaluate` (one row per query × strategy × system ×
 budget) and a ``meta`` dict describing the run (dataset, corpus, config hash, seed, machine,
 builds, timings). Everything here is a pure function of those two; no model, no Prefect.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from tasks.metrics import mean, percentile
+from arborag.tasks.metrics import mean, percentile
 
 __all__ = [
     "METRICS",

@@ -5,7 +5,7 @@
   sentences of a cluster's texts that best represent the cluster and returns them in their
   original order, within ``max_tokens`` tokens of our tokenizer.
 - :func:`make_summarizer` builds the configured one (the OpenAI-compatible summarizer lives
-  in :mod:`tasks.summarize_llm` and is imported only when configured).
+  in :mod:`arborag.tasks.summarize_llm` and is imported only when configured).
 
 How the extractive summarizer scores sentences (decided for cost, see the build numbers in
 the tree module docs): no neural embedding. Each sentence becomes a sublinear term-frequency
@@ -37,7 +37,7 @@ from arborag.config import SummarizeConfig
 from arborag.tokenizer import Tokenizer, get_tokenizer
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tasks.embeddings import Embedder
+    from arborag.tasks.embeddings import Embedder
 
 __all__ = [
     "EXTRACTIVE_VERSION",
@@ -270,7 +270,7 @@ def make_summarizer(
     if cfg.backend == "extractive":
         return extractive
     if cfg.backend == "openai":
-        from tasks.summarize_llm import OpenAISummarizer
+        from arborag.tasks.summarize_llm import OpenAISummarizer
 
         return OpenAISummarizer(cfg, cache_dir=cache_dir, fallback=extractive)
     raise ValueError(f"unknown summarize.backend {cfg.backend!r}")  # pragma: no cover

@@ -6,7 +6,7 @@
 - Level 0 nodes are the chunks: ``node_id = chunk_id``, ``text`` = the chunk text (the header is
   embedded with it — see :func:`leaf_embed_texts` — but not repeated in the node text),
   ``summarizer = summary_status = "leaf"``.
-- Level L+1: :func:`tasks.clustering.cluster_level` over level L; each cluster's children
+- Level L+1: :func:`arborag.tasks.clustering.cluster_level` over level L; each cluster's children
   (in document order) are summarized; the summaries are embedded with ``embed``. A summary's
   ``node_id = short_id("node", level, summarizer.name, sorted child ids)``, its ``summary_of``
   = ``short_id("cluster", level, sorted child ids)`` (the cluster's identity, independent of
@@ -49,10 +49,10 @@ from arborag.config import ClusterConfig, SummarizeConfig, TreeConfig
 from arborag.errors import BackendUnavailable, ConfigError, LLMError, SchemaError
 from arborag.hashing import short_id
 from arborag.tokenizer import get_tokenizer
-from storage.schemas import EDGES, NODES
-from storage.tables import conform
-from tasks.clustering import ClusterStats, cluster_level
-from tasks.summarize import ExtractiveSummarizer, Summarizer, SummaryResult
+from arborag.storage.schemas import EDGES, NODES
+from arborag.storage.tables import conform
+from arborag.tasks.clustering import ClusterStats, cluster_level
+from arborag.tasks.summarize import ExtractiveSummarizer, Summarizer, SummaryResult
 
 __all__ = ["TreeResult", "build_tree", "leaf_embed_texts", "summary_node_id", "cluster_id"]
 

@@ -34,7 +34,7 @@ def examples_dir() -> Path:
 @pytest.fixture(scope="session")
 def prefect_harness() -> Iterator[None]:
     """A temporary Prefect API + database for the whole session (no server needed; ~16-40 s once)."""
-    from flows.common import prefect_env_defaults
+    from arborag.flows.common import prefect_env_defaults
 
     prefect_env_defaults()
     from prefect.testing.utilities import prefect_test_harness

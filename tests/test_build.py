@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from arborag.cli import app
 from arborag.config import ArboragConfig
-from flows.build import run_build
-from query import open_index
-from storage.corpus import Corpus
+from arborag.flows.build import run_build
+from arborag.query import open_index
+from arborag.storage.corpus import Corpus
 
 pytestmark = pytest.mark.slow
 
@@ -66,12 +66,12 @@ def test_query_returns_leaves_and_summaries_within_budget(built: tuple[Path, dic
 
 def test_rebuild_is_a_noop_with_no_embedding_and_no_summaries(built: tuple[Path, dict], cinderella: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     corpus, first = built
-    import tasks.embeddings
-    import tasks.summarize
+    import arborag.tasks.embeddings
+    import arborag.tasks.summarize
 
     calls = {"embed": 0, "summarize": 0}
-    real_embed = tasks.embeddings.Embedder.embed
-    real_summ = tasks.summarize.ExtractiveSummarizer.summarize_many
+    real_embed = arborag.tasks.embeddings.Embedder.embed
+    real_summ = arborag.tasks.summarize.ExtractiveSummarizer.summarize_many
 
     def counting_embed(self, texts, **kw):  # type: ignore[no-untyped-def]
         calls["embed"] += len(texts)
@@ -81,8 +81,8 @@ def test_rebuild_is_a_noop_with_no_embedding_and_no_summaries(built: tuple[Path,
         calls["summarize"] += len(clusters)
         return real_summ(self, clusters, **kw)
 
-    monkeypatch.setattr(tasks.embeddings.Embedder, "embed", counting_embed)
-    monkeypatch.setattr(tasks.summarize.ExtractiveSummarizer, "summarize_many", counting_summ)
+    monkeypatch.setattr(arborag.tasks.embeddings.Embedder, "embed", counting_embed)
+    monkeypatch.setattr(arborag.tasks.summarize.ExtractiveSummarizer, "summarize_many", counting_summ)
     before = Corpus(corpus).manifest()
     out = run_build([cinderella], corpus, ArboragConfig(), use_prefect=False, progress=False)
     assert out["noop"] is True
@@ -163,8 +163,8 @@ def test_unreachable_elasticsearch_fails_the_sparse_stage_and_a_retry_recomputes
     cinderella: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from arborag.errors import BackendUnavailable
-    import storage.sparse
-    import tasks.embeddings
+    import arborag.storage.sparse
+    import arborag.tasks.embeddings
 
     corpus = tmp_path / "es"
     cfg = ArboragConfig().with_overrides(sparse={"backend": "elasticsearch", "es_url": "http://127.0.0.1:9"})
@@ -179,19 +179,19 @@ def test_unreachable_elasticsearch_fails_the_sparse_stage_and_a_retry_recomputes
     # Elasticsearch is back (simulated by the embedded engine standing in for it): the retry
     # runs only the sparse stage and publish — no embedding, no summaries.
     embed_calls = {"n": 0}
-    real_embed = tasks.embeddings.Embedder.embed
+    real_embed = arborag.tasks.embeddings.Embedder.embed
 
     def counting_embed(self, texts, **kw):  # type: ignore[no-untyped-def]
         embed_calls["n"] += len(texts)
         return real_embed(self, texts, **kw)
 
     embedded = ArboragConfig().sparse
-    real_build, real_publish, real_open = storage.sparse.build_sparse_index, storage.sparse.publish_sparse_index, storage.sparse.open_sparse_index
-    monkeypatch.setattr(tasks.embeddings.Embedder, "embed", counting_embed)
-    monkeypatch.setattr(storage.sparse, "build_sparse_index", lambda nodes, d, c, **kw: real_build(nodes, d, embedded, **kw))
-    monkeypatch.setattr(storage.sparse, "publish_sparse_index", lambda d, c, **kw: real_publish(d, embedded, **kw))
+    real_build, real_publish, real_open = arborag.storage.sparse.build_sparse_index, arborag.storage.sparse.publish_sparse_index, arborag.storage.sparse.open_sparse_index
+    monkeypatch.setattr(arborag.tasks.embeddings.Embedder, "embed", counting_embed)
+    monkeypatch.setattr(arborag.storage.sparse, "build_sparse_index", lambda nodes, d, c, **kw: real_build(nodes, d, embedded, **kw))
+    monkeypatch.setattr(arborag.storage.sparse, "publish_sparse_index", lambda d, c, **kw: real_publish(d, embedded, **kw))
     out = run_build([cinderella], corpus, cfg, use_prefect=False, progress=False)
     assert out["status"] == "ok" and embed_calls["n"] == 0 and out["calls"]["summaries"] == 0
     assert {"embed", "tree", "vectors"} <= set(out["cached"]) and "sparse" not in out["cached"]
-    monkeypatch.setattr(storage.sparse, "open_sparse_index", lambda d, c, **kw: real_open(d, embedded, **kw))
+    monkeypatch.setattr(arborag.storage.sparse, "open_sparse_index", lambda d, c, **kw: real_open(d, embedded, **kw))
     assert open_index(corpus, config=cfg).search("cinderella", mode="sparse", budget=200)

@@ -30,9 +30,9 @@ from arborag.config import DEFAULT_DELIMITERS, SegmentConfig
 from arborag.errors import SchemaError, SegmentationError
 from arborag.hashing import short_id
 from arborag.tokenizer import Tokenizer, get_tokenizer
-from storage.schemas import CHUNKS, DOCUMENTS
-from tasks.chunks import STRATEGIES, Span, build_chunks, params_hash, segment_text
-from tasks.segmenters import locate
+from arborag.storage.schemas import CHUNKS, DOCUMENTS
+from arborag.tasks.chunks import STRATEGIES, Span, build_chunks, params_hash, segment_text
+from arborag.tasks.segmenters import locate
 
 HYPOTHESIS = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from arborag.cli import app
-from arborag.commands.common import EXIT_ERROR, EXIT_OK, EXIT_PARTIAL
+from arborag.cli.common import EXIT_ERROR, EXIT_OK, EXIT_PARTIAL
 from test_documents import write_bad_files, write_good_files
 
 runner = CliRunner()

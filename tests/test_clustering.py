@@ -7,7 +7,7 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 from arborag.config import ClusterConfig
-from tasks.clustering import (
+from arborag.tasks.clustering import (
     ClusterStats,
     cluster_level,
     coarse_grid,

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 
 from arborag.errors import ConfigError
-from storage.schemas import DOCUMENTS, QUERIES
-from tasks.datasets import (
+from arborag.storage.schemas import DOCUMENTS, QUERIES
+from arborag.tasks.datasets import (
     gold_items,
     load_dataset,
     prepare_dataset,
@@ -106,7 +106,7 @@ def test_unknown_dataset_and_missing_data(tmp_path: Path) -> None:
 
 
 def test_resolve_gold_by_uri_title_and_text() -> None:
-    from tasks.datasets import EVIDENCE
+    from arborag.tasks.datasets import EVIDENCE
 
     evidence = pa.Table.from_pylist(
         [

@@ -13,8 +13,8 @@ import pytest
 
 from arborag.config import IngestConfig
 from arborag.errors import IngestError
-from tasks import documents as D
-from tasks.documents import build_documents, decode_bytes, discover_sources, looks_binary, normalize_text
+from arborag.tasks import documents as D
+from arborag.tasks.documents import build_documents, decode_bytes, discover_sources, looks_binary, normalize_text
 
 CFG = IngestConfig()
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)

@@ -10,7 +10,7 @@ import pytest
 from arborag.config import EmbedConfig
 from arborag.errors import ConfigError
 from arborag.hashing import hash_text
-from tasks.embeddings import Embedder, EmbeddingCache, embed_cached
+from arborag.tasks.embeddings import Embedder, EmbeddingCache, embed_cached
 
 TEXTS = [
     "Cinderella lost her glass slipper at the royal ball.",

@@ -1,6 +1,6 @@
 """The eval loop and report on a fake build + FakeIndex (no models, no Prefect unless marked slow).
 
-``fake_run_build`` and ``FakeIndex`` are test doubles of ``flows.build.run_build`` and
+``fake_run_build`` and ``FakeIndex`` are test doubles of ``arborag.flows.build.run_build`` and
 ``query.open_index(...)``: same signatures and return shapes, word-overlap "retrieval".
 """
 
@@ -18,7 +18,7 @@ import pytest
 from arborag.config import ArboragConfig
 from arborag.errors import QueryError
 from arborag.hashing import hash_text, short_id
-from flows.evaluate import (
+from arborag.flows.evaluate import (
     HITS,
     RESULTS,
     STRATEGY_PRESETS,
@@ -29,8 +29,8 @@ from flows.evaluate import (
     score_hits,
     strategy_config,
 )
-from storage.corpus import Corpus
-from storage.schemas import DOCUMENTS, NODES, QUERIES
+from arborag.storage.corpus import Corpus
+from arborag.storage.schemas import DOCUMENTS, NODES, QUERIES
 
 # --------------------------------------------------------------------------------------------
 # A tiny HotpotQA-shaped data set
@@ -108,7 +108,7 @@ class FakeIndex:
     """A fake ``query.Index``: scores nodes by word overlap with the question."""
 
     def __init__(self, corpus_dir: str, *, config: ArboragConfig | None = None, broken_modes: tuple[str, ...] = ()) -> None:
-        from query import Hit
+        from arborag.query import Hit
 
         self.Hit = Hit
         nodes = pq.read_table(Corpus(corpus_dir).snapshot_table_path("nodes")).to_pylist()
@@ -175,7 +175,7 @@ def test_options_reject_unknown_names(tmp_path: Path) -> None:
 
 
 def test_run_queries_records_errors_and_latency(data_dir: Path, tmp_path: Path) -> None:
-    from tasks.datasets import prepare_dataset
+    from arborag.tasks.datasets import prepare_dataset
 
     prepared = prepare_dataset("hotpotqa", tmp_path / "ds", data_dir=data_dir)
     FakeBuilds()([str(prepared.corpus_dir)], str(tmp_path / "c"), ArboragConfig())
@@ -210,7 +210,7 @@ class FakeVectorIndex(FakeIndex):
 
 
 def test_run_queries_embeds_each_question_once(data_dir: Path, tmp_path: Path) -> None:
-    from tasks.datasets import prepare_dataset
+    from arborag.tasks.datasets import prepare_dataset
 
     prepared = prepare_dataset("hotpotqa", tmp_path / "ds", data_dir=data_dir)
     FakeBuilds()([str(prepared.corpus_dir)], str(tmp_path / "c"), ArboragConfig())

@@ -1,4 +1,4 @@
-"""query.fusion: reciprocal rank fusion and MMR, against hand-computed values."""
+"""arborag.query.fusion: reciprocal rank fusion and MMR, against hand-computed values."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from query.fusion import mmr, rrf
+from arborag.query.fusion import mmr, rrf
 
 
 def test_rrf_hand_computed_k60() -> None:

@@ -16,11 +16,11 @@ import pytest
 from typer.testing import CliRunner
 
 from arborag.cli import app
-from arborag.commands.common import EXIT_PARTIAL
+from arborag.cli.common import EXIT_PARTIAL
 from arborag.config import ArboragConfig
 from arborag.errors import IngestError
-from flows.common import cache_key_from_files, code_fingerprint, file_fingerprint, table_fingerprint, task_options
-from storage.corpus import Corpus
+from arborag.flows.common import cache_key_from_files, code_fingerprint, file_fingerprint, table_fingerprint, task_options
+from arborag.storage.corpus import Corpus
 from test_documents import write_bad_files
 
 pytestmark = pytest.mark.slow
@@ -29,11 +29,11 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Count calls of the two stage functions (the tasks import them when they run)."""
-    import tasks.chunks
-    import tasks.documents
+    import arborag.tasks.chunks
+    import arborag.tasks.documents
 
     calls = {"build_documents": 0, "build_chunks": 0}
-    real_docs, real_chunks = tasks.documents.build_documents, tasks.chunks.build_chunks
+    real_docs, real_chunks = arborag.tasks.documents.build_documents, arborag.tasks.chunks.build_chunks
 
     def docs(*a, **k):  # type: ignore[no-untyped-def]
         calls["build_documents"] += 1
@@ -43,8 +43,8 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         calls["build_chunks"] += 1
         return real_chunks(*a, **k)
 
-    monkeypatch.setattr(tasks.documents, "build_documents", docs)
-    monkeypatch.setattr(tasks.chunks, "build_chunks", chunks)
+    monkeypatch.setattr(arborag.tasks.documents, "build_documents", docs)
+    monkeypatch.setattr(arborag.tasks.chunks, "build_chunks", chunks)
     return calls
 
 
@@ -57,7 +57,7 @@ def _sources(tmp_path: Path) -> Path:
 
 
 def test_flow_runs_then_second_run_is_cached(prefect_harness: None, counted: dict[str, int], tmp_path: Path) -> None:
-    from flows.ingest import run_ingest_and_segment
+    from arborag.flows.ingest import run_ingest_and_segment
 
     src = _sources(tmp_path)
     corpus = tmp_path / "corpus"
@@ -90,7 +90,7 @@ def test_flow_runs_then_second_run_is_cached(prefect_harness: None, counted: dic
 
 
 def test_stale_cache_is_not_trusted(prefect_harness: None, counted: dict[str, int], tmp_path: Path) -> None:
-    from flows.ingest import run_ingest_and_segment
+    from arborag.flows.ingest import run_ingest_and_segment
 
     src = _sources(tmp_path)
     corpus = tmp_path / "corpus"
@@ -119,9 +119,9 @@ def test_cli_runs_the_flow_and_reports_failures(prefect_harness: None, tmp_path:
 
 
 def test_flow_object_is_a_prefect_flow(prefect_harness: None) -> None:
-    import flows.ingest
+    import arborag.flows.ingest
 
-    flow_obj = flows.ingest.ingest_and_segment
+    flow_obj = arborag.flows.ingest.ingest_and_segment
     assert flow_obj.name == "ingest_and_segment"
     assert set(flow_obj.parameters.properties) >= {"sources", "corpus_dir", "config_overrides", "strategy"}
 
@@ -137,7 +137,7 @@ def test_common_helpers(tmp_path: Path) -> None:
     assert key != cache_key_from_files([a, b], "stage", {"x": 1})
     assert file_fingerprint(tmp_path / "missing").startswith("unreadable:")
     assert table_fingerprint(tmp_path / "missing.parquet") == "absent"
-    assert code_fingerprint("flows.common") != code_fingerprint("flows.common", "no_such_module_xyz")
+    assert code_fingerprint("arborag.flows.common") != code_fingerprint("arborag.flows.common", "no_such_module_xyz")
     opts = task_options(Corpus(tmp_path / "c"), retries=2, cache_key="k")
     assert opts["persist_result"] and isinstance(opts["result_storage"], Path)
     assert opts["cache_key_fn"](None, {}) == "k" and opts["retries"] == 2

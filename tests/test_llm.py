@@ -21,9 +21,9 @@ from fake_llm_server import FakeLLMServer, error, reply, slow
 from arborag.config import SummarizeConfig
 from arborag.errors import BackendUnavailable, ConfigError, LLMError
 from arborag.tokenizer import get_tokenizer
-from tasks.llm import LLMCache, LLMClient
-from tasks.summarize import ExtractiveSummarizer
-from tasks.summarize_llm import RAPTOR_PROMPT, OpenAISummarizer, build_messages
+from arborag.tasks.llm import LLMCache, LLMClient
+from arborag.tasks.summarize import ExtractiveSummarizer
+from arborag.tasks.summarize_llm import RAPTOR_PROMPT, OpenAISummarizer, build_messages
 
 KEY_ENV = "ARBORAG_TEST_LLM_KEY"
 SECRET = "sk-test-TOPSECRET-0123456789abcdef"
@@ -285,7 +285,7 @@ def test_cache_reads_all_shards_and_skips_a_torn_line(tmp_path):
 
 
 def test_import_does_no_work():
-    code = "import sys, tasks.llm, tasks.summarize_llm; print('openai' in sys.modules, 'tokenizers' in sys.modules)"
+    code = "import sys, arborag.tasks.llm, arborag.tasks.summarize_llm; print('openai' in sys.modules, 'tokenizers' in sys.modules)"
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path(__file__).parents[1]
     )

@@ -1,4 +1,4 @@
-"""storage.lucene: the query subset, Lucene's boolean rules, error positions, escaping, and the
+"""arborag.storage.lucene: the query subset, Lucene's boolean rules, error positions, escaping, and the
 string Elasticsearch receives (``normalize_query``) — which must parse back to the same query.
 """
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arborag.errors import QueryError
-from storage.lucene import (
+from arborag.storage.lucene import (
     MAX_CLAUSES,
     MAX_DEPTH,
     Bool,

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from tasks import metrics as M
-from tasks.metrics import GoldItem, Retrieved
+from arborag.tasks import metrics as M
+from arborag.tasks.metrics import GoldItem, Retrieved
 
 
 # -- normalization ---------------------------------------------------------------------------

@@ -14,11 +14,11 @@ import pyarrow as pa
 import pytest
 
 from arborag.errors import NotBuiltError, QueryError
-from query import Hit, open_index
-from storage.corpus import Corpus
-from storage.schemas import EDGES, NODES
-from storage.tables import write_table
-from storage.vectors import write_vectors
+from arborag.query import Hit, open_index
+from arborag.storage.corpus import Corpus
+from arborag.storage.schemas import EDGES, NODES
+from arborag.storage.tables import write_table
+from arborag.storage.vectors import write_vectors
 
 DIM = 4
 

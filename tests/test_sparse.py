@@ -1,4 +1,4 @@
-"""storage.sparse: one contract suite over both backends, plus backend-specific tests.
+"""arborag.storage.sparse: one contract suite over both backends, plus backend-specific tests.
 
 * The contract suite (``backend`` fixture) runs on the embedded engine always, and on
   Elasticsearch when ``ARBORAG_ES_URL`` answers (``-m elasticsearch`` selects only those);
@@ -29,10 +29,10 @@ from hypothesis import strategies as st
 
 from arborag.config import SparseConfig
 from arborag.errors import BackendUnavailable, ConfigError, NotBuiltError, QueryError, SchemaError
-from storage import sparse as sparse_mod
-from storage.lucene import normalize_query, plain_query
-from storage.schemas import NODES
-from storage.sparse import (
+from arborag.storage import sparse as sparse_mod
+from arborag.storage.lucene import normalize_query, plain_query
+from arborag.storage.schemas import NODES
+from arborag.storage.sparse import (
     ANALYZER_VERSION,
     SparseBulkError,
     SparseHit,
@@ -102,7 +102,7 @@ def _es_reason() -> str | None:
     if not url:
         return "ARBORAG_ES_URL is not set (start one with deploy/docker-compose.yml; see docs/SPARSE.md)"
     try:
-        from storage.sparse import _EsConnection
+        from arborag.storage.sparse import _EsConnection
 
         conn = _EsConnection(SparseConfig(backend="elasticsearch"), request_timeout=3.0)
         try:
@@ -135,7 +135,7 @@ def es_cfg() -> SparseConfig:
 
 
 def _es_cleanup(cfg: SparseConfig) -> None:
-    from storage.sparse import _EsConnection
+    from arborag.storage.sparse import _EsConnection
 
     conn = _EsConnection(cfg)
     try:  # by name: 8.x refuses wildcard deletes (action.destructive_requires_name)
@@ -806,7 +806,7 @@ class TestElasticsearchServer:
             assert [n for n in ids(es_hits) if n in distinct] == distinct, query
 
     def test_analyzers(self, elastic: SparseIndex, es_cfg: SparseConfig) -> None:
-        from storage.sparse import _EsConnection
+        from arborag.storage.sparse import _EsConnection
 
         conn = _EsConnection(es_cfg)
         index = es_index_name(es_cfg, "snap-1")
@@ -831,7 +831,7 @@ class TestElasticsearchServer:
         assert ids(reader.search("cherry")) == [], "a built but unpublished index is invisible"
         publish_sparse_index(tmp_path / "b", es_cfg, snapshot_id="alias-b", corpus_name="switch")
         assert "cherry-tree" in ids(reader.search("cherry"))
-        from storage.sparse import _EsConnection
+        from arborag.storage.sparse import _EsConnection
 
         conn = _EsConnection(es_cfg)
         try:

@@ -9,7 +9,7 @@ import pytest
 
 from arborag.config import SummarizeConfig
 from arborag.tokenizer import get_tokenizer
-from tasks.summarize import ExtractiveSummarizer, Summarizer, SummaryResult, make_summarizer, split_sentences
+from arborag.tasks.summarize import ExtractiveSummarizer, Summarizer, SummaryResult, make_summarizer, split_sentences
 
 CLUSTER = [
     "The Eiffel Tower is a wrought-iron lattice tower in Paris. It was designed by the company of "
@@ -93,9 +93,9 @@ def test_make_summarizer_openai_is_imported_lazily_with_an_extractive_fallback(m
             calls.update(cfg=cfg, cache_dir=cache_dir, fallback=fallback)
             self.name = "fake"
 
-    fake_module = types.ModuleType("tasks.summarize_llm")
+    fake_module = types.ModuleType("arborag.tasks.summarize_llm")
     fake_module.OpenAISummarizer = FakeOpenAISummarizer
-    monkeypatch.setitem(sys.modules, "tasks.summarize_llm", fake_module)
+    monkeypatch.setitem(sys.modules, "arborag.tasks.summarize_llm", fake_module)
     cfg = SummarizeConfig(backend="openai", max_tokens=100)
     s = make_summarizer(cfg, cache_dir=tmp_path, embedder=None)
     assert isinstance(s, FakeOpenAISummarizer)

@@ -12,9 +12,9 @@ from arborag.config import ClusterConfig, SummarizeConfig, TreeConfig
 from arborag.errors import SchemaError
 from arborag.hashing import hash_text, short_id
 from arborag.tokenizer import get_tokenizer
-from storage.schemas import CHUNKS, EDGES, NODES
-from tasks.summarize import ExtractiveSummarizer, SummaryResult
-from tasks.tree import build_tree, leaf_embed_texts
+from arborag.storage.schemas import CHUNKS, EDGES, NODES
+from arborag.tasks.summarize import ExtractiveSummarizer, SummaryResult
+from arborag.tasks.tree import build_tree, leaf_embed_texts
 
 CFG = ClusterConfig(max_clusters=12)
 CORPUS = TreeConfig(scope="corpus")

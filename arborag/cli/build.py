@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from arborag.commands.common import CONFIG_OPTION, EXIT_PARTIAL, config_from, console, fail, offline_env
+from arborag.cli.common import CONFIG_OPTION, EXIT_PARTIAL, config_from, console, fail, offline_env
 from arborag.errors import ArboragError
 
 
@@ -44,7 +44,7 @@ def register(app: typer.Typer) -> None:
             "cluster": {"seed": seed},
         }
         cfg = config_from(config, overrides)
-        from flows.build import run_build
+        from arborag.flows.build import run_build
 
         try:
             out = run_build([str(s) for s in (sources or [])], corpus, cfg, use_prefect=not no_prefect, dry_run=dry_run)

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from arborag.commands.common import CONFIG_OPTION, config_from, console, err_console, fail, offline_env
+from arborag.cli.common import CONFIG_OPTION, config_from, console, err_console, fail, offline_env
 from arborag.errors import ArboragError, QueryError
 
 
@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         offline_env()
         cfg = config_from(config)
-        from query import open_index
+        from arborag.query import open_index
 
         lv = [int(x) for x in levels.split(",")] if levels else None
         try:

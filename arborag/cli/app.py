@@ -1,6 +1,6 @@
 """The ``arborag`` command line (typer).
 
-Commands live in :mod:`arborag.commands`, one module per area, each with ``register(app)``.
+Commands live in :mod:`arborag.cli`, one module per area, each with ``register(app)``.
 Heavy imports (torch, Prefect, LanceDB) happen inside the commands, never at import time, so
 ``arborag --help`` and quick commands (query, sql, inspect) start fast.
 """
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import typer
 
-from arborag.commands import build as _build
-from arborag.commands import evaluate as _evaluate
-from arborag.commands import ingest as _ingest
-from arborag.commands import inspect as _inspect
-from arborag.commands import query as _query
+from arborag.cli import build as _build
+from arborag.cli import evaluate as _evaluate
+from arborag.cli import ingest as _ingest
+from arborag.cli import inspect as _inspect
+from arborag.cli import query as _query
 
 app = typer.Typer(
     name="arborag",

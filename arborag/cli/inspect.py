@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from arborag.commands.common import console, fail
+from arborag.cli.common import console, fail
 from arborag.errors import ArboragError
 
 
@@ -29,7 +29,7 @@ def register(app: typer.Typer) -> None:
         html_out: Path = typer.Option(Path("tree.html"), "--html", help="Output HTML file."),
         max_children: Optional[int] = typer.Option(None, "--max-children", help="Show at most this many children per node."),
     ) -> None:
-        from query.treeview import render_tree_html
+        from arborag.query.treeview import render_tree_html
 
         try:
             out = render_tree_html(corpus, html_out, max_children=max_children)
@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
 
     @inspect_app.command("snapshot", help="Print the published snapshot's manifest (build key, counts, config hash).\n\nExample:\n\n  arborag inspect snapshot --corpus /tmp/demo")
     def snapshot(corpus: Path = typer.Option(..., "--corpus", "-c", help="Corpus directory.")) -> None:
-        from storage.corpus import Corpus
+        from arborag.storage.corpus import Corpus
 
         man = Corpus(corpus).manifest()
         if man is None:

@@ -1,6 +1,6 @@
 """CLI commands ``ingest``, ``segment`` and ``sql``.
 
-``ingest`` and ``segment`` run :func:`flows.ingest.run_ingest_and_segment` (a Prefect flow
+``ingest`` and ``segment`` run :func:`arborag.flows.ingest.run_ingest_and_segment` (a Prefect flow
 in-process by default, ``--no-prefect`` for a plain run). ``sql`` is a quick command: DuckDB over
 the corpus's Parquet files, with no Prefect and no torch import.
 """
@@ -19,7 +19,7 @@ from typing import Any, Literal, Optional
 import typer
 from rich.table import Table
 
-from arborag.commands.common import (
+from arborag.cli.common import (
     CONFIG_OPTION,
     EXIT_PARTIAL,
     config_from,
@@ -114,7 +114,7 @@ def _run(
     offline_env()
     _quiet_parsers()
     cfg = config_from(config, overrides)
-    from flows.ingest import run_ingest_and_segment
+    from arborag.flows.ingest import run_ingest_and_segment
 
     try:
         out = run_ingest_and_segment(
@@ -135,7 +135,7 @@ def _run(
 def run_sql(corpus_dir: str | Path, query: str) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Run one read-only SQL statement over the corpus's tables; return (columns, rows).
 
-    Every table of :meth:`storage.corpus.Corpus.all_table_paths` (working tables and the
+    Every table of :meth:`arborag.storage.corpus.Corpus.all_table_paths` (working tables and the
     published snapshot's) is a view of the same name. Only SELECT/EXPLAIN statements run, and
     DuckDB is sandboxed to those files (no other file access, configuration locked).
 
@@ -145,7 +145,7 @@ def run_sql(corpus_dir: str | Path, query: str) -> tuple[list[str], list[tuple[A
     """
     import duckdb
 
-    from storage.corpus import Corpus
+    from arborag.storage.corpus import Corpus
 
     corpus = Corpus(corpus_dir)
     if not corpus.root.is_dir():

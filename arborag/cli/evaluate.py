@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from arborag.commands.common import CONFIG_OPTION, EXIT_PARTIAL, config_from, console, fail, offline_env
+from arborag.cli.common import CONFIG_OPTION, EXIT_PARTIAL, config_from, console, fail, offline_env
 from arborag.errors import ArboragError
 
 __all__ = ["register"]
@@ -67,7 +67,7 @@ def register(app: typer.Typer) -> None:
         except ValueError:
             fail(ValueError(f"--budgets must be comma-separated integers, got {budgets!r}"), code=2)
             return
-        from flows.evaluate import DEFAULT_STRATEGIES, DEFAULT_STRATEGY_SYSTEMS, SYSTEM_NAMES, EvalOptions, evaluate
+        from arborag.flows.evaluate import DEFAULT_STRATEGIES, DEFAULT_STRATEGY_SYSTEMS, SYSTEM_NAMES, EvalOptions, evaluate
 
         try:
             opts = EvalOptions(
