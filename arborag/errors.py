@@ -99,3 +99,42 @@ class QueryError(ArboragError):
         self.position = position
         at = f" at position {position}" if position is not None else ""
         super().__init__(f"cannot run query {query!r}{at}: {reason}")
+
+
+# --------------------------------------------------------------------------------------------
+# Sparse-index errors (moved here from arborag.storage.sparse; names and bases unchanged)
+# --------------------------------------------------------------------------------------------
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class SparseIndexError(ArboragError):
+    """A sparse index cannot be built, published or opened (incompatible, incomplete, in the way)."""
+
+
+class SparseBulkError(SparseIndexError):
+    """Some nodes were rejected by Elasticsearch. ``failures`` holds ``(node_id, status, reason)``
+    for every rejected node; the half-built index is left unaliased for inspection.
+    """
+
+    def __init__(self, index: str, failures: list[tuple[str, int, str]], total: int) -> None:
+        self.index = index
+        self.failures = failures
+        self.total = total
+        shown = "; ".join(f"{_clip(nid)!r}: {status} {_clip(reason, 200)}" for nid, status, reason in failures[:5])
+        more = f" (and {len(failures) - 5} more)" if len(failures) > 5 else ""
+        super().__init__(
+            f"Elasticsearch rejected {len(failures)} of {total} nodes while building {index!r}: {shown}{more}. "
+            "The index was not published; fix the cause and build again (it is rebuilt from scratch)."
+        )
+
+
+class SparseNotBuiltError(NotBuiltError):
+    """There is no sparse index where one was expected (a NotBuiltError with a precise message)."""
+
+    def __init__(self, where: str, hint: str) -> None:
+        self.corpus = where
+        ArboragError.__init__(self, f"{where}: {hint}")
+
+
+__all__ += ["SparseBulkError", "SparseIndexError", "SparseNotBuiltError"]
