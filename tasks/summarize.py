@@ -37,7 +37,7 @@ from arborag.config import SummarizeConfig
 from arborag.tokenizer import Tokenizer, get_tokenizer
 
 if TYPE_CHECKING:  # pragma: no cover
-    from arborag.tasks.embeddings import Embedder
+    from arborag.embedder import Embedder
 
 __all__ = [
     "EXTRACTIVE_VERSION",

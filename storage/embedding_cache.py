@@ -1,0 +1,172 @@
+"""The content-addressed embedding cache (SPEC §1 caches): ``(model_id, hash_text(text)) -> vector``.
+
+One folder of Parquet shards with columns ``model_id`` (string), ``text_hash`` (string) and
+``vector`` (``fixed_size_list<float32>[dim]``); readable by DuckDB. Every shard is loaded on
+open, its vector column going to NumPy without a round trip through Python floats. Each
+:meth:`EmbeddingCache.put_many` writes one new shard atomically (temp file + rename), so
+concurrent writers never clobber each other and a crash never leaves half a shard;
+:meth:`EmbeddingCache.compact` merges the shards.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from arborag.storage.tables import atomic_write_parquet
+
+__all__ = ["EmbeddingCache"]
+
+_SHARD_PREFIX = "emb-"
+_COLUMNS = {"model_id", "text_hash", "vector"}
+
+
+def _vectors_of(column: pa.ChunkedArray | pa.Array) -> np.ndarray | None:
+    """float32 ``(rows, dim)`` of a list-of-float column (zero-copy for one fixed-size chunk).
+
+    A variable-size list column (written by another tool) is accepted when every row has the
+    same length; ``None`` when it cannot be a matrix of vectors.
+    """
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if pa.types.is_fixed_size_list(array.type):
+        dim = array.type.list_size
+    elif pa.types.is_list(array.type) or pa.types.is_large_list(array.type):
+        lengths = pc.unique(pc.list_value_length(array))
+        if len(lengths) != 1 or lengths[0].as_py() is None:
+            return None
+        dim = lengths[0].as_py()
+    else:
+        return None
+    flat = array.flatten().to_numpy(zero_copy_only=False)
+    return np.asarray(flat, dtype=np.float32).reshape(-1, dim)
+
+
+class EmbeddingCache:
+    """Content-addressed embedding cache: ``(model_id, hash_text(text)) -> float32 vector``."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        # per model: text_hash -> (block, row), and the rows as blocks of vectors
+        self._index: dict[str, dict[str, tuple[int, int]]] = {}
+        self._blocks: dict[str, list[np.ndarray]] = {}
+        self._lock = threading.Lock()
+        self.n_shards = 0
+        for shard in sorted(self.directory.glob(f"{_SHARD_PREFIX}*.parquet")):
+            self._load_shard(shard)
+
+    def _load_shard(self, shard: Path) -> None:
+        try:
+            table = pq.read_table(shard)
+        except (pa.ArrowInvalid, OSError):
+            return  # a foreign or damaged file: ignore it (the entries are just recomputed)
+        if not _COLUMNS <= set(table.schema.names) or table.num_rows == 0:
+            return
+        vectors = _vectors_of(table.column("vector"))
+        if vectors is None:
+            return
+        self.n_shards += 1
+        models = table.column("model_id")
+        hashes = table.column("text_hash")
+        for model_id in sorted(m for m in pc.unique(models).to_pylist() if m is not None):
+            mask = pc.fill_null(pc.equal(models, model_id), False)
+            if pc.all(mask).as_py():
+                self._add(model_id, hashes.to_pylist(), vectors)
+                continue
+            rows = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
+            self._add(model_id, hashes.take(rows).to_pylist(), vectors[rows])
+
+    def _add(self, model_id: str, hashes: Sequence[str], vectors: np.ndarray) -> None:
+        blocks = self._blocks.setdefault(model_id, [])
+        index = self._index.setdefault(model_id, {})
+        b = len(blocks)
+        blocks.append(np.ascontiguousarray(vectors, dtype=np.float32))
+        for r, h in enumerate(hashes):
+            index.setdefault(h, (b, r))
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._index.values())
+
+    def __contains__(self, key: tuple[str, str]) -> bool:
+        model_id, text_hash = key
+        return text_hash in self._index.get(model_id, {})
+
+    def get_many(self, model_id: str, hashes: Sequence[str]) -> tuple[np.ndarray, list[np.ndarray | None]]:
+        """(found mask, vectors or None per hash)."""
+        index = self._index.get(model_id, {})
+        blocks = self._blocks.get(model_id, [])
+        found = np.zeros(len(hashes), dtype=bool)
+        out: list[np.ndarray | None] = []
+        for i, h in enumerate(hashes):
+            loc = index.get(h)
+            if loc is None:
+                out.append(None)
+            else:
+                found[i] = True
+                out.append(blocks[loc[0]][loc[1]])
+        return found, out
+
+    def put_many(self, model_id: str, hashes: Sequence[str], vectors: np.ndarray) -> Path | None:
+        """Store new entries (already-present hashes are skipped) as one new shard."""
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2 or len(hashes) != vectors.shape[0]:
+            raise ValueError(f"got {len(hashes)} hashes for vectors of shape {vectors.shape}")
+        with self._lock:
+            index = self._index.get(model_id, {})
+            keep: list[int] = []
+            seen: set[str] = set()
+            for i, h in enumerate(hashes):
+                if h not in index and h not in seen:
+                    keep.append(i)
+                    seen.add(h)
+            if not keep:
+                return None
+            new_hashes = [hashes[i] for i in keep]
+            new_vectors = vectors[keep]
+            path = self._write_shard(model_id, new_hashes, new_vectors)
+            self._add(model_id, new_hashes, new_vectors)
+            self.n_shards += 1
+            return path
+
+    @staticmethod
+    def _table(model_id: str, hashes: Sequence[str], vectors: np.ndarray) -> pa.Table:
+        dim = int(vectors.shape[1])
+        flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1), type=pa.float32())
+        return pa.table(
+            {
+                "model_id": pa.array([model_id] * len(hashes), type=pa.string()),
+                "text_hash": pa.array(list(hashes), type=pa.string()),
+                "vector": pa.FixedSizeListArray.from_arrays(flat, dim),
+            }
+        )
+
+    def _write_shard(self, model_id: str, hashes: Sequence[str], vectors: np.ndarray) -> Path:
+        name = f"{_SHARD_PREFIX}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
+        return atomic_write_parquet(self._table(model_id, hashes, vectors), self.directory / name)
+
+    def compact(self) -> None:
+        """Rewrite all entries of each model as one shard and delete the old shards.
+
+        Only safe while no other process writes to the folder.
+        """
+        with self._lock:
+            old = sorted(self.directory.glob(f"{_SHARD_PREFIX}*.parquet"))
+            new: list[Path] = []
+            for model_id in sorted(self._index):
+                hashes = sorted(self._index[model_id])
+                _, vecs = self.get_many(model_id, hashes)
+                if hashes:
+                    stacked = np.stack([v for v in vecs if v is not None])
+                    new.append(self._write_shard(model_id, hashes, stacked))
+            for p in old:
+                if p not in new:
+                    p.unlink(missing_ok=True)
+            self.n_shards = len(new)
