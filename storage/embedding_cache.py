@@ -21,32 +21,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from arborag.errors import SchemaError
+from arborag.storage.arrays import arrow_to_vectors, vectors_to_arrow
 from arborag.storage.tables import atomic_write_parquet
 
 __all__ = ["EmbeddingCache"]
 
 _SHARD_PREFIX = "emb-"
 _COLUMNS = {"model_id", "text_hash", "vector"}
-
-
-def _vectors_of(column: pa.ChunkedArray | pa.Array) -> np.ndarray | None:
-    """float32 ``(rows, dim)`` of a list-of-float column (zero-copy for one fixed-size chunk).
-
-    A variable-size list column (written by another tool) is accepted when every row has the
-    same length; ``None`` when it cannot be a matrix of vectors.
-    """
-    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    if pa.types.is_fixed_size_list(array.type):
-        dim = array.type.list_size
-    elif pa.types.is_list(array.type) or pa.types.is_large_list(array.type):
-        lengths = pc.unique(pc.list_value_length(array))
-        if len(lengths) != 1 or lengths[0].as_py() is None:
-            return None
-        dim = lengths[0].as_py()
-    else:
-        return None
-    flat = array.flatten().to_numpy(zero_copy_only=False)
-    return np.asarray(flat, dtype=np.float32).reshape(-1, dim)
 
 
 class EmbeddingCache:
@@ -70,9 +52,10 @@ class EmbeddingCache:
             return  # a foreign or damaged file: ignore it (the entries are just recomputed)
         if not _COLUMNS <= set(table.schema.names) or table.num_rows == 0:
             return
-        vectors = _vectors_of(table.column("vector"))
-        if vectors is None:
-            return
+        try:
+            vectors = arrow_to_vectors(table.column("vector"))
+        except SchemaError:
+            return  # nulls or ragged lists: not vectors of ours
         self.n_shards += 1
         models = table.column("model_id")
         hashes = table.column("text_hash")
@@ -138,13 +121,11 @@ class EmbeddingCache:
 
     @staticmethod
     def _table(model_id: str, hashes: Sequence[str], vectors: np.ndarray) -> pa.Table:
-        dim = int(vectors.shape[1])
-        flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1), type=pa.float32())
         return pa.table(
             {
                 "model_id": pa.array([model_id] * len(hashes), type=pa.string()),
                 "text_hash": pa.array(list(hashes), type=pa.string()),
-                "vector": pa.FixedSizeListArray.from_arrays(flat, dim),
+                "vector": vectors_to_arrow(vectors),
             }
         )
 
