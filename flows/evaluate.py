@@ -38,17 +38,35 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal, Protocol, get_args
+from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
-from arborag.config import ArboragConfig, Strategy
-from arborag.errors import ArboragError, ConfigError
+from arborag.config import ArboragConfig
+from arborag.errors import ConfigError
 from arborag.hashing import hash_json
-from arborag.progress import progress_bar
-from arborag.tasks import metrics as M
-from arborag.tasks.datasets import PreparedDataset, gold_items, prepare_dataset, resolve_gold
+from arborag.storage.schemas import HITS, RESULTS
+from arborag.tasks.datasets import PreparedDataset, prepare_dataset
+from arborag.tasks.evaluation.answer import collect_answers, llm_answerer
+from arborag.tasks.evaluation.plan import (
+    BASELINE,
+    DEFAULT_STRATEGIES,
+    DEFAULT_STRATEGY_SYSTEMS,
+    STRATEGY_PRESETS,
+    SYSTEM_NAMES,
+    SYSTEMS,
+    SystemName,
+    SystemSpec,
+    default_budget,
+    plan_runs,
+    preset_text,
+    strategy_config,
+    systems_by_strategy,
+)
+from arborag.tasks.evaluation.retrieve import OpenFn, SearchIndex, run_queries, run_retrieve
+from arborag.tasks.evaluation.score import run_score, score_hits
+from arborag.tasks.evaluation.stats import chunk_stats
+from arborag.tasks.evaluation.write import write_json, write_report, write_run
 
 __all__ = [
     "HITS",
@@ -66,40 +84,7 @@ __all__ = [
     "strategy_config",
 ]
 
-SystemName = Literal["flat", "bm25", "collapsed", "traversal", "hybrid"]
-SYSTEM_NAMES: tuple[str, ...] = get_args(SystemName)
-STRATEGY_NAMES: tuple[str, ...] = get_args(Strategy)
 
-
-@dataclass(frozen=True, slots=True)
-class SystemSpec:
-    name: str
-    mode: str
-    levels: tuple[int, ...] | None
-    description: str
-
-
-SYSTEMS: dict[str, SystemSpec] = {
-    "flat": SystemSpec("flat", "collapsed", (0,), "dense top-k over leaves (no tree; the baseline)"),
-    "bm25": SystemSpec("bm25", "sparse", (0,), "BM25 over leaves"),
-    "collapsed": SystemSpec("collapsed", "collapsed", None, "RAPTOR collapsed tree, all levels"),
-    "traversal": SystemSpec("traversal", "traversal", None, "RAPTOR tree traversal, top-k per level"),
-    "hybrid": SystemSpec("hybrid", "hybrid", None, "dense + BM25, reciprocal rank fusion"),
-}
-BASELINE = "flat"
-
-# Segmentation at matched sizes (~100 tokens per leaf), so strategies differ in *where* they
-# cut, not in how much a leaf holds. Overlapping strategies use a step of 80 tokens (20 %
-# overlap, like rcs's 20-token overlap); dds counts its step in delimiter units.
-STRATEGY_PRESETS: dict[str, dict[str, Any]] = {
-    "sentence": {"strategy": "sentence", "sentence_max_tokens": 100},
-    "ffs": {"strategy": "ffs", "ffs_window": 100, "ffs_step": 80},
-    "dfs": {"strategy": "dfs", "dfs_window": 90, "dfs_step": 80},
-    "dds": {"strategy": "dds", "dds_window": 80, "dds_step": 6},
-    "rcs": {"strategy": "rcs", "rcs_chunk_size": 100, "rcs_overlap": 20},
-}
-DEFAULT_STRATEGIES: tuple[str, ...] = ("sentence", "ffs", "dfs", "dds", "rcs")
-DEFAULT_STRATEGY_SYSTEMS: tuple[str, ...] = ("flat", "collapsed")
 # Modules whose source is part of the build cache key (a code change re-runs the build task;
 # note that run_build itself may still answer "unchanged" if its own build key ignores code).
 BUILD_MODULES: tuple[str, ...] = (
@@ -110,69 +95,7 @@ BUILD_MODULES: tuple[str, ...] = (
 # scoring or the report must not invalidate retrieval).
 RETRIEVE_VERSION = 2
 
-HITS = pa.schema(
-    [
-        pa.field("qid", pa.string(), nullable=False),
-        pa.field("strategy", pa.string(), nullable=False),
-        pa.field("system", pa.string(), nullable=False),
-        pa.field("mode", pa.string(), nullable=False),
-        pa.field("budget", pa.int32(), nullable=False),
-        pa.field("latency_ms", pa.float64()),  # search + query embedding (dense modes)
-        pa.field("embed_ms", pa.float64()),  # the query-embedding part of latency_ms (0 for sparse)
-        pa.field("node_ids", pa.list_(pa.string())),
-        pa.field("levels", pa.list_(pa.int32())),
-        pa.field("scores", pa.list_(pa.float64())),
-        pa.field("n_tokens", pa.list_(pa.int32())),
-        pa.field("doc_ids", pa.list_(pa.list_(pa.string()))),
-        pa.field("texts", pa.list_(pa.large_string())),
-        pa.field("error", pa.string()),
-    ]
-)
-
-RESULTS = pa.schema(
-    [
-        pa.field("dataset", pa.string(), nullable=False),
-        pa.field("qid", pa.string(), nullable=False),
-        pa.field("type", pa.string()),
-        pa.field("strategy", pa.string(), nullable=False),
-        pa.field("system", pa.string(), nullable=False),
-        pa.field("mode", pa.string(), nullable=False),
-        pa.field("budget", pa.int32(), nullable=False),
-        pa.field("n_hits", pa.int32()),
-        pa.field("context_tokens", pa.int32()),
-        pa.field("levels", pa.list_(pa.int32())),
-        pa.field("answer_hit", pa.float64()),  # null: no span answer (yes/no)
-        pa.field("recall_at_5", pa.float64()),
-        pa.field("recall_at_10", pa.float64()),
-        pa.field("recall_at_budget", pa.float64()),
-        pa.field("full_support", pa.float64()),
-        pa.field("mrr", pa.float64()),
-        pa.field("ndcg_at_10", pa.float64()),
-        pa.field("level_mix", pa.float64()),
-        pa.field("latency_ms", pa.float64()),
-        pa.field("embed_ms", pa.float64()),
-        pa.field("n_gold", pa.int32()),
-        pa.field("n_gold_resolved", pa.int32()),
-        pa.field("prediction", pa.string()),  # LLM answer (null without --answer)
-        pa.field("f1", pa.float64()),
-        pa.field("em", pa.float64()),
-        pa.field("rouge_l", pa.float64()),
-        pa.field("bleu_1", pa.float64()),
-        pa.field("bleu_4", pa.float64()),
-        pa.field("error", pa.string()),
-        pa.field("config_hash", pa.string()),
-    ]
-)
-
-
-class SearchIndex(Protocol):
-    """What the eval loop needs from ``query.open_index(...)``: the ``Index.search`` contract."""
-
-    def search(self, text: str, *, mode: Any = ..., budget: int | None = ..., k: int = ..., levels: Any = ...) -> list[Any]: ...
-
-
 BuildFn = Callable[..., dict[str, Any]]  # run_build(sources, corpus_dir, config) -> dict
-OpenFn = Callable[..., SearchIndex]  # open_index(corpus_dir, config=config) -> Index
 AnswerFn = Callable[[str, list[str]], str]  # (question, contexts) -> answer
 
 
@@ -208,229 +131,9 @@ class EvalOptions:
 
 
 # --------------------------------------------------------------------------------------------
-# Planning
-# --------------------------------------------------------------------------------------------
-def plan_runs(
-    strategies: Sequence[str], systems: Sequence[str], strategy_systems: Sequence[str] = DEFAULT_STRATEGY_SYSTEMS
-) -> list[tuple[str, str]]:
-    """(strategy, system) pairs: the first strategy runs every system, the others only
-    ``systems ∩ strategy_systems`` (if that is empty, every system)."""
-    runs: list[tuple[str, str]] = []
-    for i, strategy in enumerate(strategies):
-        chosen = list(systems) if i == 0 else [s for s in systems if s in strategy_systems] or list(systems)
-        runs.extend((strategy, s) for s in chosen)
-    return runs
-
-
-def strategy_config(base: ArboragConfig, strategy: str) -> ArboragConfig:
-    """``base`` with the segment section set to the strategy's matched-size preset."""
-    return base.with_overrides(segment=dict(STRATEGY_PRESETS[strategy]))
-
-
-def default_budget(config: ArboragConfig, budgets: Sequence[int]) -> int:
-    return config.query.budget if config.query.budget in budgets else max(budgets)
-
-
-# --------------------------------------------------------------------------------------------
-# Retrieval
-# --------------------------------------------------------------------------------------------
-def _accepts_vector(index: Any) -> bool:
-    try:
-        return "vector" in inspect.signature(index.search).parameters and hasattr(index, "embed_queries")
-    except (TypeError, ValueError):
-        return False
-
-
-def run_queries(
-    index: SearchIndex,
-    queries: pa.Table,
-    strategy: str,
-    systems: Sequence[str],
-    budgets: Sequence[int],
-    *,
-    k: int = 5,
-    advance: Callable[[int], None] | None = None,
-    embed_ms: dict[str, float] | None = None,
-) -> pa.Table:
-    """Every query × system × budget through ``index.search``; one HITS row each.
-
-    When the index takes a precomputed query vector (``Index.search(vector=...)`` and
-    ``embed_queries``), every question is embedded once and its vector reused by every dense
-    system and budget. Latency stays what a user would see: the single-question embedding time
-    is measured once per question (pass the same ``embed_ms`` dict to later strategies: the
-    embedder is the same, so they skip the timing) and added to the search time of every dense
-    mode; the vectors come from one batch call. A search that raises is recorded in ``error``.
-    """
-    reuse = _accepts_vector(index)
-    specs = [SYSTEMS[s] for s in systems]
-    qrows = queries.select(["qid", "question"]).to_pylist()
-    embed_ms = {} if embed_ms is None else embed_ms
-    vectors: dict[str, Any] = {}
-    if reuse and qrows and any(s.mode != "sparse" for s in specs):
-        embed = index.embed_queries  # type: ignore[attr-defined]
-        todo = [q for q in qrows if q["qid"] not in embed_ms]
-        if todo:
-            embed([todo[0]["question"]])  # warm up: the first call pays for the model load
-        for q in todo:  # what one user query costs to embed
-            t0 = time.perf_counter()
-            embed([q["question"]])
-            embed_ms[q["qid"]] = (time.perf_counter() - t0) * 1000
-        # the vectors themselves: one batch, identical for every strategy and system
-        for q, v in zip(qrows, embed([q["question"] for q in qrows])):
-            vectors[q["qid"]] = v
-    rows: list[dict[str, Any]] = []
-    for q in qrows:
-        vector = vectors.get(q["qid"])
-        q_embed_ms = embed_ms.get(q["qid"], 0.0)
-        for spec in specs:
-            for budget in budgets:
-                kwargs: dict[str, Any] = {"mode": spec.mode, "budget": int(budget), "k": k}
-                if spec.levels is not None:
-                    kwargs["levels"] = list(spec.levels)
-                if vector is not None and spec.mode != "sparse":
-                    kwargs["vector"] = vector
-                row: dict[str, Any] = {
-                    "qid": q["qid"], "strategy": strategy, "system": spec.name, "mode": spec.mode, "budget": int(budget),
-                }
-                t0 = time.perf_counter()
-                try:
-                    hits = list(index.search(q["question"], **kwargs))
-                    e_ms = q_embed_ms if "vector" in kwargs else 0.0
-                    row.update(
-                        latency_ms=(time.perf_counter() - t0) * 1000 + e_ms,
-                        embed_ms=e_ms,
-                        node_ids=[h.node_id for h in hits],
-                        levels=[int(h.level) for h in hits],
-                        scores=[float(h.score) for h in hits],
-                        n_tokens=[int(h.n_tokens) for h in hits],
-                        doc_ids=[list(h.doc_ids) for h in hits],
-                        texts=[h.text for h in hits],
-                        error=None,
-                    )
-                except (ArboragError, OSError, RuntimeError, ValueError, KeyError, ImportError) as exc:
-                    row.update(latency_ms=None, embed_ms=None, node_ids=[], levels=[], scores=[], n_tokens=[], doc_ids=[], texts=[],
-                               error=f"{type(exc).__name__}: {exc}")
-                rows.append(row)
-                if advance is not None:
-                    advance(1)
-    return pa.Table.from_pylist(rows, schema=HITS)
-
-
-# --------------------------------------------------------------------------------------------
-# Scoring
-# --------------------------------------------------------------------------------------------
-def score_hits(
-    hits: pa.Table,
-    queries: pa.Table,
-    gold_docs: dict[str, dict[str, frozenset[str]]],
-    *,
-    dataset: str,
-    match: M.MatchMode,
-    config_hashes: dict[str, str] | None = None,
-    predictions: dict[tuple[str, str, str, int], str] | None = None,
-) -> pa.Table:
-    """One RESULTS row per HITS row. ``gold_docs[strategy]`` maps gold ids to doc_ids of that
-    strategy's built corpus; ``predictions`` (qid, strategy, system, budget) -> LLM answer."""
-    qrows = {r["qid"]: r for r in queries.to_pylist()}
-    applicable = {qid: M.answer_applicable(r["answers"] or [], r["gold_texts"]) for qid, r in qrows.items()}
-    out = []
-    for h in hits.to_pylist():
-        q = qrows.get(h["qid"])
-        if q is None:
-            continue
-        answers = q["answers"] or []
-        golds = gold_items(q["gold_ids"] or [], q["gold_texts"], gold_docs.get(h["strategy"], {}))
-        retrieved = [
-            M.Retrieved(level=lv, text=t, doc_ids=tuple(d or ()), n_tokens=n)
-            for lv, t, d, n in zip(h["levels"], h["texts"], h["doc_ids"], h["n_tokens"])
-        ]
-        matches = M.evidence_matches(retrieved, golds, match=match)
-        n_gold = len(golds)
-        failed = h["error"] is not None
-        row: dict[str, Any] = {
-            "dataset": dataset,
-            "qid": h["qid"],
-            "type": q["type"],
-            "strategy": h["strategy"],
-            "system": h["system"],
-            "mode": h["mode"],
-            "budget": h["budget"],
-            "n_hits": len(retrieved),
-            "context_tokens": sum(h["n_tokens"]),
-            "levels": h["levels"],
-            "answer_hit": None if failed or not applicable[h["qid"]] else M.answer_hit(answers, h["texts"]),
-            "recall_at_5": None if failed else M.recall_at(matches, n_gold, 5),
-            "recall_at_10": None if failed else M.recall_at(matches, n_gold, 10),
-            "recall_at_budget": None if failed else M.recall_at(matches, n_gold),
-            "full_support": None if failed else M.full_support(matches, n_gold),
-            "mrr": None if failed else M.reciprocal_rank(matches, n_gold),
-            "ndcg_at_10": None if failed else M.ndcg_at(matches, n_gold, 10),
-            "level_mix": None if failed else M.level_mix(h["levels"]),
-            "latency_ms": h["latency_ms"],
-            "embed_ms": h["embed_ms"],
-            "n_gold": n_gold,
-            "n_gold_resolved": sum(1 for g in golds if g.doc_ids),
-            "prediction": None,
-            "f1": None, "em": None, "rouge_l": None, "bleu_1": None, "bleu_4": None,
-            "error": h["error"],
-            "config_hash": (config_hashes or {}).get(h["strategy"]),
-        }
-        pred = (predictions or {}).get((h["qid"], h["strategy"], h["system"], h["budget"]))
-        if pred is not None and answers:
-            row.update(
-                prediction=pred,
-                f1=M.token_f1(pred, answers),
-                em=M.exact_match(pred, answers),
-                rouge_l=M.rouge_l(pred, answers),
-                bleu_1=M.bleu(pred, answers, n=1),
-                bleu_4=M.bleu(pred, answers, n=4),
-            )
-        out.append(row)
-    return pa.Table.from_pylist(out, schema=RESULTS)
-
-
-# --------------------------------------------------------------------------------------------
-# Answers with an LLM (optional)
-# --------------------------------------------------------------------------------------------
-ANSWER_PROMPT = (
-    "Answer the question using only the context. Reply with the answer alone: a few words, "
-    "no explanation.\n\nContext:\n{context}\n\nQuestion: {question}\nAnswer:"
-)
-
-
-def llm_answerer(config: ArboragConfig, cache_dir: Path) -> Callable[[list[tuple[str, list[str]]]], list[str]]:
-    """A batch answerer over the summarize section's OpenAI-compatible endpoint (cached calls)."""
-    from arborag.tasks.llm import LLMClient
-
-    if not config.summarize.base_url and not os.environ.get(config.summarize.api_key_env):
-        raise ConfigError(
-            "--answer needs an LLM: set summarize.base_url (ARBORAG_LLM_BASE_URL) or the API key variable "
-            f"{config.summarize.api_key_env}"
-        )
-    client = LLMClient.from_config(config.summarize, cache_dir=cache_dir)
-
-    def answer_many(items: list[tuple[str, list[str]]]) -> list[str]:
-        batch = [
-            [{"role": "user", "content": ANSWER_PROMPT.format(context="\n\n".join(ctx), question=q)}] for q, ctx in items
-        ]
-        results = client.complete_many(batch, max_tokens=64)
-        return [r.text.strip() if hasattr(r, "text") else "" for r in results]
-
-    return answer_many
-
-
-# --------------------------------------------------------------------------------------------
 # Stages
 # --------------------------------------------------------------------------------------------
 _CONFIGS: dict[str, ArboragConfig] = {}
-
-
-def _write_parquet(table: pa.Table, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, path)
-    return path
 
 
 def _link_shared_cache(corpus_dir: Path, shared: Path) -> None:
@@ -473,7 +176,7 @@ def stage_build(
         "status": summary.get("status", "ok"),
         "noop": noop,
     }
-    _atomic_json(corpus_dir / "eval_build.json", record)
+    write_json(corpus_dir / "eval_build.json", record)
     return record
 
 
@@ -482,13 +185,6 @@ def _takes(fn: Callable[..., Any], name: str) -> bool:
         return name in inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return False
-
-
-def _atomic_json(path: Path, obj: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str), encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _previous_build(out: Path, strategy: str) -> dict[str, Any] | None:
@@ -528,98 +224,6 @@ def retrieve_key(record: dict[str, Any], prepared: PreparedDataset, systems: Seq
     )
 
 
-def stage_retrieve(
-    prepared: PreparedDataset,
-    record: dict[str, Any],
-    systems: Sequence[str],
-    budgets: Sequence[int],
-    config: ArboragConfig,
-    hits_path: Path,
-    *,
-    opener: OpenFn,
-    progress: bool = True,
-    embed_ms: dict[str, float] | None = None,
-) -> dict[str, Any]:
-    """Open the strategy's index and run every query through every system; writes HITS."""
-    queries = prepared.queries()
-    index = opener(record["corpus_dir"], config=config)
-    total = queries.num_rows * len(systems) * len(budgets)
-    t0 = time.perf_counter()
-    with progress_bar(f"queries ({record['strategy']})", total, enabled=progress) as advance:
-        hits = run_queries(index, queries, record["strategy"], systems, budgets, k=config.query.k, advance=advance, embed_ms=embed_ms)
-    _write_parquet(hits, hits_path)
-    errors = sum(1 for e in hits.column("error").to_pylist() if e)
-    return {"path": str(hits_path), "rows": hits.num_rows, "errors": errors, "seconds": round(time.perf_counter() - t0, 2)}
-
-
-def _documents(corpus_dir: str | Path) -> pa.Table:
-    from arborag.storage.corpus import Corpus
-
-    return Corpus(corpus_dir).read("documents")
-
-
-def _chunk_stats(corpus_dir: str | Path, strategy: str) -> dict[str, Any]:
-    """Leaf count and size of a built corpus (from its published nodes, else its chunks)."""
-    from arborag.storage.corpus import Corpus
-
-    corpus = Corpus(corpus_dir)
-    stats: dict[str, Any] = {}
-    try:
-        nodes = pq.read_table(corpus.snapshot_table_path("nodes"), columns=["level", "n_tokens"])
-        levels = nodes.column("level").to_pylist()
-        toks = nodes.column("n_tokens").to_pylist()
-        per_level: dict[int, int] = {}
-        for lv in levels:
-            per_level[int(lv)] = per_level.get(int(lv), 0) + 1
-        leaf_tokens = [t for lv, t in zip(levels, toks) if lv == 0]
-        stats["nodes_per_level"] = dict(sorted(per_level.items()))
-    except (ArboragError, OSError, KeyError, pa.ArrowInvalid):
-        chunks = corpus.read("chunks")
-        leaf_tokens = [t for t, s in zip(chunks.column("n_tokens").to_pylist(), chunks.column("strategy").to_pylist()) if s == strategy]
-    if leaf_tokens:
-        srt = sorted(leaf_tokens)
-        stats.update(
-            leaves=len(srt),
-            mean_tokens=sum(srt) / len(srt),
-            p50_tokens=M.percentile(srt, 50),
-            p95_tokens=M.percentile(srt, 95),
-            max_tokens=srt[-1],
-        )
-    return stats
-
-
-def stage_score(
-    prepared: PreparedDataset,
-    records: dict[str, dict[str, Any]],
-    hits_paths: dict[str, Path],
-    out_dir: Path,
-    *,
-    predictions: dict[tuple[str, str, str, int], str] | None = None,
-) -> tuple[pa.Table, dict[str, Any]]:
-    queries = prepared.queries()
-    evidence = prepared.evidence()
-    gold_docs: dict[str, dict[str, frozenset[str]]] = {}
-    unresolved: dict[str, int] = {}
-    for strategy, rec in records.items():
-        gd = resolve_gold(evidence, _documents(rec["corpus_dir"]))
-        gold_docs[strategy] = gd
-        needed = {g for ids in queries.column("gold_ids").to_pylist() for g in (ids or [])}
-        unresolved[strategy] = sum(1 for g in needed if not gd.get(g))
-    tables = [pq.read_table(p) for p in hits_paths.values() if Path(p).exists()]
-    hits = pa.concat_tables([t.cast(HITS) for t in tables]) if tables else HITS.empty_table()
-    results = score_hits(
-        hits,
-        queries,
-        gold_docs,
-        dataset=prepared.name,
-        match=prepared.match,
-        config_hashes={s: r["config_hash"] for s, r in records.items()},
-        predictions=predictions,
-    )
-    _write_parquet(results, out_dir / "results.parquet")
-    return results, {"unresolved_gold": unresolved}
-
-
 # --------------------------------------------------------------------------------------------
 # The flow
 # --------------------------------------------------------------------------------------------
@@ -642,8 +246,6 @@ def _evaluate_body(
     answerer: Callable[[list[tuple[str, list[str]]]], list[str]] | None,
     use_prefect: bool,
 ) -> dict[str, Any]:
-    from arborag.tasks.report import write_report
-
     if builder is None:
         from arborag.flows.build import run_build as builder  # type: ignore[no-redef]
     if opener is None:
@@ -660,9 +262,7 @@ def _evaluate_body(
     timings["prepare"] = time.perf_counter() - t0
 
     runs = plan_runs(opts.strategies, opts.systems, opts.strategy_systems)
-    by_strategy: dict[str, list[str]] = {}
-    for strategy, system in runs:
-        by_strategy.setdefault(strategy, []).append(system)
+    by_strategy = systems_by_strategy(runs)
     configs = {s: strategy_config(config, s) for s in by_strategy}
     for c in configs.values():
         _CONFIGS[c.config_hash()] = c
@@ -674,7 +274,7 @@ def _evaluate_body(
     for i, strategy in enumerate(by_strategy, start=1):
         cfg = configs[strategy]
         if opts.progress:
-            _say(f"build {i}/{len(by_strategy)}: {strategy} ({_preset_text(strategy)})")
+            _say(f"build {i}/{len(by_strategy)}: {strategy} ({preset_text(strategy)})")
         try:
             previous = _previous_build(out, strategy)
             if previous is not None and previous.get("key") == build_key(prepared, cfg) and not use_prefect:
@@ -705,8 +305,8 @@ def _evaluate_body(
             elif use_prefect:
                 retrieve_info[strategy] = _prefect_retrieve(prepared, rec, systems, opts.budgets, configs[strategy], path, key, opener, opts.progress, embed_ms)
             else:
-                retrieve_info[strategy] = stage_retrieve(prepared, rec, systems, opts.budgets, configs[strategy], path, opener=opener,
-                                                         progress=opts.progress, embed_ms=embed_ms)
+                retrieve_info[strategy] = run_retrieve(prepared, rec, systems, opts.budgets, configs[strategy], path, opener=opener,
+                                                       progress=opts.progress, embed_ms=embed_ms)
             marker.write_text(key, encoding="utf-8")
             hits_paths[strategy] = path
         except Exception as exc:
@@ -718,12 +318,13 @@ def _evaluate_body(
     if opts.answer and hits_paths:
         t0 = time.perf_counter()
         answer_many = answerer or llm_answerer(config, out / "cache" / "llm-answers")
-        predictions = _answers(prepared, hits_paths, default_budget(config, opts.budgets), answer_many)
+        hits_tables = [pq.read_table(p) for p in hits_paths.values()]
+        predictions = collect_answers(hits_tables, prepared.queries(), default_budget(config, opts.budgets), answer_many)
         timings["answer"] = time.perf_counter() - t0
 
     # 4. score
     t0 = time.perf_counter()
-    results, score_info = stage_score(prepared, {s: records[s] for s in hits_paths}, hits_paths, out, predictions=predictions)
+    results, score_info = run_score(prepared, {s: records[s] for s in hits_paths}, hits_paths, out, predictions=predictions)
     timings["score"] = time.perf_counter() - t0
 
     # 5. report
@@ -751,7 +352,7 @@ def _evaluate_body(
         "presets": {s: STRATEGY_PRESETS[s] for s in by_strategy},
         "systems": {s: SYSTEMS[s].description for s in opts.systems},
         "builds": records,
-        "chunk_stats": {s: _chunk_stats(r["corpus_dir"], s) for s, r in records.items()},
+        "chunk_stats": {s: chunk_stats(r["corpus_dir"], s) for s, r in records.items()},
         "retrieval": retrieve_info,
         "failures": failures,
         "match": prepared.match,
@@ -765,33 +366,14 @@ def _evaluate_body(
     files = write_report(results, out, meta)
     meta["timings_s"]["report"] = round(time.perf_counter() - t0, 1)
     meta["timings_s"]["total"] = round(time.perf_counter() - t_all, 1)
-    _atomic_json(out / "run.json", meta)
+    write_run(out, meta)
     return {"out_dir": str(out), "rows": results.num_rows, "files": {k: str(v) for k, v in files.items()}, "failures": failures, "timings_s": meta["timings_s"]}
-
-
-def _answers(
-    prepared: PreparedDataset, hits_paths: dict[str, Path], budget: int, answer_many: Callable[[list[tuple[str, list[str]]]], list[str]]
-) -> dict[tuple[str, str, str, int], str]:
-    questions = {r["qid"]: r["question"] for r in prepared.queries().select(["qid", "question"]).to_pylist()}
-    keys, items = [], []
-    for path in hits_paths.values():
-        for h in pq.read_table(path).to_pylist():
-            if h["budget"] != budget or h["error"]:
-                continue
-            keys.append((h["qid"], h["strategy"], h["system"], h["budget"]))
-            items.append((questions[h["qid"]], list(h["texts"])))
-    preds = answer_many(items) if items else []
-    return dict(zip(keys, preds))
 
 
 def _say(message: str) -> None:
     from rich.console import Console
 
     Console(stderr=True).print(f"[bold cyan]eval[/] {message}")
-
-
-def _preset_text(strategy: str) -> str:
-    return ", ".join(f"{k}={v}" for k, v in STRATEGY_PRESETS[strategy].items() if k != "strategy")
 
 
 # -- Prefect wrappers ---------------------------------------------------------------------
@@ -840,7 +422,7 @@ def _prefect_retrieve(
     progress: bool,
     embed_ms: dict[str, float],
 ) -> dict[str, Any]:
-    """stage_retrieve as a Prefect task keyed on the build, queries, systems, budgets, query config."""
+    """run_retrieve as a Prefect task keyed on the build, queries, systems, budgets, query config."""
     from prefect import task
 
     from arborag.flows.common import task_options, was_cached
@@ -849,7 +431,7 @@ def _prefect_retrieve(
     key = "eval-retrieve-" + hash_json([key, RETRIEVE_VERSION, _code_version("arborag.query.index", "arborag.query.fusion", "arborag.storage.sparse", "arborag.storage.vectors")])
 
     def _run(strategy: str) -> dict[str, Any]:
-        return stage_retrieve(prepared, record, systems, budgets, cfg, path, opener=opener, progress=progress, embed_ms=embed_ms)
+        return run_retrieve(prepared, record, systems, budgets, cfg, path, opener=opener, progress=progress, embed_ms=embed_ms)
 
     t = task(name="eval-retrieve", task_run_name=f"retrieve-{record['strategy']}")(_run)
     state = t.with_options(**task_options(Corpus(path.parent.parent), cache_key=key, refresh_cache=not path.exists()))(

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-__all__ = ["SCHEMAS", "DOCUMENTS", "SECTIONS", "CHUNKS", "NODES", "EDGES", "RUNS", "QUERIES", "EMBEDDING_DIM"]
+__all__ = [
+    "SCHEMAS", "DOCUMENTS", "SECTIONS", "CHUNKS", "NODES", "EDGES", "RUNS", "QUERIES", "EMBEDDING_DIM",
+    "EVIDENCE", "HITS", "RESULTS", "EVAL_SCHEMAS",
+]
 
 EMBEDDING_DIM = 384  # all-MiniLM-L6-v2; vector tables take the dim of the model in use
 
@@ -114,3 +117,73 @@ SCHEMAS: dict[str, pa.Schema] = {
     "runs": RUNS,
     "queries": QUERIES,
 }
+
+
+# --------------------------------------------------------------------------------------------
+# Evaluation tables (arborag eval): files of an evaluation folder, not of a corpus, so they are
+# not in SCHEMAS (a Corpus has no such tables); EVAL_SCHEMAS names them.
+# --------------------------------------------------------------------------------------------
+EVIDENCE = pa.schema(
+    [
+        pa.field("gold_id", pa.string(), nullable=False),
+        pa.field("file", pa.string(), nullable=False),  # path relative to the corpus folder
+        pa.field("title", pa.string()),
+        pa.field("text", pa.large_string()),
+    ]
+)
+
+HITS = pa.schema(
+    [
+        pa.field("qid", pa.string(), nullable=False),
+        pa.field("strategy", pa.string(), nullable=False),
+        pa.field("system", pa.string(), nullable=False),
+        pa.field("mode", pa.string(), nullable=False),
+        pa.field("budget", pa.int32(), nullable=False),
+        pa.field("latency_ms", pa.float64()),  # search + query embedding (dense modes)
+        pa.field("embed_ms", pa.float64()),  # the query-embedding part of latency_ms (0 for sparse)
+        pa.field("node_ids", pa.list_(pa.string())),
+        pa.field("levels", pa.list_(pa.int32())),
+        pa.field("scores", pa.list_(pa.float64())),
+        pa.field("n_tokens", pa.list_(pa.int32())),
+        pa.field("doc_ids", pa.list_(pa.list_(pa.string()))),
+        pa.field("texts", pa.list_(pa.large_string())),
+        pa.field("error", pa.string()),
+    ]
+)
+
+RESULTS = pa.schema(
+    [
+        pa.field("dataset", pa.string(), nullable=False),
+        pa.field("qid", pa.string(), nullable=False),
+        pa.field("type", pa.string()),
+        pa.field("strategy", pa.string(), nullable=False),
+        pa.field("system", pa.string(), nullable=False),
+        pa.field("mode", pa.string(), nullable=False),
+        pa.field("budget", pa.int32(), nullable=False),
+        pa.field("n_hits", pa.int32()),
+        pa.field("context_tokens", pa.int32()),
+        pa.field("levels", pa.list_(pa.int32())),
+        pa.field("answer_hit", pa.float64()),  # null: no span answer (yes/no)
+        pa.field("recall_at_5", pa.float64()),
+        pa.field("recall_at_10", pa.float64()),
+        pa.field("recall_at_budget", pa.float64()),
+        pa.field("full_support", pa.float64()),
+        pa.field("mrr", pa.float64()),
+        pa.field("ndcg_at_10", pa.float64()),
+        pa.field("level_mix", pa.float64()),
+        pa.field("latency_ms", pa.float64()),
+        pa.field("embed_ms", pa.float64()),
+        pa.field("n_gold", pa.int32()),
+        pa.field("n_gold_resolved", pa.int32()),
+        pa.field("prediction", pa.string()),  # LLM answer (null without --answer)
+        pa.field("f1", pa.float64()),
+        pa.field("em", pa.float64()),
+        pa.field("rouge_l", pa.float64()),
+        pa.field("bleu_1", pa.float64()),
+        pa.field("bleu_4", pa.float64()),
+        pa.field("error", pa.string()),
+        pa.field("config_hash", pa.string()),
+    ]
+)
+
+EVAL_SCHEMAS: dict[str, pa.Schema] = {"evidence": EVIDENCE, "hits": HITS, "results": RESULTS}

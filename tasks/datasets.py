@@ -4,7 +4,7 @@ Every adapter produces, under a dataset folder::
 
     ROOT/
       queries.parquet    QUERIES schema (storage.schemas): qid, question, answers, gold_ids, gold_texts, type
-      evidence.parquet   EVIDENCE schema (below): gold_id -> corpus file (+ title, text)
+      evidence.parquet   EVIDENCE schema (storage.schemas): gold_id -> corpus file (+ title, text)
       corpus/            the files `run_build` ingests (.txt written here, PDFs copied as they are)
       dataset.json       name, source paths, counts, fingerprint (content hash of all of the above)
 
@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 
 from arborag.errors import ArboragError, ConfigError
 from arborag.hashing import hash_bytes, hash_json, hash_text
-from arborag.storage.schemas import QUERIES
+from arborag.storage.schemas import EVIDENCE, QUERIES
 from arborag.storage.tables import atomic_write_bytes, read_table, write_table
 from arborag.tasks.metrics import GoldItem, MatchMode, normalize_answer
 
@@ -65,15 +65,6 @@ __all__ = [
 DatasetName = Literal["hotpotqa", "narrativeqa", "financebench"]
 DATASETS: tuple[str, ...] = get_args(DatasetName)
 CorpusScope = Literal["auto", "full", "questions"]
-
-EVIDENCE = pa.schema(
-    [
-        pa.field("gold_id", pa.string(), nullable=False),
-        pa.field("file", pa.string(), nullable=False),  # path relative to the corpus folder
-        pa.field("title", pa.string()),
-        pa.field("text", pa.large_string()),
-    ]
-)
 
 MATCH_MODE: dict[str, MatchMode] = {"hotpotqa": "doc", "narrativeqa": "doc", "financebench": "doc+text"}
 

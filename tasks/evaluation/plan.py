@@ -1,0 +1,113 @@
+"""What an evaluation run compares: the retrieval systems, the segmentation presets, the plan.
+
+One run compares retrieval *systems* (how the index is queried) and segmentation *strategies*
+(how leaves are cut) on one dataset, with one embedder and the same token budgets:
+
+| system | mode | levels | what it is |
+| --- | --- | --- | --- |
+| flat | collapsed | [0] | dense top-k over leaf chunks: the no-tree baseline |
+| bm25 | sparse | [0] | BM25 over leaf chunks |
+| collapsed | collapsed | all | RAPTOR collapsed tree (every level, best-first to the budget) |
+| traversal | traversal | all | RAPTOR tree traversal (top-k per level, root to leaves) |
+| hybrid | hybrid | all | dense + BM25 fused by reciprocal rank fusion |
+
+The first strategy gets every system; the others only those in ``strategy_systems``.
+Everything here is a pure function of its arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from arborag.config import ArboragConfig, Strategy
+
+__all__ = [
+    "BASELINE",
+    "DEFAULT_STRATEGIES",
+    "DEFAULT_STRATEGY_SYSTEMS",
+    "STRATEGY_NAMES",
+    "STRATEGY_PRESETS",
+    "SYSTEMS",
+    "SYSTEM_NAMES",
+    "SystemName",
+    "SystemSpec",
+    "default_budget",
+    "plan_runs",
+    "preset_text",
+    "strategy_config",
+    "systems_by_strategy",
+]
+
+SystemName = Literal["flat", "bm25", "collapsed", "traversal", "hybrid"]
+SYSTEM_NAMES: tuple[str, ...] = get_args(SystemName)
+STRATEGY_NAMES: tuple[str, ...] = get_args(Strategy)
+
+
+@dataclass(frozen=True, slots=True)
+class SystemSpec:
+    """How one system queries the index: ``Index.search(mode=..., levels=...)``."""
+
+    name: str
+    mode: str
+    levels: tuple[int, ...] | None
+    description: str
+
+
+SYSTEMS: dict[str, SystemSpec] = {
+    "flat": SystemSpec("flat", "collapsed", (0,), "dense top-k over leaves (no tree; the baseline)"),
+    "bm25": SystemSpec("bm25", "sparse", (0,), "BM25 over leaves"),
+    "collapsed": SystemSpec("collapsed", "collapsed", None, "RAPTOR collapsed tree, all levels"),
+    "traversal": SystemSpec("traversal", "traversal", None, "RAPTOR tree traversal, top-k per level"),
+    "hybrid": SystemSpec("hybrid", "hybrid", None, "dense + BM25, reciprocal rank fusion"),
+}
+BASELINE = "flat"
+
+# Segmentation at matched sizes (~100 tokens per leaf), so strategies differ in *where* they
+# cut, not in how much a leaf holds. Overlapping strategies use a step of 80 tokens (20 %
+# overlap, like rcs's 20-token overlap); dds counts its step in delimiter units.
+STRATEGY_PRESETS: dict[str, dict[str, Any]] = {
+    "sentence": {"strategy": "sentence", "sentence_max_tokens": 100},
+    "ffs": {"strategy": "ffs", "ffs_window": 100, "ffs_step": 80},
+    "dfs": {"strategy": "dfs", "dfs_window": 90, "dfs_step": 80},
+    "dds": {"strategy": "dds", "dds_window": 80, "dds_step": 6},
+    "rcs": {"strategy": "rcs", "rcs_chunk_size": 100, "rcs_overlap": 20},
+}
+DEFAULT_STRATEGIES: tuple[str, ...] = ("sentence", "ffs", "dfs", "dds", "rcs")
+DEFAULT_STRATEGY_SYSTEMS: tuple[str, ...] = ("flat", "collapsed")
+
+
+def plan_runs(
+    strategies: Sequence[str], systems: Sequence[str], strategy_systems: Sequence[str] = DEFAULT_STRATEGY_SYSTEMS
+) -> list[tuple[str, str]]:
+    """(strategy, system) pairs: the first strategy runs every system, the others only
+    ``systems ∩ strategy_systems`` (if that is empty, every system)."""
+    runs: list[tuple[str, str]] = []
+    for i, strategy in enumerate(strategies):
+        chosen = list(systems) if i == 0 else [s for s in systems if s in strategy_systems] or list(systems)
+        runs.extend((strategy, s) for s in chosen)
+    return runs
+
+
+def systems_by_strategy(runs: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
+    """The systems of each strategy of a plan, in plan order."""
+    out: dict[str, list[str]] = {}
+    for strategy, system in runs:
+        out.setdefault(strategy, []).append(system)
+    return out
+
+
+def strategy_config(base: ArboragConfig, strategy: str) -> ArboragConfig:
+    """``base`` with the segment section set to the strategy's matched-size preset."""
+    return base.with_overrides(segment=dict(STRATEGY_PRESETS[strategy]))
+
+
+def default_budget(config: ArboragConfig, budgets: Sequence[int]) -> int:
+    """The headline budget: ``query.budget`` when it is one of ``budgets``, else the largest."""
+    return config.query.budget if config.query.budget in budgets else max(budgets)
+
+
+def preset_text(strategy: str) -> str:
+    """``key=value, ...`` of a strategy's preset (without the strategy name)."""
+    return ", ".join(f"{k}={v}" for k, v in STRATEGY_PRESETS[strategy].items() if k != "strategy")
