@@ -10,12 +10,12 @@ from typing import Callable, Literal, Sequence
 import numpy as np
 import pyarrow.parquet as pq
 
-from arborag.config import ArboragConfig, EmbedConfig, load_config
+from arborag.config import ArboragConfig, EmbedConfig, SparseConfig, load_config
 from arborag.errors import QueryError
 from arborag.storage.corpus import Corpus
 from arborag.storage.vectors import VectorStore
 
-__all__ = ["Hit", "Index", "Mode", "open_index"]
+__all__ = ["Hit", "Index", "Mode", "open_index", "snapshot_embed_config", "snapshot_sparse_config"]
 
 Mode = Literal["collapsed", "traversal", "sparse", "hybrid"]
 _MODES = ("collapsed", "traversal", "sparse", "hybrid")
@@ -34,13 +34,39 @@ class Hit:
     n_tokens: int
 
 
+#: Embedder settings that change only speed, never the vectors: taken from the current config.
+_RUNTIME_EMBED_KEYS = ("batch_size", "threads", "device")
+
+
+def snapshot_embed_config(info: dict, config: ArboragConfig) -> EmbedConfig:
+    """The embedder the snapshot was built with (``info.json`` "embed": model, dtype, ...);
+    batch size, threads and device come from ``config`` (they do not change the vectors).
+    A snapshot that records no embedder uses ``config.embed``.
+    """
+    recorded = info.get("embed")
+    if not recorded:
+        return config.embed
+    runtime = config.embed.model_dump(include=set(_RUNTIME_EMBED_KEYS))
+    known = {k: v for k, v in recorded.items() if k in EmbedConfig.model_fields}
+    return EmbedConfig.model_validate({**known, **runtime})
+
+
+def snapshot_sparse_config(info: dict, config: ArboragConfig) -> SparseConfig:
+    """The sparse backend the snapshot was built with (``info.json`` "sparse_backend"); the
+    connection settings (URL, credentials) come from ``config`` / ``ARBORAG_ES_*``.
+    """
+    backend = info.get("sparse_backend") or config.sparse.backend
+    return config.sparse.model_copy(update={"backend": backend})
+
+
 def open_index(corpus_dir: str | Path, *, config: ArboragConfig | None = None,
                embed_query: Callable[[list[str]], np.ndarray] | None = None) -> "Index":
     """Open the published snapshot of ``corpus_dir`` for querying.
 
     Raises :class:`~arborag.errors.NotBuiltError` when nothing has been published yet.
     ``embed_query`` replaces the embedder (tests); by default the embedder the snapshot was
-    built with is loaded lazily on the first text query.
+    built with is loaded lazily on the first text query. The sparse backend is also the one
+    recorded in the snapshot (``info.json``), whatever ``config.sparse.backend`` says now.
     """
     corpus = Corpus(corpus_dir)
     snap = corpus.published_dir()
@@ -83,10 +109,9 @@ class Index:
         if self._embed_query is not None:
             return np.asarray(self._embed_query(list(texts)), dtype=np.float32)
         if self._embedder is None:
-            from arborag.tasks.embeddings import Embedder
+            from arborag.embedder import Embedder
 
-            embed_cfg = EmbedConfig.model_validate(self.info.get("embed", {})) if self.info.get("embed") else self.config.embed
-            self._embedder = Embedder(embed_cfg)
+            self._embedder = Embedder(snapshot_embed_config(self.info, self.config))
         return self._embedder.embed(list(texts))
 
     # -- search ----------------------------------------------------------------------------
@@ -191,7 +216,7 @@ class Index:
             from arborag.storage.sparse import open_sparse_index
 
             self._sparse = open_sparse_index(
-                self.snapshot_dir / "sparse", self.config.sparse, corpus_name=None
+                self.snapshot_dir / "sparse", snapshot_sparse_config(self.info, self.config), corpus_name=None
             )
         return self._sparse
 

@@ -1,75 +1,26 @@
-"""Query API over a hand-made snapshot: collapsed, traversal, filters, budgets.
+"""Query API over a hand-made snapshot: collapsed, traversal, filters, budgets, publishing.
 
-The snapshot here is written with the real storage functions (Parquet + LanceDB) from
-synthetic nodes, so every expected hit can be worked out by hand. The query embedder is a
-named fake that maps a query word to a fixed unit vector.
+The snapshot (tests/helpers_query.py) is written with the real storage functions (Parquet +
+LanceDB) from synthetic nodes, so every expected hit can be worked out by hand. The query
+embedder is a named fake that maps a query word to a fixed unit vector.
 """
 
 from __future__ import annotations
 
 import json
 
-import numpy as np
-import pyarrow as pa
 import pytest
+from helpers_query import NODES_SPEC, FakeQueryEmbedder, publish_snapshot
 
 from arborag.errors import NotBuiltError, QueryError
 from arborag.query import Hit, open_index
 from arborag.storage.corpus import Corpus
-from arborag.storage.schemas import EDGES, NODES
-from arborag.storage.tables import write_table
-from arborag.storage.vectors import write_vectors
-
-DIM = 4
-
-
-def _unit(*xs: float) -> np.ndarray:
-    v = np.asarray(xs, dtype=np.float32)
-    return v / np.linalg.norm(v)
-
-
-# leaves a..f, two summaries s1 (a,b,c) and s2 (d,e,f), one root r (s1, s2)
-NODES_SPEC = [
-    ("a", 0, _unit(1, 0, 0, 0), 40, ["d1"]),
-    ("b", 0, _unit(0.9, 0.1, 0, 0), 40, ["d1"]),
-    ("c", 0, _unit(0.7, 0.3, 0, 0), 40, ["d1"]),
-    ("d", 0, _unit(0, 1, 0, 0), 40, ["d2"]),
-    ("e", 0, _unit(0, 0.9, 0.1, 0), 40, ["d2"]),
-    ("f", 0, _unit(0, 0, 1, 0), 40, ["d2"]),
-    ("s1", 1, _unit(0.95, 0.05, 0, 0), 60, ["d1"]),
-    ("s2", 1, _unit(0, 0.7, 0.3, 0), 60, ["d2"]),
-    ("r", 2, _unit(0.5, 0.5, 0.2, 0), 80, ["d1", "d2"]),
-]
-EDGES_SPEC = [("s1", c, 1.0, 1) for c in "abc"] + [("s2", c, 1.0, 1) for c in "def"] + [("r", "s1", 1.0, 2), ("r", "s2", 1.0, 2)]
-
-
-class FakeQueryEmbedder:
-    """Test double: maps known query words to fixed vectors."""
-
-    table = {"alpha": _unit(1, 0, 0, 0), "beta": _unit(0, 1, 0, 0), "gamma": _unit(0, 0, 1, 0)}
-
-    def __call__(self, texts: list[str]) -> np.ndarray:
-        return np.stack([self.table[t] for t in texts])
 
 
 @pytest.fixture()
 def corpus_dir(tmp_path):
     corpus = Corpus(tmp_path / "c").ensure()
-    nodes = pa.Table.from_pylist(
-        [
-            {"node_id": i, "level": lvl, "text": f"text of {i}", "n_tokens": nt, "doc_ids": docs,
-             "summary_of": None, "summarizer": "leaf" if lvl == 0 else "fake", "summary_status": "leaf" if lvl == 0 else "ok",
-             "created_by_run": "t"}
-            for i, lvl, _, nt, docs in NODES_SPEC
-        ],
-        schema=NODES,
-    )
-    edges = pa.Table.from_pylist([{"parent_id": p, "child_id": c, "probability": pr, "level": lv} for p, c, pr, lv in EDGES_SPEC], schema=EDGES)
-    partial = corpus.partial_dir("snap-test")
-    write_table("nodes", nodes, partial / "nodes.parquet")
-    write_table("edges", edges, partial / "edges.parquet")
-    write_vectors(partial / "vectors.lance", nodes, np.stack([v for _, _, v, _, _ in NODES_SPEC]))
-    corpus.publish(partial, "snap-test", {"build_key": "k", "corpus_name": "c"})
+    publish_snapshot(corpus, "snap-test")
     return corpus.root
 
 
@@ -136,3 +87,26 @@ def test_manifest_switch_is_atomic_and_keeps_old_snapshot(corpus_dir):
     assert before["snapshot"] == "snap-test"
     assert (corpus.snapshots_dir / "snap-test" / "info.json").exists()
     assert not any(p.name.endswith(".partial") for p in corpus.snapshots_dir.iterdir())
+    old_reader = _index(corpus_dir)
+    old_hits = [(h.node_id, h.text) for h in old_reader.search("alpha", budget=1000)]
+
+    # a second build: leaves only (no tree), other texts
+    publish_snapshot(corpus, "snap-two", spec=[n for n in NODES_SPEC if n[1] == 0], edges_spec=[], text="second {}")
+
+    after = json.loads(corpus.manifest_path.read_text())
+    assert after["snapshot"] == "snap-two" and after["published_at"] >= before["published_at"]
+    assert corpus.published_dir() == corpus.snapshots_dir / "snap-two"
+    # one os.replace: no temporary manifest, no staging folder left behind
+    assert sorted(p.name for p in corpus.root.iterdir() if p.is_file()) == ["manifest.json"]
+    assert sorted(p.name for p in corpus.snapshots_dir.iterdir()) == ["snap-test", "snap-two"]
+    # new readers see the new snapshot ...
+    new_reader = _index(corpus_dir)
+    assert new_reader.snapshot == "snap-two" and len(new_reader) == 6 and new_reader.top_level == 0
+    assert {h.text for h in new_reader.search("alpha", budget=1000)} <= {f"second {n}" for n in "abcdef"}
+    # ... while the old snapshot stays whole: a reader opened before the switch still answers from it
+    assert (corpus.snapshots_dir / "snap-test" / "info.json").exists()
+    assert [(h.node_id, h.text) for h in old_reader.search("alpha", budget=1000)] == old_hits
+    assert old_reader.snapshot == "snap-test" and len(old_reader) == len(NODES_SPEC)
+    # and switching back is the same atomic manifest swap, without copying
+    corpus.publish_existing("snap-test", {"build_key": "k"})
+    assert _index(corpus_dir).snapshot == "snap-test"
