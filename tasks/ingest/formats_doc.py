@@ -1,0 +1,112 @@
+"""Readers of document formats: HTML (BeautifulSoup), PDF (pypdf), DOCX (python-docx)."""
+
+from __future__ import annotations
+
+import io
+import re
+from typing import Any
+
+from arborag.errors import IngestError
+from arborag.tasks.ingest.decode import decode_text, good_title, normalize_text
+from arborag.tasks.ingest.records import MIME_TYPES, Extracted, SourceFile
+
+__all__ = ["read_docx", "read_html", "read_pdf"]
+
+_HTML_DROP = ("script", "style", "noscript", "template", "svg", "head", "iframe", "object")
+_HTML_BLOCKS = (
+    "p", "div", "section", "article", "main", "header", "footer", "nav", "aside", "h1", "h2", "h3",
+    "h4", "h5", "h6", "ul", "ol", "dl", "dt", "dd", "table", "thead", "tbody", "tr", "pre",
+    "blockquote", "figure", "figcaption", "form", "fieldset", "address", "hr",
+)
+
+
+def read_html(src: SourceFile, raw: bytes) -> Extracted:
+    head = raw[:4096].decode("ascii", errors="ignore")
+    declared = re.search(r"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", head, flags=re.IGNORECASE)
+    text, meta, warnings = decode_text(raw, src.uri, declared=declared.group(1) if declared else None)
+    from bs4 import BeautifulSoup
+
+    try:
+        soup = BeautifulSoup(text, "html.parser")
+    except Exception as exc:  # the parser is lenient; anything it still rejects is a bad file
+        raise IngestError(src.uri, f"cannot parse HTML: {exc}") from None
+    title_tag = soup.find("title")
+    title = good_title(title_tag.get_text()) if title_tag else None
+    if title is None and (h1 := soup.find("h1")) is not None:
+        title = good_title(h1.get_text())
+    for tag in soup(_HTML_DROP):
+        tag.decompose()
+    for br in soup.find_all("br"):
+        br.replace_with("\n")
+    for li in soup.find_all("li"):
+        li.insert_before("\n- ")
+        li.insert_after("\n")
+    for cell in soup.find_all(["td", "th"]):
+        cell.insert_after("\t")
+    for tag in soup.find_all(_HTML_BLOCKS):
+        tag.insert_before("\n\n")
+        tag.insert_after("\n\n")
+    body = normalize_text(soup.get_text())
+    return Extracted(src.uri, body, title or src.path.stem, MIME_TYPES[".html"], meta, tuple(warnings))
+
+
+def read_pdf(src: SourceFile, raw: bytes) -> Extracted:
+    from pypdf import PdfReader
+
+    try:
+        reader = PdfReader(io.BytesIO(raw))
+        if reader.is_encrypted:
+            try:
+                opened = reader.decrypt("")  # many PDFs are "encrypted" with an empty user password
+            except Exception as exc:  # pypdf raises several types for unsupported crypto
+                raise IngestError(src.uri, f"encrypted PDF that cannot be opened: {exc}") from None
+            if not opened:
+                raise IngestError(src.uri, "encrypted PDF: a password is required (decrypt it, e.g. `qpdf --decrypt`, then ingest)")
+        pages = [normalize_text(page.extract_text() or "") for page in reader.pages]
+        info = reader.metadata
+        title = good_title(info.get("/Title")) if info else None
+    except IngestError:
+        raise
+    except Exception as exc:  # pypdf signals broken files with many exception types
+        raise IngestError(src.uri, f"corrupt or unreadable PDF ({type(exc).__name__}: {exc})") from None
+    text, starts = "", []
+    for page_text in pages:
+        if page_text and text:
+            text += "\n\n"
+        starts.append(len(text))
+        text += page_text
+    meta: dict[str, Any] = {"n_pages": len(pages), "page_starts": starts}
+    if not text.strip():
+        raise IngestError(src.uri, "no extractable text (a scanned or image-only PDF? OCR is not supported)")
+    return Extracted(src.uri, text, title or src.path.stem, MIME_TYPES[".pdf"], meta)
+
+
+def read_docx(src: SourceFile, raw: bytes) -> Extracted:
+    try:
+        from docx import Document
+        from docx.table import Table
+        from docx.text.paragraph import Paragraph
+
+        doc = Document(io.BytesIO(raw))
+        parts: list[str] = []
+        n_tables = 0
+        for block in doc.iter_inner_content():
+            if isinstance(block, Paragraph):
+                parts.append(block.text)
+            elif isinstance(block, Table):
+                n_tables += 1
+                parts.append("")
+                for row in block.rows:
+                    cells, seen = [], set()
+                    for cell in row.cells:  # merged cells repeat: keep each once
+                        if id(cell._tc) in seen:
+                            continue
+                        seen.add(id(cell._tc))
+                        cells.append(" ".join(cell.text.split()))
+                    parts.append(" | ".join(cells))
+                parts.append("")
+        title = good_title(doc.core_properties.title)
+    except Exception as exc:  # zipfile, lxml and python-docx errors all mean a broken file
+        raise IngestError(src.uri, f"not a readable DOCX file ({type(exc).__name__}: {exc})") from None
+    text = normalize_text("\n".join(parts))
+    return Extracted(src.uri, text, title or src.path.stem, MIME_TYPES[".docx"], {"n_tables": n_tables})

@@ -1,0 +1,88 @@
+"""Reading one source file: its bytes (with a reason when they cannot be had) and the reader per format."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+from arborag.config import IngestConfig
+from arborag.errors import IngestError
+from arborag.hashing import hash_json
+from arborag.tasks.ingest.formats_doc import read_docx, read_html, read_pdf
+from arborag.tasks.ingest.formats_text import read_csv, read_jsonl, read_plain
+from arborag.tasks.ingest.records import MIME_TYPES, READER_VERSION, Extracted, IngestFailure, SourceFile
+
+__all__ = ["load_bytes", "read_source", "reader_key"]
+
+def load_bytes(src: SourceFile, cfg: IngestConfig) -> bytes:
+    """The file's bytes, or an :class:`IngestError` saying why they cannot be had."""
+    path, uri = src.path, src.uri
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise IngestError(uri, "symlink loop: the link points (through other links) back to itself") from None
+        if exc.errno == errno.ENOENT and os.path.islink(path):
+            raise IngestError(uri, f"broken symlink: target {os.readlink(path)!r} does not exist") from None
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            raise IngestError(uri, "permission denied: cannot access the file (check its permissions)") from None
+        raise IngestError(uri, f"cannot access: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise IngestError(uri, "is a folder, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise IngestError(uri, "not a regular file (device, socket or pipe)")
+    limit = int(cfg.max_file_mb * 1024 * 1024)
+    if st.st_size > limit:
+        raise IngestError(
+            uri, f"too large: {st.st_size / 1048576:.1f} MB > ingest.max_file_mb={cfg.max_file_mb:g} (raise the limit to read it)"
+        )
+    if st.st_size == 0:
+        raise IngestError(uri, "empty file (0 bytes)")
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(limit + 1)
+    except PermissionError:
+        raise IngestError(uri, "permission denied: cannot read the file (check its permissions)") from None
+    except OSError as exc:
+        raise IngestError(uri, f"cannot read: {exc.strerror or exc}") from None
+
+
+def read_source(src: SourceFile, cfg: IngestConfig, raw: bytes | None = None) -> tuple[list[Extracted], list[IngestFailure]]:
+    """Read one file into documents (several for JSONL) and per-record failures.
+
+    Raises:
+        IngestError: the whole file cannot be read (``.reason`` says why).
+    """
+    if raw is None:
+        raw = load_bytes(src, cfg)
+    suffix = src.path.suffix.lower()
+    mime = MIME_TYPES.get(suffix, "text/plain")
+    docs: list[Extracted]
+    failures: list[IngestFailure]
+    if suffix == ".pdf":
+        docs, failures = [read_pdf(src, raw)], []
+    elif suffix == ".docx":
+        docs, failures = [read_docx(src, raw)], []
+    elif suffix in (".html", ".htm"):
+        docs, failures = [read_html(src, raw)], []
+    elif suffix == ".csv":
+        docs, failures = [read_csv(src, raw)], []
+    elif suffix in (".jsonl", ".ndjson"):
+        docs, failures = read_jsonl(src, raw, cfg)
+    else:  # .txt, .md and any explicitly named file: text if it decodes as text
+        docs, failures = [read_plain(src, raw, mime)], []
+    kept: list[Extracted] = []
+    for doc in docs:
+        if len(doc.text) - doc.text.count(" ") - doc.text.count("\n") < cfg.min_chars:
+            failures.append(IngestFailure(doc.uri, "empty: no text after normalization"))
+        else:
+            kept.append(doc)
+    if not kept and len(failures) == 1 and failures[0].uri == src.uri:
+        raise IngestError(src.uri, failures[0].reason)
+    return kept, failures
+
+
+def reader_key(cfg: IngestConfig) -> str:
+    """What, besides the bytes, decides a file's documents (the per-file skip key)."""
+    return hash_json([READER_VERSION, cfg.jsonl_text_field, cfg.min_chars, cfg.max_file_mb])[:16]
