@@ -1,0 +1,185 @@
+"""The API routes: search, ask, nodes, documents, health, stats.
+
+Every route that reads the index takes a lease on the current snapshot (see
+:mod:`arborag.serve.state`) and answers from it alone; the snapshot id is in the response.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, status
+
+from arborag.errors import QueryError
+from arborag.serve.models import (
+    ID_PATTERN, DocumentResponse, ErrorBody, Health, Limits, LuceneReport, NodeRef, NodeResponse,
+    SearchHit, SearchRequest, SearchResponse, Source, Stats,
+)
+
+__all__ = ["make_router"]
+
+PREVIEW_CHARS = 160
+_NO_INDEX = "the corpus has no published index yet; run `arborag build SOURCE... --corpus DIR` (the server picks it up)"
+
+
+def _unprocessable(field: str, msg: str) -> HTTPException:
+    return HTTPException(422, detail=f"{field}: {msg}")
+
+
+def _check_limits(req: SearchRequest, limits: Limits) -> None:
+    if len(req.text) > limits.max_text_chars:
+        raise _unprocessable("text", f"longer than the limit of {limits.max_text_chars} characters")
+    if req.k > limits.max_k:
+        raise _unprocessable("k", f"must be <= {limits.max_k}")
+    if req.budget is not None and req.budget > limits.max_budget:
+        raise _unprocessable("budget", f"must be <= {limits.max_budget}")
+    if req.doc_ids is not None and len(req.doc_ids) > limits.max_filter_ids:
+        raise _unprocessable("doc_ids", f"at most {limits.max_filter_ids} ids")
+    if req.vector is not None and req.mode == "sparse":
+        raise _unprocessable("vector", "a query vector is for the dense modes (collapsed, traversal, hybrid)")
+
+
+def _sources(doc_ids: Any, docs: dict[str, tuple[str | None, str]]) -> list[Source]:
+    out = []
+    for d in doc_ids:
+        title, uri = docs.get(d, (None, None))
+        out.append(Source(doc_id=d, title=title, uri=uri))
+    return out
+
+
+def make_router(holder: Any, limits: Limits, guard: Any) -> APIRouter:
+    api = APIRouter()
+    protected = [Depends(guard)]
+    errors = {400: {"model": ErrorBody}, 401: {"model": ErrorBody}, 403: {"model": ErrorBody},
+              413: {"model": ErrorBody}, 422: {"model": ErrorBody}, 503: {"model": ErrorBody}}
+
+    def _need(snap: Any) -> Any:
+        if snap is None:
+            raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, detail=_NO_INDEX)
+        return snap
+
+    @api.post("/search", response_model=SearchResponse, dependencies=protected, responses=errors, tags=["search"],
+              summary="Retrieve context for a question from the published snapshot")
+    def search(req: SearchRequest) -> SearchResponse:
+        _check_limits(req, limits)
+        import numpy as np
+
+        with holder.lease() as snap:
+            index = _need(snap).index
+            vector = None
+            if req.vector is not None:
+                vector = np.asarray(req.vector, dtype=np.float32)
+                dim = index.vectors.dim
+                if vector.shape != (dim,) or not np.isfinite(vector).all():
+                    raise _unprocessable("vector", f"must be {dim} finite numbers (the snapshot's embedding size)")
+            args = dict(mode=req.mode, budget=req.budget, k=req.k, levels=req.levels, doc_ids=req.doc_ids, vector=vector)
+            t0 = time.perf_counter()
+            report = None
+            try:
+                hits = index.search(req.text, lucene=req.lucene, **args)
+            except QueryError as exc:
+                if not req.lucene or req.strict_lucene:
+                    raise
+                # SPEC §6: a malformed Lucene query is reported and retried as a plain match of its words
+                hits = index.search(req.text, lucene=False, **args)
+                report = LuceneReport(error=exc.reason, position=exc.position)
+            took = (time.perf_counter() - t0) * 1000
+            docs = snap.documents()
+            return SearchResponse(
+                snapshot=snap.id, mode=req.mode, budget=req.budget, tokens=sum(h.n_tokens for h in hits),
+                took_ms=round(took, 3), embedded=req.mode != "sparse" and vector is None, lucene=report,
+                hits=[SearchHit(node_id=h.node_id, level=h.level, score=h.score, text=h.text, tokens=h.n_tokens,
+                                sources=_sources(h.doc_ids, docs)) for h in hits],
+            )
+
+    @api.post("/ask", dependencies=protected, status_code=501, responses={501: {"model": ErrorBody}}, tags=["search"],
+              summary="Answer a question (not yet: needs an LLM-backed searcher)")
+    def ask() -> None:
+        raise HTTPException(
+            status.HTTP_501_NOT_IMPLEMENTED,
+            detail="answering is not available yet: it needs the searchers issue (an LLM-backed `ask`) and a "
+                   "configured LLM; use POST /search to retrieve the context",
+        )
+
+    @api.get("/nodes/{node_id}", response_model=NodeResponse, dependencies=protected, responses=errors, tags=["tree"],
+             summary="A node of the published tree with its parents and children")
+    def node(node_id: str = Path(..., pattern=ID_PATTERN)) -> NodeResponse:
+        import polars as pl
+
+        with holder.lease() as snap:
+            nodes, edges = _need(snap).tables()
+            row = nodes.filter(pl.col("node_id") == node_id)
+            if row.height == 0:
+                raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no node {node_id!r} in snapshot {snap.id}")
+            r = row.row(0, named=True)
+            brief = nodes.select("node_id", "level", pl.col("n_tokens").alias("tokens"),
+                                 pl.col("text").str.slice(0, PREVIEW_CHARS).alias("preview"))
+
+            def refs(key: str, other: str) -> list[NodeRef]:
+                linked = (edges.filter(pl.col(key) == node_id).select(pl.col(other).alias("node_id"), "probability")
+                          .join(brief, on="node_id", how="inner").sort(["level", "probability", "node_id"], descending=[True, True, False]))
+                return [NodeRef(**x) for x in linked.to_dicts()]
+
+            return NodeResponse(
+                snapshot=snap.id, node_id=r["node_id"], level=r["level"], text=r["text"], tokens=r["n_tokens"],
+                sources=_sources(r["doc_ids"], snap.documents()), summarizer=r["summarizer"],
+                summary_status=r["summary_status"], parents=refs("child_id", "parent_id"), children=refs("parent_id", "child_id"),
+            )
+
+    @api.get("/documents/{doc_id}", response_model=DocumentResponse, dependencies=protected, responses=errors,
+             tags=["tree"], summary="A document of the corpus (metadata and text)")
+    def document(doc_id: str = Path(..., pattern=ID_PATTERN),
+                 max_chars: int = Query(20000, ge=0, description="Characters of the text to return (0 = none).")) -> DocumentResponse:
+        if max_chars > limits.max_document_chars:
+            raise _unprocessable("max_chars", f"must be <= {limits.max_document_chars}")
+        import pyarrow.parquet as pq
+
+        path = holder.corpus.table_path("documents")
+        rows = pq.read_table(path, filters=[("doc_id", "=", doc_id)]).to_pylist() if path.exists() else []
+        if not rows:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no document {doc_id!r} in this corpus")
+        d = rows[0]
+        text = d.get("text") or ""
+        try:
+            meta = json.loads(d["metadata"]) if d.get("metadata") else None
+        except ValueError:
+            meta = {"raw": d["metadata"]}
+        return DocumentResponse(
+            doc_id=d["doc_id"], uri=d["uri"], title=d.get("title"), mime=d.get("mime"), n_chars=d.get("n_chars"),
+            status=d["status"], error=d.get("error"), metadata=meta if isinstance(meta, dict) else {"value": meta},
+            ingested_at=d["ingested_at"].isoformat() if d.get("ingested_at") else None,
+            text=text[:max_chars] if max_chars else None, truncated=len(text) > max_chars,
+        )
+
+    @api.get("/health", response_model=Health, tags=["server"], summary="Liveness and the snapshot served (no token needed)")
+    def health() -> Health:
+        snap = holder.refresh()
+        return Health(status="ok" if snap else "no_index", snapshot=snap.id if snap else None, auth=guard.required)
+
+    @api.get("/stats", response_model=Stats, dependencies=protected, responses=errors, tags=["server"],
+             summary="The snapshot served: id, node counts per level, build time")
+    def stats() -> Stats:
+        with holder.lease() as snap:
+            _need(snap)
+            return Stats(
+                snapshot=snap.id, published_at=snap.info.get("published_at"), run_id=snap.info.get("run_id"),
+                build_seconds=_build_seconds(holder.corpus, snap.info.get("run_id")), nodes=snap.n_nodes,
+                levels=snap.levels, documents=len(snap.documents()), embedder_loaded=holder.embedders.loaded,
+                swaps=holder.swaps, released=list(holder.released), limits=limits,
+            )
+
+    return api
+
+
+def _build_seconds(corpus: Any, run_id: str | None) -> float | None:
+    """Wall time of the build run that published the snapshot, from the runs table."""
+    if not run_id or not corpus.table_path("runs").exists():
+        return None
+    import polars as pl
+
+    runs = pl.from_arrow(corpus.read("runs")).filter(pl.col("run_id") == run_id)
+    if runs.height == 0 or runs["started_at"][0] is None or runs["finished_at"][0] is None:
+        return None
+    return round((runs["finished_at"][0] - runs["started_at"][0]).total_seconds(), 3)

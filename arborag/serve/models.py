@@ -1,0 +1,163 @@
+"""Typed request and response bodies of the HTTP API, and the server's limits.
+
+Every body is a pydantic model with ``extra="forbid"``: an unknown field is a 422, not a
+silently ignored typo. The limits (:class:`Limits`) are checked on top of the static bounds
+here, so a deployment can tighten them without new models.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = [
+    "Limits", "SearchRequest", "SearchResponse", "SearchHit", "Source", "LuceneReport",
+    "NodeRef", "NodeResponse", "DocumentResponse", "Health", "Stats", "ErrorBody", "ID_PATTERN",
+]
+
+Mode = Literal["collapsed", "traversal", "sparse", "hybrid"]
+# node and document ids are content hashes (hex, maybe with a short prefix); nothing path-like
+ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
+
+
+class Limits(BaseModel):
+    """What one request may ask for. Over a limit: 413 (body size) or 422 (fields)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_body_bytes: int = Field(64 * 1024, ge=1024, description="Largest request body accepted (bytes).")
+    max_text_chars: int = Field(2000, ge=1, description="Longest query text (characters).")
+    max_k: int = Field(100, ge=1, description="Largest k.")
+    max_budget: int = Field(20000, ge=1, description="Largest token budget.")
+    max_filter_ids: int = Field(200, ge=1, description="Most doc ids in a doc filter.")
+    max_document_chars: int = Field(200_000, ge=1, description="Most characters of a document's text returned.")
+
+
+class SearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        "examples": [{"text": "How did Cinderella reach her happy ending?", "mode": "collapsed", "budget": 2000}],
+    })
+
+    text: str = Field(..., min_length=1, description="The question, or a Lucene query with lucene=true.")
+    mode: Mode = Field("collapsed", description="collapsed | traversal | sparse | hybrid.")
+    budget: int | None = Field(2000, ge=1, description="Token budget of the returned context; null = k hits.")
+    k: int = Field(5, ge=1, description="traversal: nodes kept per level; with budget=null: number of hits.")
+    levels: list[int] | None = Field(None, description="Tree levels to search ([0] = leaves only, the flat baseline).")
+    doc_ids: list[str] | None = Field(None, description="Only nodes drawing on these documents.")
+    lucene: bool = Field(False, description="sparse/hybrid: run text as Lucene syntax (+must -not \"phrase\" term^2).")
+    strict_lucene: bool = Field(
+        False, description="A malformed Lucene query is a 400 with its position instead of being retried as plain words."
+    )
+    vector: list[float] | None = Field(
+        None, description="A precomputed, L2-normalised query embedding (skips embedding text; dense modes)."
+    )
+
+    @field_validator("text")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("the query text is blank")
+        return v
+
+    @field_validator("levels")
+    @classmethod
+    def _levels(cls, v: list[int] | None) -> list[int] | None:
+        if v is not None and any(x < 0 for x in v):
+            raise ValueError("levels are >= 0")
+        return v
+
+
+class Source(BaseModel):
+    doc_id: str
+    title: str | None = None
+    uri: str | None = None
+
+
+class SearchHit(BaseModel):
+    node_id: str
+    level: int
+    score: float = Field(..., description="Higher is better: cosine (dense), BM25 (sparse), RRF (hybrid).")
+    text: str
+    tokens: int
+    sources: list[Source]
+
+
+class LuceneReport(BaseModel):
+    """What happened to a Lucene query: a malformed one is retried as plain words (SPEC §6)."""
+
+    error: str
+    position: int | None = None
+    retried_plain: bool = True
+
+
+class SearchResponse(BaseModel):
+    snapshot: str = Field(..., description="The snapshot every hit comes from.")
+    mode: Mode
+    budget: int | None
+    tokens: int = Field(..., description="Tokens of all hits together.")
+    took_ms: float
+    embedded: bool = Field(..., description="The query text was embedded by the server for this request.")
+    lucene: LuceneReport | None = None
+    hits: list[SearchHit]
+
+
+class NodeRef(BaseModel):
+    node_id: str
+    level: int
+    tokens: int
+    probability: float
+    preview: str
+
+
+class NodeResponse(BaseModel):
+    snapshot: str
+    node_id: str
+    level: int
+    text: str
+    tokens: int
+    sources: list[Source]
+    summarizer: str | None = None
+    summary_status: str | None = None
+    parents: list[NodeRef]
+    children: list[NodeRef]
+
+
+class DocumentResponse(BaseModel):
+    doc_id: str
+    uri: str
+    title: str | None = None
+    mime: str | None = None
+    n_chars: int | None = None
+    status: str
+    error: str | None = None
+    ingested_at: str | None = None
+    metadata: dict | None = None
+    text: str | None = None
+    truncated: bool = False
+
+
+class Health(BaseModel):
+    status: Literal["ok", "no_index"]
+    snapshot: str | None = None
+    auth: bool = Field(..., description="API calls need a bearer token.")
+
+
+class Stats(BaseModel):
+    snapshot: str
+    published_at: str | None = None
+    run_id: str | None = None
+    build_seconds: float | None = None
+    nodes: int
+    levels: dict[str, int] = Field(..., description="Node count per tree level.")
+    documents: int
+    embedder_loaded: bool
+    swaps: int = Field(..., description="Snapshot switches since the server started.")
+    released: list[str] = Field(..., description="Snapshots released after a switch (latest last).")
+    limits: Limits
+
+
+class ErrorBody(BaseModel):
+    detail: str
+    position: int | None = None
+    reason: str | None = None

@@ -1,0 +1,119 @@
+// arborag search page: plain DOM, no framework. Every value from the server is set with
+// textContent (never innerHTML), so a document's text cannot inject markup.
+"use strict";
+const $ = (id) => document.getElementById(id);
+const LEVEL_NAMES = ["leaf", "summary", "summary", "summary", "summary"];
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") node.className = v; else if (k === "onclick") node.onclick = v; else node.setAttribute(k, v);
+  }
+  for (const c of children) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return node;
+}
+
+function levelBadge(level) {
+  return el("span", {class: `lvl l${Math.min(level, 4)}`, "data-level": level}, `L${level} ${LEVEL_NAMES[Math.min(level, 4)]}`);
+}
+
+function sourcesText(sources) {
+  const names = sources.slice(0, 3).map((s) => s.title || (s.uri || "").split("/").pop() || s.doc_id.slice(0, 8));
+  return names.join(", ") + (sources.length > 3 ? ` +${sources.length - 3}` : "");
+}
+
+async function api(method, path, body) {
+  const headers = {"Content-Type": "application/json"};
+  const token = $("token").value || sessionStorage.getItem("arborag-token");
+  if (token) headers["Authorization"] = `Bearer ${token}`;
+  const resp = await fetch(path, {method, headers, body: body ? JSON.stringify(body) : undefined});
+  const data = await resp.json().catch(() => ({detail: resp.statusText}));
+  if (!resp.ok) {
+    if (resp.status === 401 || resp.status === 403) $("token-box").hidden = false;
+    const where = data.position != null ? ` (at position ${data.position})` : "";
+    throw new Error(`${resp.status}: ${data.detail || "request failed"}${where}`);
+  }
+  if (token) sessionStorage.setItem("arborag-token", token);
+  return data;
+}
+
+function setStatus(text, isError) {
+  $("status").textContent = text;
+  $("status").className = isError ? "error" : "muted";
+}
+
+function renderHits(data) {
+  const box = $("results");
+  box.replaceChildren();
+  if (data.lucene) {
+    box.append(el("div", {class: "warn"},
+      `Lucene query not understood at position ${data.lucene.position}: ${data.lucene.error} — searched its words instead.`));
+  }
+  if (!data.hits.length) box.append(el("p", {class: "muted"}, "No hits."));
+  data.hits.forEach((h, i) => {
+    const text = el("div", {class: "text"}, h.text);
+    text.onclick = () => text.classList.toggle("open");
+    box.append(el("article", {class: "hit", "data-node": h.node_id},
+      el("div", {class: "meta"},
+        el("span", {class: "rank"}, `#${i + 1}`), levelBadge(h.level),
+        el("span", {class: "score", title: "higher is better"}, h.score.toFixed(3)),
+        el("span", {class: "muted"}, `${h.tokens} tokens`),
+        el("span", {class: "src"}, sourcesText(h.sources)),
+        el("button", {class: "link right", type: "button", onclick: () => showNode(h.node_id)}, "parents / children ›")),
+      text));
+  });
+}
+
+function refList(title, refs) {
+  const out = [el("h3", {}, `${title} (${refs.length})`)];
+  if (!refs.length) out.push(el("div", {class: "muted"}, "none"));
+  for (const r of refs) {
+    out.push(el("button", {class: "ref", type: "button", "data-node": r.node_id, onclick: () => showNode(r.node_id)},
+      levelBadge(r.level), el("span", {class: "p"}, `p=${r.probability.toFixed(2)} · ${r.tokens} tok`), " ", r.preview));
+  }
+  return out;
+}
+
+async function showNode(id) {
+  const aside = $("node");
+  try {
+    const n = await api("GET", `/nodes/${encodeURIComponent(id)}`);
+    aside.replaceChildren(
+      el("h2", {}, levelBadge(n.level), " node ", el("code", {}, n.node_id)),
+      el("div", {class: "muted"}, `${n.tokens} tokens · ${sourcesText(n.sources)} · ${n.summarizer || ""}`),
+      el("div", {class: "text"}, n.text),
+      ...refList("parents", n.parents), ...refList("children", n.children));
+    aside.hidden = false;
+    document.querySelector("main").classList.add("with-node");
+  } catch (err) {
+    setStatus(err.message, true);
+  }
+}
+
+async function search(event) {
+  event.preventDefault();
+  const budget = parseInt($("budget").value, 10);
+  const body = {text: $("q").value, mode: $("mode").value, budget: Number.isFinite(budget) ? budget : null, lucene: $("lucene").checked};
+  setStatus("searching…");
+  try {
+    const data = await api("POST", "/search", body);
+    renderHits(data);
+    const leaves = data.hits.filter((h) => h.level === 0).length;
+    setStatus(`${data.hits.length} hits · ${data.tokens} tokens (budget ${data.budget}) · ${data.hits.length - leaves} summaries, ${leaves} leaves · ${data.mode} · ${data.took_ms.toFixed(1)} ms · ${data.snapshot}`);
+  } catch (err) {
+    $("results").replaceChildren();
+    setStatus(err.message, true);
+  }
+}
+
+async function init() {
+  $("search").addEventListener("submit", search);
+  try {
+    const h = await (await fetch("/health")).json();
+    $("snapshot").textContent = h.snapshot ? `snapshot ${h.snapshot}` : "no index published yet";
+    if (h.auth) $("token-box").hidden = false;
+  } catch (err) {
+    $("snapshot").textContent = "server unreachable";
+  }
+}
+init();
