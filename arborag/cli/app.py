@@ -14,6 +14,8 @@ from arborag.cli import evaluate as _evaluate
 from arborag.cli import ingest as _ingest
 from arborag.cli import inspect as _inspect
 from arborag.cli import query as _query
+from arborag.cli import segment as _segment
+from arborag.cli import sql as _sql
 
 app = typer.Typer(
     name="arborag",
@@ -29,7 +31,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
-for _module in (_ingest, _build, _query, _inspect, _evaluate):
+for _module in (_ingest, _segment, _sql, _build, _query, _inspect, _evaluate):
     _module.register(app)
 
 

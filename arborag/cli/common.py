@@ -1,8 +1,10 @@
-"""Helpers shared by CLI commands: config loading, error reporting, exit codes."""
+"""Helpers shared by CLI commands: config loading, error reporting, exit codes, common options.
+
+``offline_env`` is :func:`arborag.env.offline_env` (the one owner), re-exported for the commands.
+"""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -10,9 +12,10 @@ import typer
 from rich.console import Console
 
 from arborag.config import ArboragConfig, load_config
+from arborag.env import offline_env
 from arborag.errors import ArboragError
 
-__all__ = ["console", "err_console", "EXIT_OK", "EXIT_PARTIAL", "EXIT_ERROR", "EXIT_USAGE", "config_from", "fail", "offline_env"]
+__all__ = ["console", "err_console", "EXIT_OK", "EXIT_PARTIAL", "EXIT_ERROR", "EXIT_USAGE", "config_from", "corpus_option", "fail", "offline_env"]
 
 console = Console()
 err_console = Console(stderr=True)
@@ -25,14 +28,9 @@ EXIT_PARTIAL = 3  # the job ran but some inputs failed (recorded with reasons)
 CONFIG_OPTION = typer.Option(None, "--config", help="Path to an arborag.yaml (default: ./arborag.yaml if present).")
 
 
-def offline_env() -> None:
-    """Environment every command runs with: no hub downloads, no telemetry."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("DO_NOT_TRACK", "1")
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+def corpus_option(help_text: str) -> Any:
+    """``--corpus/-c``, required, also read from ``ARBORAG_CORPUS``."""
+    return typer.Option(..., "--corpus", "-c", envvar="ARBORAG_CORPUS", help=help_text)
 
 
 def config_from(path: Path | None, overrides: dict[str, dict[str, Any]] | None = None) -> ArboragConfig:

@@ -29,9 +29,9 @@ def register(app: typer.Typer) -> None:
     def query(
         text: str = typer.Argument(..., help="The question (or a Lucene query with --lucene)."),
         corpus: Path = typer.Option(..., "--corpus", "-c", help="Corpus directory with a published build."),
-        mode: str = typer.Option("collapsed", "--mode", "-m", help="collapsed | traversal | sparse | hybrid."),
-        budget: int = typer.Option(2000, "--budget", "-b", help="Token budget of the returned context."),
-        k: int = typer.Option(5, "--k", help="traversal: nodes kept per level."),
+        mode: Optional[str] = typer.Option(None, "--mode", "-m", help="collapsed | traversal | sparse | hybrid (default: query.mode, collapsed)."),
+        budget: Optional[int] = typer.Option(None, "--budget", "-b", help="Token budget of the returned context (default: query.budget, 2000)."),
+        k: Optional[int] = typer.Option(None, "--k", help="traversal: nodes kept per level (default: query.k, 5)."),
         levels: Optional[str] = typer.Option(None, "--levels", help="Comma-separated tree levels to search, e.g. 0 for leaves only."),
         lucene: bool = typer.Option(False, "--lucene", help="sparse/hybrid: run TEXT as Lucene query syntax (+must -not \"phrase\" term^2 field:x)."),
         as_json: bool = typer.Option(False, "--json", help="Print hits as JSON."),
@@ -39,6 +39,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         offline_env()
         cfg = config_from(config)
+        # an option given on the command line wins; otherwise arborag.yaml / ARBORAG_QUERY__*
+        mode = mode if mode is not None else cfg.query.mode
+        budget = budget if budget is not None else cfg.query.budget
+        k = k if k is not None else cfg.query.k
         from arborag.query import open_index
 
         lv = [int(x) for x in levels.split(",")] if levels else None
