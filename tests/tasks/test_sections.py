@@ -161,9 +161,9 @@ def test_blank_line_blocks_grouped_to_a_target_size() -> None:
     text = "\n\n".join(paras)
     secs = block_sections(text, target_chars=250)
     _check_tiling(text, secs)
-    # each paragraph line is 116 chars (+1 newline), each blank line 1: after paragraphs 0, 1 and
-    # their blank lines 118 + 118 = 236 < 250; after paragraph 2 + blank 354 >= 250 -> the group
-    # closes at line 5; paragraphs 3, 4, 5 (354 chars) form the second group from line 6.
+    # each paragraph line is 112 chars (+1 newline), each blank line 1: after paragraphs 0, 1 and
+    # their blank lines 114 + 114 = 228 < 250; after paragraph 2 + blank 342 >= 250 -> the group
+    # closes at line 5; paragraphs 3, 4, 5 form the second group from line 6.
     assert [s.start_line for s in secs] == [0, 6]
     assert secs[0].title.startswith("Paragraph 0") and secs[1].title.startswith("Paragraph 3")
     assert len(block_sections("one short line", target_chars=250)) == 1
