@@ -1,0 +1,67 @@
+"""`arborag serve`: the HTTP API and search page over a built corpus (FastAPI + uvicorn)."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+TOKEN_ENV = "ARBORAG_SERVE_TOKEN"
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def register(app: typer.Typer) -> None:
+    @app.command(
+        "serve",
+        help=(
+            "Serve a built corpus over HTTP: POST /search, GET /nodes/{id}, GET /documents/{id}, /health, /stats, "
+            "a search page at / and the API docs at /docs. The model stays loaded; a newly published build is "
+            "picked up between requests.\n\n"
+            f"Binds to 127.0.0.1 unless --host says otherwise. When ${TOKEN_ENV} (or the variable named by "
+            "--token-env) is set, API calls need 'Authorization: Bearer <token>'.\n\n"
+            "Example:\n\n"
+            "  arborag serve --corpus /tmp/demo\n\n"
+            "  curl -s localhost:8000/search -H 'content-type: application/json' "
+            "-d '{\"text\": \"How did Cinderella reach her happy ending?\", \"budget\": 500}'"
+        ),
+    )
+    def serve(
+        corpus: Path = typer.Option(..., "--corpus", "-c", help="Corpus directory (built with `arborag build`)."),
+        host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind; 0.0.0.0 exposes the server to the network."),
+        port: int = typer.Option(8000, "--port", "-p", min=1, max=65535, help="TCP port."),
+        token_env: str = typer.Option(TOKEN_ENV, "--token-env", help="Environment variable holding the bearer token (unset = no token)."),
+        cors_origin: Optional[list[str]] = typer.Option(None, "--cors-origin", help="Allow browser calls from this origin (repeatable); CORS is off by default."),
+        max_k: int = typer.Option(100, "--max-k", min=1, help="Largest k a request may ask for."),
+        max_budget: int = typer.Option(20000, "--max-budget", min=1, help="Largest token budget a request may ask for."),
+        warm: bool = typer.Option(True, "--warm/--no-warm", help="Load the index and the query embedder before accepting requests."),
+        log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
+        config: Optional[Path] = typer.Option(None, "--config", help="Path to an arborag.yaml (default: ./arborag.yaml if present)."),
+    ) -> None:
+        from arborag.cli.common import config_from, err_console, fail, offline_env
+
+        offline_env()
+        cfg = config_from(config)
+        if not corpus.is_dir():
+            fail(FileNotFoundError(f"{corpus} is not a directory; build one with `arborag build SOURCE... --corpus {corpus}`"))
+        token = os.environ.get(token_env) or None
+        if not _is_loopback(host) and token is None:
+            err_console.print(f"[yellow]warning:[/] serving on {host} without a token; set {token_env} to require one")
+        import uvicorn
+
+        from arborag.serve import Limits, create_app
+
+        app = create_app(corpus, token=token, cors_origins=cors_origin or None, config=cfg, warm=warm,
+                         limits=Limits(max_k=max_k, max_budget=max_budget))
+        err_console.print(f"arborag serve: {corpus} on http://{host}:{port}/ (token {'required, from $' + token_env if token else 'off'})")
+        uvicorn.run(app, host=host, port=port, log_level=log_level, server_header=False)
