@@ -35,6 +35,8 @@ from itertools import pairwise
 import numpy as np
 import numpy.typing as npt
 
+from arborag.text import CLAUSE_PATTERN, SENTENCE_PATTERN
+
 __all__ = [
     "CLAUSE_PATTERN",
     "RCS_SEPARATORS",
@@ -52,21 +54,7 @@ __all__ = [
 
 IntArray = npt.NDArray[np.int64]
 
-# Sentence ends for the ``sentence`` strategy: ASCII . ? ! (and …) followed by whitespace, with
-# closing quotes/brackets kept in the sentence; CJK 。？！ (no space follows them in Chinese);
-# and every line break. "3.14" is not cut (no whitespace after the period); abbreviations
-# followed by a space ("Mr. Smith") are, as in the RAPTOR reference code.
-# (The leading lookahead is only a speed-up: it lets the regex engine skip to candidate
-# characters, 2-3x faster than trying each alternative at every position.)
-SENTENCE_PATTERN = re.compile(
-    r"(?=[.?!…。？！\n\r\u2028\u2029])"
-    r"(?:[.?!…]+[\"'”’)\]]*(?=\s)"
-    r"|[。？！…]+[”’」』）]*"
-    r"|[\n\r\u2028\u2029])"
-)
-# Clause ends, used only inside a sentence longer than the limit: , ; : followed by whitespace,
-# and the CJK ， ； ： 、.
-CLAUSE_PATTERN = re.compile(r"[,;:](?=\s)|[，；：、]")
+# Sentence and clause ends (SENTENCE_PATTERN, CLAUSE_PATTERN) are the house rules of arborag.text.
 
 # LangChain RecursiveCharacterTextSplitter's default separators, strongest first.
 RCS_SEPARATORS: tuple[str, ...] = ("\n\n", "\n", " ", "")

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 
 from arborag.config import SummarizeConfig
+from arborag.text import CJK_CHAR, split_sentences
 from arborag.tokenizer import Tokenizer, get_tokenizer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -75,51 +76,8 @@ class Summarizer(Protocol):
     ) -> list[SummaryResult]: ...
 
 
-# -- sentences and terms ------------------------------------------------------------------------
-_SENT_END = re.compile(
-    r"(?<=[.!?])[\"'”’)\]]*\s+"  # Latin sentence end followed by space
-    r"|(?<=[。！？；])"  # CJK sentence end (no space follows)
-    r"|\s*\n+\s*"  # line breaks
-)
+# -- terms (sentences: arborag.text) -----------------------------------------------------------
 _WORD = re.compile(r"\w+", re.UNICODE)
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
-
-
-_ABBREVIATIONS = frozenset(
-    "mr mrs ms dr prof st jr sr vs etc no nos mt ft gen col lt capt sgt rev hon gov sen rep pres "
-    "inc ltd co corp dept univ fig vol pp ed eds approx est jan feb mar apr jun jul aug sep sept "
-    "oct nov dec e.g i.e u.s u.k a.m p.m".split()
-)
-_LAST_WORD = re.compile(r"(\S+)\.[\"'”’)\]]*$")
-
-
-def _ends_with_abbreviation(piece: str) -> bool:
-    m = _LAST_WORD.search(piece)
-    if not m:
-        return False
-    word = m.group(1).lstrip("(\"'“‘[").lower()
-    # "Dr.", "e.g.", and initials such as "J." in "J. K. Rowling"
-    return word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha())
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences of ``text`` (stripped, non-empty), in order.
-
-    Splits after ``.``/``?``/``!`` followed by white space, after CJK sentence ends and at line
-    breaks — but not after common abbreviations ("Dr.", "e.g.") or initials ("J. K. Rowling").
-    """
-    out: list[str] = []
-    glue = False
-    for m_piece in _SENT_END.split(text):
-        piece = (m_piece or "").strip()
-        if not piece:
-            continue
-        if glue and out:
-            out[-1] = f"{out[-1]} {piece}"
-        else:
-            out.append(piece)
-        glue = _ends_with_abbreviation(piece)
-    return out
 
 
 def _stop_words() -> frozenset[str]:
@@ -137,7 +95,7 @@ def _terms(sentence: str) -> list[str]:
         _STOP = _stop_words()
     out: list[str] = []
     for w in _WORD.findall(sentence.lower()):
-        if _CJK.search(w):
+        if CJK_CHAR.search(w):
             chars = [c for c in w if not c.isspace()]
             out.extend(chars[i] + chars[i + 1] for i in range(len(chars) - 1))
             if len(chars) == 1:
