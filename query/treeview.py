@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from arborag.storage.corpus import Corpus
+from arborag.storage.tables import atomic_write_bytes
 
 __all__ = ["render_tree_html"]
 
@@ -111,5 +112,5 @@ def render_tree_html(corpus_dir: str | Path, out: str | Path, *, max_children: i
 </body></html>"""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(page, encoding="utf-8")
+    atomic_write_bytes(out, page.encode("utf-8"))
     return out

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from arborag.errors import NotBuiltError
 from arborag.storage.schemas import SCHEMAS
-from arborag.storage.tables import atomic_write_bytes, read_table, write_table
+from arborag.storage.tables import atomic_write_json, read_table, write_table
 
 __all__ = ["Corpus", "WORKING_TABLES", "SNAPSHOT_TABLES"]
 
@@ -108,12 +108,12 @@ class Corpus:
         """Seal ``partial`` as snapshot ``snapshot_id`` and switch the manifest to it atomically."""
         final = self.snapshots_dir / snapshot_id
         info = {**info, "snapshot": snapshot_id, "published_at": datetime.now(timezone.utc).isoformat()}
-        atomic_write_bytes(partial / "info.json", json.dumps(info, indent=2, sort_keys=True).encode())
+        atomic_write_json(partial / "info.json", info)
         if final.exists():  # identical content was published before: keep the sealed copy
             shutil.rmtree(partial)
         else:
             partial.rename(final)
-        atomic_write_bytes(self.manifest_path, json.dumps(info, indent=2, sort_keys=True).encode())
+        atomic_write_json(self.manifest_path, info)
         return final
 
     def publish_existing(self, snapshot_id: str, info: dict[str, Any]) -> Path:
@@ -122,7 +122,7 @@ class Corpus:
         if not final.is_dir():
             raise NotBuiltError(str(self.root))
         info = {**info, "snapshot": snapshot_id, "published_at": datetime.now(timezone.utc).isoformat()}
-        atomic_write_bytes(self.manifest_path, json.dumps(info, indent=2, sort_keys=True).encode())
+        atomic_write_json(self.manifest_path, info)
         return final
 
     def snapshot_table_path(self, name: str, snapshot_dir: Path | None = None) -> Path:

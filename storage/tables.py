@@ -1,15 +1,21 @@
 """Atomic, schema-checked Parquet I/O.
 
 A write goes to a temporary file in the same folder and is renamed over the target, so a
-reader (or a crash) never sees half a table. A table whose schema differs from the one in
+reader (or a crash) never sees half a table. These are arborag's only file writers:
+:func:`atomic_path` (any writer), :func:`atomic_write_bytes`, :func:`atomic_write_json`,
+:func:`atomic_write_parquet` and :func:`write_table` (schema-checked). A table whose schema differs from the one in
 :mod:`arborag.storage.schemas` is refused with :class:`~arborag.errors.SchemaError`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -17,7 +23,16 @@ import pyarrow.parquet as pq
 from arborag.errors import SchemaError
 from arborag.storage.schemas import SCHEMAS
 
-__all__ = ["write_table", "read_table", "empty_table", "conform", "atomic_write_bytes", "atomic_write_parquet"]
+__all__ = [
+    "atomic_path",
+    "atomic_write_bytes",
+    "atomic_write_json",
+    "atomic_write_parquet",
+    "conform",
+    "empty_table",
+    "read_table",
+    "write_table",
+]
 
 
 def empty_table(name: str) -> pa.Table:
@@ -52,34 +67,44 @@ def conform(name: str, table: pa.Table) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=schema)
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temporary file beside ``path`` to write to; renamed over ``path`` when the block ends
+    without an error, removed when it raises (readers never see a half-written file)::
 
-
-def atomic_write_parquet(table: pa.Table, path: str | Path) -> Path:
-    """Write ``table`` to ``path`` through a temporary file in the same folder + rename."""
+        with atomic_path(out / "plot.png") as tmp:
+            fig.savefig(tmp, format="png")
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
-        pq.write_table(table, tmp, compression="zstd")
+        yield Path(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return path
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (flushed to disk before the rename)."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def atomic_write_json(path: str | Path, obj: Any) -> None:
+    """``obj`` as indented JSON with sorted keys (arborag's metadata files), written atomically."""
+    atomic_write_bytes(path, json.dumps(obj, indent=2, sort_keys=True).encode())
+
+
+def atomic_write_parquet(table: pa.Table, path: str | Path) -> Path:
+    """Write ``table`` to ``path`` (zstd) through a temporary file in the same folder + rename."""
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+    return Path(path)
 
 
 def write_table(name: str, table: pa.Table, path: str | Path) -> Path:

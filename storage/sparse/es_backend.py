@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import inspect
-import json
 import math
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -24,7 +23,7 @@ from arborag.storage.sparse.analysis import node_rows
 from arborag.storage.sparse.es_bodies import es_alias_name, es_index_body, es_index_name, es_search_body
 from arborag.storage.sparse.es_connection import ES_MAX_RETRIES, ES_RETRY_STATUS, EsConnection, es_meta, es_reason
 from arborag.storage.sparse.protocol import ANALYZER_VERSION, SparseHit
-from arborag.storage.tables import atomic_write_bytes
+from arborag.storage.tables import atomic_write_json
 
 if TYPE_CHECKING:  # pragma: no cover
     from elasticsearch import Elasticsearch
@@ -116,7 +115,7 @@ def build_elasticsearch(nodes: pa.Table, directory: Path, cfg: SparseConfig, *, 
         conn.close()
     directory.mkdir(parents=True, exist_ok=True)
     marker = {"backend": "elasticsearch", "index": name, "snapshot_id": snapshot_id, "count": total}
-    atomic_write_bytes(directory / ES_MARKER_FILE, json.dumps(marker, indent=2, sort_keys=True).encode())
+    atomic_write_json(directory / ES_MARKER_FILE, marker)
     seconds = time.perf_counter() - started
     return {
         "backend": "elasticsearch",

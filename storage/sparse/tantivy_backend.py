@@ -19,7 +19,7 @@ from arborag.errors import SparseIndexError, SparseNotBuiltError
 from arborag.storage.lucene import INTEGER_FIELDS, KEYWORD_FIELDS, MatchAll, Node, Phrase, Term
 from arborag.storage.sparse.analysis import TOKENIZER_NAME, analyzer, node_rows, parse_checked, prepare_text, tokens
 from arborag.storage.sparse.protocol import ANALYZER_VERSION, SparseHit
-from arborag.storage.tables import atomic_write_bytes
+from arborag.storage.tables import atomic_write_json
 
 if TYPE_CHECKING:  # pragma: no cover
     import tantivy
@@ -87,7 +87,7 @@ def build_embedded(nodes: pa.Table, directory: Path, *, snapshot_id: str) -> dic
         "analyzer": ANALYZER_VERSION,
         "tantivy": getattr(tantivy, "__version__", "unknown"),
     }
-    atomic_write_bytes(directory / META_FILE, json.dumps(meta, indent=2, sort_keys=True).encode())
+    atomic_write_json(directory / META_FILE, meta)
     return {
         "backend": "embedded",
         "snapshot_id": snapshot_id,
