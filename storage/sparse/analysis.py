@@ -1,6 +1,6 @@
 """Text analysis shared by both engines, at index and query time, and input validation.
 
-CJK (Han, kana, Hangul) → overlapping character bigrams (a lone character stays a unigram),
+CJK (Han, kana, Hangul; the ranges of :data:`arborag.text.CJK_RANGES`) → overlapping character bigrams (a lone character stays a unigram),
 full-width ASCII / half-width katakana folded first; other text → words (letters, digits,
 marks, ``_``, inner ``'`` and ``.``), lowercased, Snowball English (Porter2) stemmed.
 Elasticsearch does the same with ``standard`` + ``cjk_width`` + ``lowercase`` + ``cjk_bigram`` +
@@ -21,29 +21,15 @@ import pyarrow.compute as pc
 
 from arborag.errors import QueryError, SchemaError
 from arborag.storage.lucene import DEFAULT_FIELD, MAX_CLAUSES, Bool, Node, Phrase, Term, escape_query, parse_query
+from arborag.text import CJK_RANGES, CJK_RUN, WIDE_RANGES
 
 if TYPE_CHECKING:  # pragma: no cover
     import tantivy
 
 __all__ = ["TOKENIZER_NAME", "analyze", "analyzer", "node_rows", "parse_checked", "prepare_text", "tokens"]
 
-_CJK_CLASS: Final = (
-    "\u1100-\u11ff"  # Hangul Jamo
-    "\u3005-\u3007"  # 々 〆 〇
-    "\u3040-\u309f"  # Hiragana
-    "\u30a0-\u30ff"  # Katakana
-    "\u3130-\u318f"  # Hangul compatibility Jamo
-    "\u31f0-\u31ff"  # Katakana phonetic extensions
-    "\u3400-\u4dbf"  # CJK extension A
-    "\u4e00-\u9fff"  # CJK unified ideographs
-    "\uac00-\ud7af"  # Hangul syllables
-    "\uf900-\ufaff"  # CJK compatibility ideographs
-    "\U00020000-\U0003134f"  # CJK extensions B-G
-)
-_WIDE_CLASS: Final = "\uff01-\uff5e\uff65-\uff9f"  # full-width ASCII, half-width katakana
-_CJK_RUN = re.compile(f"[{_CJK_CLASS}]+")
-_WIDE_RUN = re.compile(f"[{_WIDE_CLASS}]+")
-_NEEDS_PREP = re.compile(f"[{_CJK_CLASS}{_WIDE_CLASS}]")
+_WIDE_RUN = re.compile(f"[{WIDE_RANGES}]+")
+_NEEDS_PREP = re.compile(f"[{CJK_RANGES}{WIDE_RANGES}]")
 # Words: letters/digits/marks/underscore with inner ' ’ . (don't, U.S.A, 3.14), or grouped numbers.
 _WORD_PATTERN: Final = r"\p{N}+(?:[.,]\p{N}+)+|[\p{L}\p{N}\p{M}_]+(?:['’.][\p{L}\p{N}\p{M}_]+)*"
 TOKENIZER_NAME: Final = "arborag_text_v1"
@@ -64,7 +50,7 @@ def prepare_text(text: str) -> str:
     if not _NEEDS_PREP.search(text):
         return text
     text = _WIDE_RUN.sub(lambda m: unicodedata.normalize("NFKC", m.group()), text)
-    return _CJK_RUN.sub(_bigrams, text)
+    return CJK_RUN.sub(_bigrams, text)
 
 
 @cache
