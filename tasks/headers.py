@@ -1,0 +1,237 @@
+"""AutoContext chunk headers (dsRAG, SPEC §4): document title, document summary, optional
+section summaries, composed into the ``chunks.header`` column.
+
+The header, with ``{x}`` filled in and each part's trailing whitespace removed::
+
+    Document context: the following excerpt is from a document titled '{title}'. {doc_summary}
+
+    Section context: this excerpt is from the section titled '{section}'. {section_summary}
+
+A part whose title is empty is left out (no document title -> the header starts with the
+section part; no section title -> no blank line and no section part).
+
+- **Title** (:func:`document_title`): the metadata title unless it is only the file name
+  (what ingest falls back to), else the first Markdown heading in the first ~4k tokens, else
+  the LLM over the first ~4k tokens, else the metadata title / file stem anyway.
+- **Document summary** (:func:`document_summary`): the LLM over the first ~8k tokens, answering
+  "This document is about: …"; offline (or when the call fails) the lead sentences of the text
+  after its title lines (:func:`lead_summary`), with the same prefix.
+- **Section summary** (:func:`section_summary`): "This section is about: …", the same way.
+
+LLM calls go through an injected :class:`~arborag.tasks.sections_semantic.Complete`; a call that
+raises an ``ArboragError`` falls back to the offline path and is counted in
+:class:`HeaderStats`. :func:`chunk_headers` composes all headers of a chunks table with polars
+joins and string expressions (no Python loop over chunks).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+import polars as pl
+import pyarrow as pa
+
+from arborag.errors import ArboragError
+from arborag.tasks.sections_semantic import Complete
+
+__all__ = [
+    "DOC_PART",
+    "DOC_SUMMARY_PREFIX",
+    "PROMPT_VERSION",
+    "SECTION_PART",
+    "SECTION_SUMMARY_PREFIX",
+    "HeaderStats",
+    "chunk_headers",
+    "compose_header",
+    "document_summary",
+    "document_title",
+    "lead_summary",
+    "section_summary",
+]
+
+PROMPT_VERSION = "autocontext-v1"  # part of the headers' cache key with the model name
+DOC_PART = "Document context: the following excerpt is from a document titled '{title}'. {summary}"
+SECTION_PART = "Section context: this excerpt is from the section titled '{section}'. {summary}"
+DOC_SUMMARY_PREFIX = "This document is about: "
+SECTION_SUMMARY_PREFIX = "This section is about: "
+
+TITLE_PROMPT = (
+    "What is the title of the document below? If it has no explicit title, write a short, "
+    "descriptive one. Answer with the title only, in the document's language.\n\n{text}\n\nTitle:"
+)
+SUMMARY_PROMPT = (
+    "Say in one short sentence what the {kind} below is about. Answer in the form "
+    '"{prefix}…", in the document\'s language, and nothing else.\n\n{context}{text}'
+)
+Truncate = Callable[[str, int], str]
+
+
+@dataclass
+class HeaderStats:
+    llm_calls: int = 0
+    llm_failures: int = 0
+
+
+def _truncate(text: str, max_tokens: int) -> str:
+    from arborag.tokenizer import get_tokenizer
+
+    return get_tokenizer().truncate(text, max_tokens)
+
+
+def compose_header(title: str, doc_summary: str = "", section: str = "", section_summary: str = "") -> str:
+    """The exact header template (module docs)."""
+    parts = []
+    if title.strip():
+        parts.append(DOC_PART.format(title=title.strip(), summary=doc_summary.strip()).rstrip())
+    if section.strip():
+        parts.append(SECTION_PART.format(section=section.strip(), summary=section_summary.strip()).rstrip())
+    return "\n\n".join(parts)
+
+
+# -- titles -----------------------------------------------------------------------------------
+_ATX = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", flags=re.MULTILINE)
+
+
+def _clean_title(answer: str, limit: int = 150) -> str:
+    line = next((ln for ln in answer.strip().splitlines() if ln.strip()), "")
+    line = re.sub(r"^\s*(title\s*:\s*)", "", line, flags=re.IGNORECASE).strip().strip("\"'“”‘’*#").strip()
+    return line[:limit]
+
+
+def document_title(
+    text: str,
+    *,
+    metadata_title: str | None = None,
+    uri: str | None = None,
+    complete: Complete | None = None,
+    max_tokens: int = 4000,
+    truncate: Truncate = _truncate,
+    stats: HeaderStats | None = None,
+) -> tuple[str, str]:
+    """``(title, source)`` with source ``metadata`` | ``heading`` | ``llm`` | ``fallback``."""
+    stem = PurePosixPath(uri.rstrip("/")).stem if uri else ""
+    meta = (metadata_title or "").strip()
+    if meta and meta != stem:
+        return meta, "metadata"
+    head = truncate(text, max_tokens)
+    if m := _ATX.search(head):
+        return m.group(1).strip(), "heading"
+    if complete is not None:
+        answer = _ask(complete, TITLE_PROMPT.format(text=head), 40, stats)
+        if answer and (title := _clean_title(answer)):
+            return title, "llm"
+    return (meta or stem or "untitled"), "fallback"
+
+
+# -- summaries --------------------------------------------------------------------------------
+_SENTENCE = re.compile(r"[^.!?。！？]+[.!?。！？]+[\"'”’)\]]*|[^.!?。！？]+$")
+
+
+def lead_summary(text: str, *, title: str = "", max_chars: int = 240) -> str:
+    """The first sentences of ``text`` (after heading/title lines), at most ``max_chars``."""
+    body: list[str] = []
+    skipped: list[str] = []
+    for line in text.split("\n"):
+        s = line.strip()
+        if not s or s.startswith("#") or s.casefold() == title.strip().casefold():
+            continue
+        if not body and len(s) < 60 and not re.search(r"[.!?。！？:]$", s):
+            skipped.append(s)  # a short title-like line before the body
+            continue
+        body.append(s)
+        if sum(len(b) for b in body) > 4 * max_chars:
+            break
+    flat = " ".join(body or skipped[:1])
+    out = ""
+    for m in _SENTENCE.finditer(flat):
+        sent = m.group().strip()
+        if out and len(out) + 1 + len(sent) > max_chars:
+            break
+        out = f"{out} {sent}".strip()
+    if len(out) > max_chars:
+        out = out[:max_chars].rsplit(" ", 1)[0] + "…"
+    return out
+
+
+def _ask(complete: Complete, prompt: str, max_tokens: int, stats: HeaderStats | None) -> str | None:
+    if stats is not None:
+        stats.llm_calls += 1
+    try:
+        return complete(prompt, max_tokens=max_tokens)
+    except ArboragError:
+        if stats is not None:
+            stats.llm_failures += 1
+        return None
+
+
+def _with_prefix(answer: str, prefix: str) -> str:
+    s = " ".join(answer.strip().strip('"').split())
+    key = prefix.strip().rstrip(":").casefold()
+    if s.casefold().startswith(key):
+        s = s[len(key) :].lstrip(" :")
+    return prefix + s if s else ""
+
+
+def _summary(text: str, *, kind: str, prefix: str, context: str, complete: Complete | None,
+             max_tokens: int, truncate: Truncate, stats: HeaderStats | None, title: str) -> str:
+    if complete is not None:
+        prompt = SUMMARY_PROMPT.format(kind=kind, prefix=prefix, context=context, text=truncate(text, max_tokens))
+        answer = _ask(complete, prompt, 80, stats)
+        if answer and (out := _with_prefix(answer, prefix)):
+            return out
+    lead = lead_summary(text, title=title)
+    return prefix + lead if lead else ""
+
+
+def document_summary(
+    text: str, *, title: str = "", complete: Complete | None = None, max_tokens: int = 8000,
+    truncate: Truncate = _truncate, stats: HeaderStats | None = None,
+) -> str:
+    """``"This document is about: …"`` (LLM over the first ~8k tokens, or the lead sentences)."""
+    context = f"Document title: {title}\n\n" if title else ""
+    return _summary(text, kind="document", prefix=DOC_SUMMARY_PREFIX, context=context, complete=complete,
+                    max_tokens=max_tokens, truncate=truncate, stats=stats, title=title)
+
+
+def section_summary(
+    text: str, *, doc_title: str = "", section_title: str = "", complete: Complete | None = None,
+    max_tokens: int = 4000, truncate: Truncate = _truncate, stats: HeaderStats | None = None,
+) -> str:
+    """``"This section is about: …"`` for one section's text."""
+    context = (f"Document title: {doc_title}\n" if doc_title else "") + (f"Section title: {section_title}\n\n" if section_title else "")
+    return _summary(text, kind="section", prefix=SECTION_SUMMARY_PREFIX, context=context, complete=complete,
+                    max_tokens=max_tokens, truncate=truncate, stats=stats, title=section_title)
+
+
+# -- the header column ------------------------------------------------------------------------
+def _part(template: str, name: pl.Expr, summary: pl.Expr) -> pl.Expr:
+    head, rest = template.split("{", 1)  # "...titled '" | "title}'. {summary}"
+    mid = rest.split("}", 1)[1].split("{summary}", 1)[0]
+    return pl.concat_str([pl.lit(head), name, pl.lit(mid), summary]).str.strip_chars_end()
+
+
+def chunk_headers(chunks: pa.Table, documents: pa.Table, sections: pa.Table | None = None) -> pa.Array:
+    """The ``header`` of every chunk, in the chunks' row order.
+
+    ``chunks``: ``doc_id``, ``section_id`` (may be null). ``documents``: ``doc_id``, ``title``,
+    ``summary``. ``sections``: ``section_id``, ``title``, ``summary`` (optional). Same text as
+    :func:`compose_header` row by row.
+    """
+    c = pl.from_arrow(chunks.select(["doc_id", "section_id"])).with_row_index("_row")
+    d = pl.from_arrow(documents.select(["doc_id", "title", "summary"])).rename({"title": "_dt", "summary": "_ds"})
+    frame = c.join(d.unique("doc_id", keep="first"), on="doc_id", how="left")
+    if sections is not None and sections.num_rows:
+        s = pl.from_arrow(sections.select(["section_id", "title", "summary"])).rename({"title": "_st", "summary": "_ss"})
+        frame = frame.join(s.unique("section_id", keep="first"), on="section_id", how="left")
+    else:
+        frame = frame.with_columns(_st=pl.lit(None, pl.String), _ss=pl.lit(None, pl.String))
+    clean = {k: pl.col(k).fill_null("").str.strip_chars() for k in ("_dt", "_ds", "_st", "_ss")}
+    frame = frame.with_columns(**clean)
+    doc = pl.when(pl.col("_dt") != "").then(_part(DOC_PART, pl.col("_dt"), pl.col("_ds")))
+    sec = pl.when(pl.col("_st") != "").then(_part(SECTION_PART, pl.col("_st"), pl.col("_ss")))
+    header = pl.concat_str([doc, sec], separator="\n\n", ignore_nulls=True).fill_null("")
+    out = frame.sort("_row").select(header.alias("header"))
+    return out.to_arrow().column("header").combine_chunks().cast(pa.string())
