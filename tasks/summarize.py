@@ -26,14 +26,15 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from arborag.config import SummarizeConfig
+from arborag.errors import ConfigError
+from arborag.tasks.summary_types import Progress, Summarizer, SummaryResult
 from arborag.text import CJK_CHAR, split_sentences
 from arborag.tokenizer import Tokenizer, get_tokenizer
 
@@ -50,31 +51,6 @@ __all__ = [
 ]
 
 EXTRACTIVE_VERSION = "extractive-v1"
-
-Progress = Callable[[int], None] | None
-
-
-@dataclass(frozen=True)
-class SummaryResult:
-    """One cluster's summary. ``status`` is ``"ok"`` or ``"fallback:<reason>"``.
-
-    ``tokens_in``/``tokens_out`` are LLM tokens spent (0 for the extractive summarizer).
-    """
-
-    text: str
-    status: str
-    tokens_in: int
-    tokens_out: int
-
-
-@runtime_checkable
-class Summarizer(Protocol):
-    name: str  # model + prompt version; recorded in nodes.summarizer and part of node ids
-
-    def summarize_many(
-        self, clusters: Sequence[Sequence[str]], *, progress: Progress = None
-    ) -> list[SummaryResult]: ...
-
 
 # -- terms (sentences: arborag.text) -----------------------------------------------------------
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -231,4 +207,4 @@ def make_summarizer(
         from arborag.tasks.summarize_llm import OpenAISummarizer
 
         return OpenAISummarizer(cfg, cache_dir=cache_dir, fallback=extractive)
-    raise ValueError(f"unknown summarize.backend {cfg.backend!r}")  # pragma: no cover
+    raise ConfigError(f"unknown summarize.backend {cfg.backend!r}; use extractive or openai")  # pragma: no cover

@@ -1,6 +1,6 @@
 """Cluster summaries written by an LLM behind any OpenAI-compatible endpoint (SPEC §5.7).
 
-:class:`OpenAISummarizer` implements the :class:`~arborag.tasks.summarize.Summarizer` protocol with
+:class:`OpenAISummarizer` implements the :class:`~arborag.tasks.summary_types.Summarizer` protocol with
 RAPTOR's prompt. A cluster whose call still fails after the client's retries — or whose reply
 is empty — is summarized by the ``fallback`` summarizer (the extractive one) and gets status
 ``"fallback:<reason>"``: an error is never stored as summary text (the RAPTOR reference code
@@ -19,8 +19,8 @@ from typing import Any
 
 from arborag.config import SummarizeConfig
 from arborag.errors import LLMError
-from arborag.tasks.llm import Completion, LLMClient, Message
-from arborag.tasks.summarize import Summarizer, SummaryResult
+from arborag.llm import Completion, LLMClient, Message
+from arborag.tasks.summary_types import Summarizer, SummaryResult
 
 __all__ = ["OpenAISummarizer", "RAPTOR_PROMPT", "RAPTOR_SYSTEM", "build_context", "build_messages"]
 
@@ -47,7 +47,7 @@ class OpenAISummarizer:
 
     ``cache_dir`` is the folder of the LLM call cache (e.g. ``<corpus>/cache/llm``); ``None``
     disables it. ``fallback`` summarizes clusters whose LLM call failed. ``client`` replaces the
-    client built from ``cfg`` (tests); ``client_options`` go to :class:`~arborag.tasks.llm.LLMClient`
+    client built from ``cfg`` (tests); ``client_options`` go to :class:`~arborag.llm.LLMClient`
     (e.g. ``backoff_s``, ``retry_after_max_s``).
 
     ``SummaryResult.tokens_in/out`` are tokens *spent* on that result: 0 for a cache hit.

@@ -21,7 +21,7 @@ from fake_llm_server import FakeLLMServer, error, reply, slow
 from arborag.config import SummarizeConfig
 from arborag.errors import BackendUnavailable, ConfigError, LLMError
 from arborag.tokenizer import get_tokenizer
-from arborag.tasks.llm import LLMCache, LLMClient
+from arborag.llm import LLMCache, LLMClient
 from arborag.tasks.summarize import ExtractiveSummarizer
 from arborag.tasks.summarize_llm import RAPTOR_PROMPT, OpenAISummarizer, build_messages
 
