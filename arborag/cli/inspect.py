@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from arborag.cli.common import console, fail
-from arborag.errors import ArboragError
+from arborag.errors import ArboragError, NotBuiltError
 
 
 def register(app: typer.Typer) -> None:
@@ -43,5 +43,5 @@ def register(app: typer.Typer) -> None:
 
         man = Corpus(corpus).manifest()
         if man is None:
-            fail(ArboragError(f"{corpus} has no published snapshot; run `arborag build ... --corpus {corpus}`"))
+            fail(NotBuiltError(str(corpus)))
         typer.echo(json.dumps(man, indent=2))
