@@ -8,7 +8,8 @@ Every adapter produces, under a dataset folder::
       corpus/            the files `run_build` ingests (.txt written here, PDFs copied as they are)
       dataset.json       name, source paths, counts, fingerprint (content hash of all of the above)
 
-Gold evidence is matched to retrieved nodes through the *built* corpus: :func:`resolve_gold`
+Gold evidence is matched to retrieved nodes through the *built* corpus:
+:func:`arborag.tasks.evaluation.gold.resolve_gold`
 maps each gold id to the doc_ids (content hashes) of the ingested documents via the documents
 table's ``uri`` (file name), then ``title``, then text containment as a last resort.
 
@@ -31,7 +32,6 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal, get_args
-from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -40,7 +40,7 @@ from arborag.errors import ArboragError, ConfigError
 from arborag.hashing import hash_bytes, hash_json, hash_text
 from arborag.storage.schemas import EVIDENCE, QUERIES
 from arborag.storage.tables import atomic_write_bytes, read_table, write_table
-from arborag.tasks.metrics import GoldItem, MatchMode, normalize_answer
+from arborag.tasks.metrics import MatchMode
 
 __all__ = [
     "DATASETS",
@@ -51,14 +51,12 @@ __all__ = [
     "LoadedDataset",
     "PreparedDataset",
     "default_data_dir",
-    "gold_items",
     "load_dataset",
     "load_financebench",
     "load_hotpotqa",
     "load_narrativeqa",
     "prepare_dataset",
     "read_prepared",
-    "resolve_gold",
     "safe_filename",
 ]
 
@@ -397,52 +395,3 @@ def read_prepared(root: Path) -> PreparedDataset:
         n_files=int(meta["n_files"]),
         sources=tuple(meta.get("sources", ())),
     )
-
-
-# --------------------------------------------------------------------------------------------
-# Gold evidence -> doc_ids of a built corpus
-# --------------------------------------------------------------------------------------------
-def _uri_name(uri: str) -> str:
-    """The file name of a documents.uri (a path or a file:// URI)."""
-    if "://" in uri:
-        uri = unquote(urlparse(uri).path)
-    return Path(uri).name
-
-
-def resolve_gold(evidence: pa.Table, documents: pa.Table) -> dict[str, frozenset[str]]:
-    """Map every gold id to the doc_ids of the ingested documents that hold it.
-
-    Tried in order: the documents.uri file name equals the evidence file; the documents.title
-    equals the evidence title or file stem; the document text contains the gold text
-    (normalized). Only ``status == "ok"`` documents count. A gold id that matches nothing maps
-    to an empty set (it can never be retrieved; the report counts such ids).
-    """
-    docs = [d for d in documents.select(["doc_id", "uri", "title", "text", "status"]).to_pylist() if d["status"] == "ok"]
-    by_name: dict[str, set[str]] = {}
-    by_title: dict[str, set[str]] = {}
-    for d in docs:
-        by_name.setdefault(_uri_name(d["uri"] or ""), set()).add(d["doc_id"])
-        if d["title"]:
-            by_title.setdefault(d["title"].strip(), set()).add(d["doc_id"])
-    norm_docs: list[tuple[str, str]] | None = None
-    out: dict[str, frozenset[str]] = {}
-    for ev in evidence.to_pylist():
-        found = by_name.get(ev["file"])
-        if not found:
-            found = by_title.get((ev["title"] or "").strip()) or by_title.get(Path(ev["file"]).stem)
-        if not found and ev["text"]:
-            if norm_docs is None:
-                norm_docs = [(d["doc_id"], normalize_answer(d["text"] or "")) for d in docs]
-            needle = normalize_answer(ev["text"])
-            found = {doc_id for doc_id, text in norm_docs if needle and needle in text}
-        out[ev["gold_id"]] = frozenset(found or ())
-    return out
-
-
-def gold_items(gold_ids: Sequence[str], gold_texts: Sequence[str] | None, gold_docs: dict[str, frozenset[str]]) -> list[GoldItem]:
-    """The :class:`~arborag.tasks.metrics.GoldItem` list of one query row."""
-    texts = list(gold_texts or [])
-    return [
-        GoldItem(gold_id=g, doc_ids=gold_docs.get(g, frozenset()), text=texts[i] if i < len(texts) else "")
-        for i, g in enumerate(gold_ids)
-    ]

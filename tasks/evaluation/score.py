@@ -18,7 +18,8 @@ import pyarrow.parquet as pq
 from arborag.storage.corpus import Corpus
 from arborag.storage.schemas import HITS, RESULTS
 from arborag.tasks import metrics as M
-from arborag.tasks.datasets import PreparedDataset, gold_items, resolve_gold
+from arborag.tasks.datasets import PreparedDataset
+from arborag.tasks.evaluation.gold import gold_items, resolve_gold
 from arborag.tasks.evaluation.write import write_results
 
 __all__ = ["PredictionKey", "run_score", "score_hits", "score_row", "unresolved_gold"]
@@ -115,8 +116,9 @@ def score_hits(
 
 def unresolved_gold(queries: pa.Table, gold_docs: dict[str, frozenset[str]]) -> int:
     """How many distinct gold ids the queries need that map to no document of the corpus."""
+    resolved = [g for g, docs in gold_docs.items() if docs]
     needed = pl.from_arrow(queries.select(["gold_ids"])).get_column("gold_ids").explode().drop_nulls().unique()
-    return sum(1 for g in needed.to_list() if not gold_docs.get(g))
+    return int((~needed.is_in(resolved)).sum())
 
 
 def run_score(

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 
 from arborag.errors import ArboragError
 from arborag.storage.corpus import Corpus
+from arborag.tasks.evaluation.aggregate import percentile_expr
 
 __all__ = ["chunk_stats", "leaf_stats", "nodes_per_level"]
 
@@ -22,17 +23,17 @@ def nodes_per_level(nodes: pa.Table) -> dict[int, int]:
 
 
 def leaf_stats(n_tokens: pa.Array | pa.ChunkedArray) -> dict[str, Any]:
-    """Count, mean, p50, p95 (linear interpolation, as ``metrics.percentile``) and max of the
-    leaves' token counts; empty when there are none."""
+    """Count, mean, p50, p95 and max of the leaves' token counts (the values
+    ``metrics.mean``/``metrics.percentile`` give); empty when there are none."""
     df = pl.DataFrame({"n": pl.Series("n", n_tokens)}).drop_nulls()
     if df.is_empty():
         return {}
     n = pl.col("n")
     row = df.select(
         n.len().alias("leaves"),
-        n.mean().alias("mean_tokens"),
-        n.cast(pl.Float64).quantile(0.5, "linear").alias("p50_tokens"),
-        n.cast(pl.Float64).quantile(0.95, "linear").alias("p95_tokens"),
+        (n.sum() / n.len()).alias("mean_tokens"),
+        percentile_expr(n.cast(pl.Float64).implode(), 50).alias("p50_tokens"),
+        percentile_expr(n.cast(pl.Float64).implode(), 95).alias("p95_tokens"),
         n.max().alias("max_tokens"),
     ).row(0, named=True)
     return {k: (int(v) if k in ("leaves", "max_tokens") else float(v)) for k, v in row.items()}

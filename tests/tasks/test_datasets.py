@@ -1,33 +1,15 @@
-"""Dataset adapters on the shared data: queries table, corpus folder, gold evidence mapping."""
+"""Dataset adapters on the shared data: queries table, corpus folder, the prepared folder."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 from arborag.errors import ConfigError
-from arborag.storage.schemas import DOCUMENTS, QUERIES
-from arborag.tasks.datasets import (
-    gold_items,
-    load_dataset,
-    prepare_dataset,
-    read_prepared,
-    resolve_gold,
-    safe_filename,
-)
-
-
-def _documents(rows: list[dict]) -> pa.Table:
-    now = datetime.now(timezone.utc)
-    full = [
-        {"doc_id": r["doc_id"], "uri": r["uri"], "title": r.get("title"), "mime": "text/plain", "n_chars": len(r.get("text", "")),
-         "text": r.get("text", ""), "metadata": "{}", "ingested_at": now, "status": r.get("status", "ok"), "error": None}
-        for r in rows
-    ]
-    return pa.Table.from_pylist(full, schema=DOCUMENTS)
+from arborag.storage.schemas import QUERIES
+from arborag.tasks.datasets import load_dataset, prepare_dataset, read_prepared, safe_filename
 
 
 def test_safe_filename() -> None:
@@ -103,31 +85,3 @@ def test_unknown_dataset_and_missing_data(tmp_path: Path) -> None:
         load_dataset("squad", tmp_path)
     with pytest.raises(ConfigError, match="does not exist"):
         load_dataset("hotpotqa", tmp_path)
-
-
-def test_resolve_gold_by_uri_title_and_text() -> None:
-    from arborag.tasks.datasets import EVIDENCE
-
-    evidence = pa.Table.from_pylist(
-        [
-            {"gold_id": "Alû", "file": "Alu.txt", "title": "Alû", "text": "Alû\nAlû is a demon."},
-            {"gold_id": "T", "file": "missing.txt", "title": "Title Only", "text": "t"},
-            {"gold_id": "P#page=2", "file": "gone.pdf", "title": "gone", "text": "Net sales rose 9%."},
-            {"gold_id": "none", "file": "none.txt", "title": "none", "text": "never ingested"},
-        ],
-        schema=EVIDENCE,
-    )
-    docs = _documents(
-        [
-            {"doc_id": "d1", "uri": "file:///data/corpus/Alu.txt", "title": "Alû", "text": "Alû\nAlû is a demon."},
-            {"doc_id": "d2", "uri": "/x/other.txt", "title": "Title Only", "text": "t"},
-            {"doc_id": "d3", "uri": "/x/report.pdf", "title": "report", "text": "Highlights. Net sales rose 9%. More."},
-            {"doc_id": "d4", "uri": "/x/none.txt", "title": "none", "text": "x", "status": "error"},
-        ]
-    )
-    gold = resolve_gold(evidence, docs)
-    assert gold == {"Alû": frozenset({"d1"}), "T": frozenset({"d2"}), "P#page=2": frozenset({"d3"}), "none": frozenset()}
-    items = gold_items(["Alû", "none"], ["Alû\nAlû is a demon."], gold)
-    assert items[0].doc_ids == frozenset({"d1"}) and items[0].text.startswith("Alû")
-    assert items[1].doc_ids == frozenset() and items[1].text == ""
-

@@ -1,0 +1,83 @@
+"""Gold evidence -> doc_ids of a built corpus, and the gold items of one question.
+
+A dataset's ``evidence.parquet`` (``storage.schemas.EVIDENCE``) names files and titles; a built
+corpus knows documents by content hash. :func:`resolve_gold` joins the two (polars) so scoring
+can tell whether a retrieved leaf comes from a gold document.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import polars as pl
+import pyarrow as pa
+
+from arborag.tasks.metrics import GoldItem, normalize_answer
+
+__all__ = ["gold_items", "resolve_gold"]
+
+
+def _uri_name(uri: str) -> str:
+    """The file name of a documents.uri (a path or a file:// URI)."""
+    if "://" in uri:
+        uri = unquote(urlparse(uri).path)
+    return Path(uri).name
+
+
+def _matches(evidence: pl.DataFrame, docs: pl.DataFrame, left: str, name: str) -> pl.DataFrame:
+    """Per evidence row (``_ev``), the doc_ids whose ``key`` equals the evidence's ``left`` column."""
+    return (
+        evidence.select("_ev", left)
+        .join(docs, left_on=left, right_on="key", how="inner")
+        .group_by("_ev")
+        .agg(pl.col("doc_id").unique().alias(name))
+    )
+
+
+def resolve_gold(evidence: pa.Table, documents: pa.Table) -> dict[str, frozenset[str]]:
+    """Map every gold id to the doc_ids of the ingested documents that hold it.
+
+    Tried in order: the documents.uri file name equals the evidence file; the documents.title
+    equals the evidence title or file stem; the document text contains the gold text
+    (normalized). Only ``status == "ok"`` documents count. A gold id that matches nothing maps
+    to an empty set (it can never be retrieved; the report counts such ids). The first two are
+    polars joins; the text search runs only for the evidence they leave unresolved.
+    """
+    docs = pl.from_arrow(documents.select(["doc_id", "uri", "title", "text", "status"])).filter(pl.col("status") == "ok")
+    by_name = docs.select("doc_id", pl.col("uri").fill_null("").map_elements(_uri_name, return_dtype=pl.String).alias("key"))
+    by_title = docs.filter(pl.col("title").is_not_null() & (pl.col("title") != "")).select(
+        "doc_id", pl.col("title").str.strip_chars().alias("key")
+    )
+    ev = pl.from_arrow(evidence.select(["gold_id", "file", "title", "text"])).with_row_index("_ev")
+    ev = ev.with_columns(
+        pl.col("title").fill_null("").str.strip_chars().alias("_title"),
+        pl.col("file").map_elements(lambda f: Path(f).stem, return_dtype=pl.String).alias("_stem"),
+    )
+    found = (
+        ev.join(_matches(ev, by_name, "file", "_by_name"), on="_ev", how="left")
+        .join(_matches(ev, by_title, "_title", "_by_title"), on="_ev", how="left")
+        .join(_matches(ev, by_title, "_stem", "_by_stem"), on="_ev", how="left")
+        .sort("_ev")
+        .select("gold_id", "text", pl.coalesce("_by_name", "_by_title", "_by_stem").alias("doc_ids"))
+    )
+    norm_docs: list[tuple[str, str]] | None = None
+    out: dict[str, frozenset[str]] = {}
+    for gold_id, text, doc_ids in found.iter_rows():
+        if not doc_ids and text:  # the last resort: the gold text inside a document's text
+            if norm_docs is None:
+                norm_docs = [(d, normalize_answer(t or "")) for d, t in docs.select("doc_id", "text").iter_rows()]
+            needle = normalize_answer(text)
+            doc_ids = [doc_id for doc_id, t in norm_docs if needle and needle in t]
+        out[gold_id] = frozenset(doc_ids or ())
+    return out
+
+
+def gold_items(gold_ids: Sequence[str], gold_texts: Sequence[str] | None, gold_docs: dict[str, frozenset[str]]) -> list[GoldItem]:
+    """The :class:`~arborag.tasks.metrics.GoldItem` list of one query row."""
+    texts = list(gold_texts or [])
+    return [
+        GoldItem(gold_id=g, doc_ids=gold_docs.get(g, frozenset()), text=texts[i] if i < len(texts) else "")
+        for i, g in enumerate(gold_ids)
+    ]
