@@ -18,9 +18,9 @@ Typical use inside a flow::
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.util
+import json
 import os
 import uuid
 from collections.abc import Iterable
@@ -28,37 +28,35 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from arborag.errors import BackendUnavailable, LLMError
+from arborag.config import ArboragConfig, load_config
+from arborag.env import OFFLINE_ENV, offline_env
+from arborag.errors import ArboragError, BackendUnavailable, LLMError
 from arborag.hashing import hash_json
 from arborag.storage.corpus import Corpus
+from arborag.tasks.context import file_fingerprint, table_fingerprint
 
 __all__ = [
     "PREFECT_ENV_DEFAULTS",
     "RETRY_ON",
     "cache_key_from_files",
+    "cache_key_from_stats",
+    "config_overrides",
     "code_fingerprint",
     "current_flow_run_id",
     "file_fingerprint",
     "new_run_id",
+    "plain_json",
     "prefect_env_defaults",
     "results_dir",
+    "stat_fingerprint",
     "table_fingerprint",
     "task_options",
     "was_cached",
 ]
 
-#: Environment every Prefect process here needs (offline, no telemetry, a slow-start allowance).
-#: Prefect reads its settings when it is imported: apply these *before* ``import prefect``.
-PREFECT_ENV_DEFAULTS: dict[str, str] = {
-    "DO_NOT_TRACK": "1",
-    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
-    "PREFECT_LOGGING_LEVEL": "WARNING",
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-}
-
-_CHUNK = 1 << 20
+#: Environment every Prefect process here needs (offline, no telemetry, a slow-start allowance):
+#: the foundation's one list (:mod:`arborag.env`). Apply it *before* ``import prefect``.
+PREFECT_ENV_DEFAULTS = OFFLINE_ENV
 
 #: Exceptions worth retrying: I/O and unreachable services. Typed input errors (IngestError,
 #: SchemaError, ConfigError, ...) fail the same way every time and are not retried.
@@ -66,13 +64,8 @@ RETRY_ON: tuple[type[BaseException], ...] = (OSError, BackendUnavailable, LLMErr
 
 
 def prefect_env_defaults() -> None:
-    """Set :data:`PREFECT_ENV_DEFAULTS` where the environment does not set them already.
-
-    Call before Prefect is first imported in the process (the CLI does, via
-    ``arborag.cli.common.offline_env``; ``scripts/env.sh`` exports the same values).
-    """
-    for name, value in PREFECT_ENV_DEFAULTS.items():
-        os.environ.setdefault(name, value)
+    """Set the offline defaults (:func:`arborag.env.offline_env`); call before Prefect is first imported."""
+    offline_env()
 
 
 def results_dir(corpus: Corpus) -> Path:
@@ -135,22 +128,6 @@ def _retry_condition(retry_on: tuple[type[BaseException], ...]) -> Any:
     return should_retry
 
 
-def file_fingerprint(path: str | Path) -> str:
-    """Content hash of a file; a file that cannot be read gets a stable marker of why.
-
-    So an unreadable file keys a cache as well as a readable one: the key changes when the
-    file becomes readable (or changes), not on every run.
-    """
-    digest = hashlib.blake2b(digest_size=16)
-    try:
-        with open(path, "rb") as fh:
-            while block := fh.read(_CHUNK):
-                digest.update(block)
-    except OSError as exc:
-        return f"unreadable:{exc.errno}"
-    return digest.hexdigest()
-
-
 def cache_key_from_files(paths: Iterable[str | Path], *parts: Any) -> str:
     """A cache key over the content of ``paths`` (order-independent) and JSON-able ``parts``.
 
@@ -159,14 +136,6 @@ def cache_key_from_files(paths: Iterable[str | Path], *parts: Any) -> str:
     """
     files = sorted({os.path.abspath(os.fspath(p)) for p in paths})
     return hash_json([[f, file_fingerprint(f)] for f in files] + [list(parts)])
-
-
-def table_fingerprint(path: str | Path) -> str:
-    """Content hash of a table file (``"absent"`` when it does not exist)."""
-    path = Path(path)
-    if not path.exists():
-        return "absent"
-    return file_fingerprint(path)
 
 
 def code_fingerprint(*modules: str) -> str:
@@ -213,3 +182,49 @@ def current_flow_run_id() -> str | None:
 def new_run_id() -> str:
     """A sortable run id for runs without Prefect: ``YYYYmmddTHHMMSS-<6 hex>``."""
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
+def stat_fingerprint(path: str | Path) -> str:
+    """Size and modification time of a file (reads nothing); a stable marker when it cannot be seen."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return f"unreadable:{exc.errno}"
+    return f"{st.st_size}:{st.st_mtime_ns}"
+
+
+def cache_key_from_stats(paths: Iterable[str | Path], *parts: Any) -> str:
+    """Like :func:`cache_key_from_files` but over the files' size and mtime, so keying reads no file.
+
+    For sources the stage reads anyway (ingest hashes each file's bytes itself and skips an
+    unchanged one): a touched-but-unchanged file only costs a cache miss, never a wrong result.
+    """
+    files = sorted({os.path.abspath(os.fspath(p)) for p in paths})
+    return hash_json([[f, stat_fingerprint(f)] for f in files] + [list(parts)])
+
+
+def config_overrides(config: ArboragConfig) -> dict[str, dict[str, Any]]:
+    """``config`` as the JSON overrides a flow needs to load it back (secrets excluded).
+
+    Only what differs from the config this process would load by itself (defaults < arborag.yaml
+    < ``ARBORAG_*``) is passed, so a flow run started in-process gets ``config`` back exactly
+    while its parameters stay short. Secrets (``public_dict`` drops them) come from the
+    environment of the process running the flow.
+    """
+    mine = config.public_dict()
+    try:
+        base = load_config(None).public_dict()
+    except ArboragError:
+        base = {}
+    out: dict[str, dict[str, Any]] = {}
+    for section, values in mine.items():
+        diff = {k: v for k, v in values.items() if (base.get(section) or {}).get(k, object()) != v}
+        if diff:
+            out[section] = diff
+    return out
+
+
+def plain_json(out: dict[str, Any]) -> dict[str, Any]:
+    """A plain-JSON copy of a flow's return value (detached from Prefect's result objects)."""
+    copied: dict[str, Any] = json.loads(json.dumps(out, default=str))
+    return copied

@@ -49,14 +49,19 @@ from dataclasses import dataclass
 from typing import Any, get_args
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from arborag.config import SegmentConfig, Strategy
 from arborag.errors import SegmentationError
 from arborag.hashing import hash_json, short_id
+from arborag.progress import progress_bar
 from arborag.tokenizer import Tokenizer, get_tokenizer
 from arborag.storage.schemas import CHUNKS
 from arborag.storage.tables import conform
+from arborag.tasks.context import StageContext
+from arborag.tasks.frames import frame, to_table
 from arborag.tasks.segmenters import (
     IntArray,
     clean_cuts,
@@ -75,7 +80,9 @@ __all__ = [
     "Span",
     "build_chunks",
     "check_params",
+    "chunks_fingerprint",
     "params_hash",
+    "run_chunks",
     "segment_offsets",
     "segment_text",
     "strategy_params",
@@ -270,3 +277,42 @@ def build_chunks(
     if progress is not None and pending:
         progress(pending)
     return conform("chunks", pa.table(cols, schema=CHUNKS))
+
+
+# ---------------------------------------------------------------------------------------------
+# Stage runner
+# ---------------------------------------------------------------------------------------------
+def chunks_fingerprint(chunks: pa.Table, strategy: str) -> str:
+    """Hash of the chunk ids of one strategy (ids hash doc, strategy, params and span)."""
+    ids = frame(chunks.select(["strategy", "chunk_id"])).filter(pl.col("strategy") == strategy)["chunk_id"]
+    return hash_json(ids.sort().to_list())
+
+
+def run_chunks(ctx: StageContext, strategy: str) -> dict[str, Any]:
+    """Segment the ok documents with ``strategy``; replace that strategy's rows of ``chunks``.
+
+    The other strategies' rows stay; the table is sorted by (strategy, doc_id, ordinal) and
+    written only when it changed (a no-op run leaves the file untouched).
+    """
+    corpus = ctx.corpus
+    docs = frame(corpus.read("documents")).filter(pl.col("status") == "ok")
+    existing = corpus.read("chunks")
+    with progress_bar(f"segment ({strategy})", docs.height, enabled=ctx.progress) as advance:
+        new = build_chunks(to_table(docs, "documents"), ctx.config.segment, strategy=strategy, progress=advance)  # type: ignore[arg-type]
+    merged = (
+        pl.concat([frame(existing).filter(pl.col("strategy") != strategy), frame(new)], how="vertical_relaxed")
+        .sort(["strategy", "doc_id", "ordinal"], maintain_order=True)
+    )
+    table = to_table(merged, "chunks")
+    written = ctx.write_if_changed("chunks", table, existing)
+    ctx.counters.stages["segment"] = summary = {
+        "table": str(corpus.table_path("chunks")),
+        "strategy": strategy,
+        "documents": docs.height,
+        "chunks": new.num_rows,
+        "chunks_total": table.num_rows,
+        "tokens": int(pc.sum(new.column("n_tokens")).as_py() or 0) if new.num_rows else 0,
+        "written": written,
+        "fingerprint": chunks_fingerprint(table, strategy),
+    }
+    return summary

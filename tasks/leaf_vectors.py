@@ -1,0 +1,77 @@
+"""Stage ``embed``: the leaves' vectors, staged as ``staging/<key>/leaf_vectors.parquet``.
+
+Also the run's one embed function (:func:`embed_function`: the foundation embedder behind the
+storage embedding cache, counting what it computes in ``ctx.counters``), which the tree stage
+hands to :func:`arborag.tasks.tree.build_tree` for the summaries, and the staged vector files
+(``node_id`` + ``vector`` fixed-size list; :mod:`arborag.storage.arrays` converts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from arborag.embedder import Embedder
+from arborag.progress import progress_bar
+from arborag.storage.arrays import arrow_to_vectors, vectors_to_arrow
+from arborag.storage.embedding_cache import EmbeddingCache
+from arborag.storage.tables import atomic_write_parquet
+from arborag.tasks.context import StageContext
+from arborag.tasks.embeddings import embed_cached
+from arborag.tasks.leaves import load_leaves
+from arborag.tasks.tree import leaf_embed_texts
+
+__all__ = ["OUTPUTS", "embed_function", "embedder_of", "read_vectors_file", "run_leaf_vectors", "write_vectors_file"]
+
+OUTPUTS = ("leaf_vectors.parquet",)
+
+
+def embedder_of(ctx: StageContext) -> tuple[Embedder, EmbeddingCache]:
+    """The run's embedder (loaded once per run) and the corpus's embedding cache."""
+    return (
+        ctx.shared("embedder", lambda: Embedder(ctx.config.embed)),
+        ctx.shared("embedding_cache", lambda: EmbeddingCache(ctx.corpus.cache_dir / "embeddings")),
+    )
+
+
+def embed_function(ctx: StageContext, label: str) -> Callable[[Sequence[str]], np.ndarray]:
+    """``embed(texts) -> (n, dim) float32`` through the cache; adds computed texts to the counters."""
+
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        embedder, cache = embedder_of(ctx)
+        texts = list(texts)
+        with progress_bar(f"embed {label}", len(texts), enabled=ctx.progress) as advance:
+            vectors, n_new = embed_cached(texts, embedder, cache, progress=advance)
+        ctx.counters.embedded_texts += n_new
+        return vectors
+
+    return embed
+
+
+def write_vectors_file(path: Path, ids: pa.Array | pa.ChunkedArray, vectors: np.ndarray) -> None:
+    """Stage ``vectors`` (rows aligned with ``ids``) as a Parquet file, atomically."""
+    atomic_write_parquet(pa.table({"node_id": ids, "vector": vectors_to_arrow(vectors)}), path)
+
+
+def read_vectors_file(path: Path) -> tuple[pa.ChunkedArray, np.ndarray]:
+    """The ids and the ``(n, dim)`` float32 vectors of a staged vector file."""
+    t = pq.read_table(path)
+    return t.column("node_id"), arrow_to_vectors(t.column("vector"))
+
+
+def run_leaf_vectors(ctx: StageContext, key: str) -> dict[str, Any]:
+    """Embed the run's leaves (``header + text``) and stage their vectors under ``key``."""
+    stage_dir = ctx.staging_dir(key)
+    stage_dir.mkdir(parents=True, exist_ok=True)
+    leaves = load_leaves(ctx)
+    before = ctx.counters.embedded_texts
+    vectors = embed_function(ctx, "leaves")(leaf_embed_texts(leaves))
+    path = stage_dir / OUTPUTS[0]
+    write_vectors_file(path, leaves.column("chunk_id"), vectors)
+    ctx.counters.stages["embed"] = {"leaves": leaves.num_rows, "computed": ctx.counters.embedded_texts - before}
+    return {"path": str(path), "rows": leaves.num_rows}

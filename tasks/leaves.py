@@ -1,0 +1,86 @@
+"""The leaves a build starts from, the build's content-addressed key, and what a build would cost.
+
+- :func:`leaves_for` — the chunks of one strategy in document order (the tree's level 0);
+- :func:`build_key` — ``hash(leaf chunk ids + headers, embed/cluster/summarize/tree/sparse
+  config, code fingerprint)``: a build whose key equals the published snapshot's is a no-op;
+- :func:`estimate_cost` — the dry run's per-level summarizer estimate;
+- :func:`load_leaves` — the leaves of a run (computed once per run, shared by the stages).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from arborag.config import ArboragConfig
+from arborag.hashing import hash_json
+from arborag.tasks.context import StageContext
+
+__all__ = ["build_key", "estimate_cost", "leaves_for", "load_leaves", "snapshot_id_for", "tree_config"]
+
+# Summarizer/embedder settings that do not change a tree's content (speed, cost, credentials).
+_SUMMARIZE_RUNTIME = {"timeout_s", "concurrency", "retries", "price_in_per_1k", "price_out_per_1k", "api_key_env"}
+_EMBED_RUNTIME = {"batch_size", "threads", "device"}
+
+
+def tree_config(config: ArboragConfig) -> dict[str, Any]:
+    """The config parts that shape a tree (the build key's config)."""
+    pub = config.public_dict()
+    summ = {k: v for k, v in pub["summarize"].items() if k not in _SUMMARIZE_RUNTIME}
+    embed = {k: v for k, v in pub["embed"].items() if k not in _EMBED_RUNTIME}
+    return {"embed": embed, "cluster": pub["cluster"], "summarize": summ, "tree": pub["tree"]}
+
+
+def leaves_for(chunks: pa.Table, strategy: str) -> pa.Table:
+    """The chunks of ``strategy``, sorted by (doc_id, ordinal)."""
+    leaves = chunks.filter(pc.equal(chunks.column("strategy"), strategy))
+    order = pc.sort_indices(leaves, sort_keys=[("doc_id", "ascending"), ("ordinal", "ascending")])
+    return leaves.take(order)
+
+
+def build_key(leaves: pa.Table, config: ArboragConfig, code: str) -> str:
+    """The content address of a build; ``code`` is the fingerprint of the code that builds it."""
+    ids = leaves.column("chunk_id").to_pylist()
+    headers = hash_json(leaves.column("header").to_pylist())
+    sparse = {"backend": config.sparse.backend, "prefix": config.sparse.es_index_prefix}
+    return hash_json({"leaves": hash_json(ids), "headers": headers, "tree": tree_config(config), "sparse": sparse, "code": code})
+
+
+def snapshot_id_for(key: str) -> str:
+    return f"snap-{key[:20]}"
+
+
+def load_leaves(ctx: StageContext) -> pa.Table:
+    """The leaves of this run: the flow puts them in ``ctx.resources``; a runner called alone reads them."""
+    return ctx.shared("leaves", lambda: leaves_for(ctx.corpus.read("chunks"), ctx.config.segment.strategy))
+
+
+# Average number of children a summary covers. RAPTOR's GMM clusters hold a handful of
+# nodes; 5 matches the trees we build (see README). Used only for estimates.
+_EST_CLUSTER_SIZE = 5.0
+_EST_MEMBERSHIP = 1.1  # soft membership puts some nodes in more than one cluster
+
+
+def estimate_cost(leaves: pa.Table, config: ArboragConfig) -> list[dict[str, Any]]:
+    """Per level: nodes in, summaries out, summarizer input/output tokens, price (openai)."""
+    cfg = config.cluster
+    out_tokens = config.summarize.max_tokens
+    n = leaves.num_rows
+    tokens_per_node = float(np.mean(leaves.column("n_tokens").to_numpy())) if n else 0.0
+    rows = []
+    level = 0
+    while n > cfg.dims + 1 and level < cfg.max_levels:
+        n_sum = max(1, int(np.ceil(n * _EST_MEMBERSHIP / _EST_CLUSTER_SIZE)))
+        t_in = int(n * _EST_MEMBERSHIP * tokens_per_node)
+        t_out = n_sum * out_tokens
+        price = 0.0
+        if config.summarize.backend == "openai":
+            price = t_in / 1000 * config.summarize.price_in_per_1k + t_out / 1000 * config.summarize.price_out_per_1k
+        rows.append({"level": level + 1, "nodes_in": n, "summaries": n_sum, "tokens_in": t_in, "tokens_out": t_out, "price": round(price, 4)})
+        if n_sum >= n:
+            break
+        n, tokens_per_node, level = n_sum, float(out_tokens), level + 1
+    return rows
