@@ -8,7 +8,10 @@
     ├── BackendUnavailable           a service is unreachable (.backend, .url)
     ├── LLMError                     an LLM call failed after retries (.model, .reason)
     ├── NotBuiltError                a corpus has no published snapshot yet (.corpus)
-    └── QueryError                   a query cannot be run (.query, .position, .reason)
+    │   └── SparseNotBuiltError      no sparse index where one was expected
+    ├── QueryError                   a query cannot be run (.query, .position, .reason)
+    └── SparseIndexError             a sparse index cannot be built, published or opened
+        └── SparseBulkError          Elasticsearch rejected some nodes (.index, .failures, .total)
 
 Every message says what happened *and* what to do about it.
 """

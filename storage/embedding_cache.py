@@ -101,7 +101,7 @@ class EmbeddingCache:
         """Store new entries (already-present hashes are skipped) as one new shard."""
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or len(hashes) != vectors.shape[0]:
-            raise ValueError(f"got {len(hashes)} hashes for vectors of shape {vectors.shape}")
+            raise SchemaError("embedding cache", f"got {len(hashes)} hashes for vectors of shape {vectors.shape}")
         with self._lock:
             index = self._index.get(model_id, {})
             keep: list[int] = []

@@ -45,6 +45,7 @@ from typing import Any, Literal
 import numpy as np
 
 from arborag.config import ClusterConfig
+from arborag.errors import ConfigError, SchemaError
 
 __all__ = [
     "ClusterStats",
@@ -98,12 +99,12 @@ def soft_membership(probs: np.ndarray, threshold: float) -> list[Cluster]:
     """
     probs = np.asarray(probs, dtype=np.float64)
     if probs.ndim != 2:
-        raise ValueError(f"probs must be 2-D (n, k), got shape {probs.shape}")
+        raise SchemaError("cluster probabilities", f"must be 2-D (n, k), got shape {probs.shape}")
     n, k = probs.shape
     if n == 0:
         return []
     if k == 0:
-        raise ValueError("probs has no columns")
+        raise SchemaError("cluster probabilities", "has no columns")
     member = probs > threshold
     orphans = np.flatnonzero(~member.any(axis=1))
     if orphans.size:
@@ -251,7 +252,7 @@ def select_k(
         for k in sorted(loose, key=lambda k: (loose[k], k))[:N_EXACT]:
             evaluate(k)
     else:  # pragma: no cover - guarded by the config Literal
-        raise ValueError(f"unknown bic_search {method!r}")
+        raise ConfigError(f"unknown cluster.bic_search {method!r}")
     best = min(bics, key=lambda k: (bics[k], k))
     if not math.isfinite(bics[best]):
         return 1, None, bics
@@ -422,15 +423,15 @@ def cluster_level(
     """
     x = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32))
     if x.ndim != 2:
-        raise ValueError(f"vectors must be 2-D (n, dim), got shape {x.shape}")
+        raise SchemaError("vectors", f"must be 2-D (n, dim), got shape {x.shape}")
     tok = np.asarray(n_tokens, dtype=np.int64).reshape(-1)
     if len(tok) != len(x):
-        raise ValueError(f"{len(x)} vectors but {len(tok)} token counts")
+        raise SchemaError("vectors", f"{len(x)} vectors but {len(tok)} token counts")
     n = len(x)
     if n == 0:
         return []
     if not np.isfinite(x).all():
-        raise ValueError("vectors contain NaN or infinite values")
+        raise SchemaError("vectors", "contain NaN or infinite values; check the embedder output")
     from threadpoolctl import threadpool_limits
 
     with _FIT_LOCK, threadpool_limits(1):

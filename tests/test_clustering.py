@@ -7,6 +7,7 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 from arborag.config import ClusterConfig
+from arborag.errors import SchemaError
 from arborag.tasks.clustering import (
     ClusterStats,
     cluster_level,
@@ -191,9 +192,9 @@ def test_single_member_over_the_token_limit_stays_alone():
 
 
 def test_rejects_bad_input():
-    with pytest.raises(ValueError):
+    with pytest.raises(SchemaError):
         cluster_level(np.zeros((3, 4), np.float32), [1, 2], CFG)
     bad = np.ones((5, 4), np.float32)
     bad[0, 0] = np.nan
-    with pytest.raises(ValueError):
+    with pytest.raises(SchemaError):
         cluster_level(bad, [1] * 5, CFG)
