@@ -12,322 +12,167 @@ One run compares retrieval *systems* (how the index is queried) and segmentation
 | hybrid | hybrid | all | dense + BM25 fused by reciprocal rank fusion |
 
 Builds: one per strategy (``run_build`` into ``OUT/corpora/<strategy>``); every system queries
-the same built index of its strategy (flat/collapsed/traversal come from one tree). The first
-strategy gets every system; the others get only the systems in ``strategy_systems`` (flat and
-collapsed by default). All corpora share one embedding cache (``OUT/cache``, symlinked as each
-corpus's ``cache/``), so a text that appears under several strategies is embedded once.
+the same built index of its strategy. The first strategy gets every system; the others get only
+the systems in ``strategy_systems``. All corpora share one embedding cache (``OUT/cache``).
 
-Caching (Prefect, results persisted under ``OUT/prefect``):
-- build: key = hash(dataset fingerprint, the strategy's config hash); a hit is used only while
-  the corpus still has that published snapshot;
-- retrieve: key = hash(build key + snapshot, queries, systems, budgets, k, query config);
-- score and report always run (seconds). So a rerun with nothing changed only re-scores.
+Caching (:data:`~arborag.flows.eval_stages.EVALUATE_PIPELINE`, results under ``OUT/prefect``):
+- build: key = hash(dataset fingerprint, the strategy's config hash, build code); a hit is used
+  only while the corpus still has that published snapshot;
+- retrieve: key = hash(build key + snapshot, queries, systems, budgets, k, query config, code);
+- answer, score and report always run (seconds). So a rerun with nothing changed only re-scores.
 
-Everything but the Prefect wrapping is a plain function (``use_prefect=False`` runs the same
-stages without an orchestrator; tests use it with a fake builder/index).
+Entry points: :func:`evaluate_flow` (module-level Prefect flow, JSON parameters; test doubles as
+``"module:attribute"`` strings) and :func:`evaluate` (Python: CLI, tests). ``evaluate`` runs the
+flow, or — without Prefect, or when handed test doubles as objects — the same pipeline directly
+(its stages still cache as Prefect tasks when ``use_prefect``).
 """
 
 from __future__ import annotations
 
-import inspect
-import json
-import os
-import platform
+import importlib
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 
-from arborag.config import ArboragConfig
-from arborag.errors import ConfigError
+from arborag.config import ArboragConfig, load_config
+from arborag.env import offline_env
+from arborag.flows.common import config_overrides, current_flow_run_id, new_run_id, plain_json
+from arborag.flows.eval_stages import (
+    EVAL_BUILD,
+    EVAL_RETRIEVE,
+    EVALUATE_PIPELINE,
+    BuildFn,
+    EvalOptions,
+    build_key,
+    build_valid,
+    machine_info,
+    previous_build,
+    retrieve_key,
+    stage_code,
+)
+from arborag.flows.stage import run_stage
 from arborag.hashing import hash_json
-from arborag.storage.schemas import HITS, RESULTS
-from arborag.tasks.datasets import PreparedDataset, prepare_dataset
-from arborag.tasks.evaluation.answer import collect_answers, llm_answerer
+from arborag.storage.corpus import Corpus
+from arborag.tasks.context import StageContext
+from arborag.tasks.datasets import prepare_dataset
+from arborag.tasks.evaluation.answer import AnswerMany, collect_answers, llm_answerer
 from arborag.tasks.evaluation.plan import (
-    BASELINE,
-    DEFAULT_STRATEGIES,
-    DEFAULT_STRATEGY_SYSTEMS,
-    STRATEGY_PRESETS,
-    SYSTEM_NAMES,
-    SYSTEMS,
-    SystemName,
-    SystemSpec,
-    default_budget,
-    plan_runs,
-    preset_text,
-    strategy_config,
-    systems_by_strategy,
+    BASELINE, STRATEGY_PRESETS, SYSTEMS, default_budget, plan_runs, preset_text, strategy_config, systems_by_strategy,
 )
-from arborag.tasks.evaluation.retrieve import OpenFn, SearchIndex, run_queries, run_retrieve
-from arborag.tasks.evaluation.score import run_score, score_hits
+from arborag.tasks.evaluation.retrieve import OpenFn
+from arborag.tasks.evaluation.score import run_score
 from arborag.tasks.evaluation.stats import chunk_stats
-from arborag.tasks.evaluation.write import write_json, write_report, write_run
+from arborag.tasks.evaluation.write import write_report, write_run
 
-__all__ = [
-    "HITS",
-    "RESULTS",
-    "STRATEGY_PRESETS",
-    "SYSTEMS",
-    "EvalOptions",
-    "SearchIndex",
-    "SystemName",
-    "SystemSpec",
-    "evaluate",
-    "plan_runs",
-    "run_queries",
-    "score_hits",
-    "strategy_config",
-]
+offline_env()  # Prefect reads its settings when imported
+from prefect import flow  # noqa: E402
+
+__all__ = ["EVALUATE_PIPELINE", "EvalOptions", "evaluate", "evaluate_flow", "evaluate_pipeline"]
 
 
-# Modules whose source is part of the build cache key (a code change re-runs the build task;
-# note that run_build itself may still answer "unchanged" if its own build key ignores code).
-BUILD_MODULES: tuple[str, ...] = (
-    "arborag.flows.build", "arborag.tasks.documents", "arborag.tasks.chunks", "arborag.tasks.segmenters", "arborag.tasks.embeddings",
-    "arborag.tasks.clustering", "arborag.tasks.tree", "arborag.tasks.summarize", "arborag.storage.vectors", "arborag.storage.sparse",
-)
-# Part of the retrieval cache key: bump when run_queries or the HITS schema changes (edits to
-# scoring or the report must not invalidate retrieval).
-RETRIEVE_VERSION = 2
+def _say(message: str) -> None:
+    from rich.console import Console
 
-BuildFn = Callable[..., dict[str, Any]]  # run_build(sources, corpus_dir, config) -> dict
-AnswerFn = Callable[[str, list[str]], str]  # (question, contexts) -> answer
+    Console(stderr=True).print(f"[bold cyan]eval[/] {message}")
 
 
-@dataclass
-class EvalOptions:
-    """Everything one evaluation run depends on (besides the dataset files and the config)."""
-
-    dataset: str
-    out_dir: Path
-    budgets: tuple[int, ...] = (500, 1000, 2000)
-    systems: tuple[str, ...] = SYSTEM_NAMES
-    strategies: tuple[str, ...] = DEFAULT_STRATEGIES
-    strategy_systems: tuple[str, ...] = DEFAULT_STRATEGY_SYSTEMS
-    limit: int | None = None
-    scope: str = "auto"
-    data_dir: Path | None = None
-    answer: bool = False
-    progress: bool = True
-
-    def __post_init__(self) -> None:
-        bad = [s for s in self.systems if s not in SYSTEMS]
-        if bad:
-            raise ConfigError(f"unknown system(s) {bad}; choose from {', '.join(SYSTEM_NAMES)}")
-        bad = [s for s in self.strategies if s not in STRATEGY_PRESETS]
-        if bad:
-            raise ConfigError(f"unknown strategy(ies) {bad}; choose from {', '.join(STRATEGY_PRESETS)}")
-        if not self.budgets or any(b <= 0 for b in self.budgets):
-            raise ConfigError(f"budgets must be positive token counts, got {list(self.budgets)}")
-        if not self.systems or not self.strategies:
-            raise ConfigError("at least one system and one strategy are needed")
-        self.budgets = tuple(sorted(set(int(b) for b in self.budgets)))
-        self.out_dir = Path(self.out_dir)
+def _builds(ctx: StageContext, opts: EvalOptions, prepared: Any, configs: dict[str, ArboragConfig], builder: BuildFn,
+            use_prefect: bool, failures: dict[str, str]) -> dict[str, dict[str, Any]]:
+    records: dict[str, dict[str, Any]] = {}
+    code = stage_code(EVAL_BUILD)
+    for i, (strategy, cfg) in enumerate(configs.items(), start=1):
+        if opts.progress:
+            _say(f"build {i}/{len(configs)}: {strategy} ({preset_text(strategy)})")
+        try:
+            previous = previous_build(ctx.corpus.root, strategy)
+            if not use_prefect and previous is not None and previous.get("key") == build_key(prepared, cfg):
+                records[strategy] = {**previous, "noop": True}  # plain runs: the record file is the cache
+                continue
+            record, cached = run_stage(
+                ctx, EVAL_BUILD, use_prefect=use_prefect, cache_key=hash_json([build_key(prepared, cfg), code]),
+                done=build_valid, prepared=prepared, strategy=strategy, cfg=cfg, builder=builder,
+            )
+            records[strategy] = {**record, "noop": True} if cached else record
+        except Exception as exc:  # one failed build must not sink the other strategies
+            failures[strategy] = f"{type(exc).__name__}: {exc}"
+            if opts.progress:
+                _say(f"  build of {strategy} failed: {failures[strategy]}")
+    return records
 
 
-# --------------------------------------------------------------------------------------------
-# Stages
-# --------------------------------------------------------------------------------------------
-_CONFIGS: dict[str, ArboragConfig] = {}
+def _retrievals(ctx: StageContext, opts: EvalOptions, prepared: Any, configs: dict[str, ArboragConfig], records: dict[str, dict[str, Any]],
+                by_strategy: dict[str, list[str]], opener: OpenFn, use_prefect: bool, failures: dict[str, str]) -> tuple[dict[str, Path], dict[str, Any]]:
+    hits_paths: dict[str, Path] = {}
+    info: dict[str, dict[str, Any]] = {}
+    embed_ms: dict[str, float] = {}  # single-question embedding times, shared by the strategies
+    code = stage_code(EVAL_RETRIEVE)
+    for strategy, rec in records.items():
+        systems = by_strategy[strategy]
+        path = ctx.corpus.root / "hits" / f"{strategy}.parquet"
+        key = retrieve_key(rec, prepared, systems, opts.budgets, configs[strategy])
+        try:
+            marker = path.with_suffix(".key")
+            if not use_prefect and path.exists() and marker.exists() and marker.read_text(encoding="utf-8") == key:
+                info[strategy] = {"path": str(path), "cached": True}
+            else:
+                out, cached = run_stage(
+                    ctx, EVAL_RETRIEVE, use_prefect=use_prefect, cache_key=hash_json([key, code]),
+                    done=lambda _s, path=path: path.exists(),
+                    prepared=prepared, record=rec, systems=systems, budgets=opts.budgets, cfg=configs[strategy],
+                    path=str(path), opener=opener, embed_ms=embed_ms,
+                )
+                info[strategy] = {**out, "cached": True} if cached else out
+            marker.write_text(key, encoding="utf-8")
+            hits_paths[strategy] = path
+        except Exception as exc:
+            failures[strategy] = f"retrieval failed: {type(exc).__name__}: {exc}"
+    return hits_paths, info
 
 
-def _link_shared_cache(corpus_dir: Path, shared: Path) -> None:
-    """Make ``corpus_dir/cache`` the shared cache folder (a symlink), unless it already exists."""
-    shared.mkdir(parents=True, exist_ok=True)
-    corpus_dir.mkdir(parents=True, exist_ok=True)
-    link = corpus_dir / "cache"
-    if link.is_symlink() or link.exists():
-        return
-    try:
-        link.symlink_to(os.path.relpath(shared, corpus_dir), target_is_directory=True)
-    except OSError:  # no symlinks here (some filesystems): each corpus keeps its own cache
-        pass
-
-
-def build_key(prepared: PreparedDataset, config: ArboragConfig) -> str:
-    return hash_json({"dataset": prepared.fingerprint, "config": config.config_hash(), "v": 1})
-
-
-def stage_build(
-    prepared: PreparedDataset, strategy: str, config: ArboragConfig, out_dir: Path, *, builder: BuildFn, progress: bool = True
+def evaluate_pipeline(
+    opts: EvalOptions, config: ArboragConfig, *, builder: BuildFn | None = None, opener: OpenFn | None = None,
+    answerer: AnswerMany | None = None, use_prefect: bool, run_id: str | None = None,
 ) -> dict[str, Any]:
-    """Build one strategy's corpus with the real build flow; returns a small record."""
-    corpus_dir = out_dir / "corpora" / strategy
-    _link_shared_cache(corpus_dir, out_dir / "cache")
-    previous = _previous_build(out_dir, strategy)
-    t0 = time.perf_counter()
-    summary = builder([str(prepared.corpus_dir)], str(corpus_dir), config, **({"progress": progress} if _takes(builder, "progress") else {}))
-    seconds = round(time.perf_counter() - t0, 2)
-    noop = bool(summary.get("noop", False))
-    if noop and previous is not None and previous.get("snapshot") == summary.get("snapshot"):
-        seconds = previous.get("seconds", seconds)  # report what the build that made the snapshot took
-    record = {
-        "strategy": strategy,
-        "corpus_dir": str(corpus_dir),
-        "key": build_key(prepared, config),
-        "config_hash": config.config_hash(),
-        "snapshot": summary.get("snapshot"),
-        "seconds": seconds,
-        "status": summary.get("status", "ok"),
-        "noop": noop,
-    }
-    write_json(corpus_dir / "eval_build.json", record)
-    return record
-
-
-def _takes(fn: Callable[..., Any], name: str) -> bool:
-    try:
-        return name in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-
-
-def _previous_build(out: Path, strategy: str) -> dict[str, Any] | None:
-    """The eval_build.json of a strategy's corpus, if it still describes the published snapshot."""
-    path = out / "corpora" / strategy / "eval_build.json"
-    try:
-        record = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
-    except ValueError:
-        return None
-    return record if _build_valid(record) else None
-
-
-def _build_valid(record: dict[str, Any] | None) -> bool:
-    if not record or not record.get("corpus_dir"):
-        return False
-    man = Path(record["corpus_dir"]) / "manifest.json"
-    if not man.exists():
-        return False
-    try:
-        return json.loads(man.read_text(encoding="utf-8")).get("snapshot") == record.get("snapshot")
-    except (OSError, ValueError):
-        return False
-
-
-def retrieve_key(record: dict[str, Any], prepared: PreparedDataset, systems: Sequence[str], budgets: Sequence[int], config: ArboragConfig) -> str:
-    return hash_json(
-        {
-            "build": record["key"],
-            "snapshot": record.get("snapshot"),
-            "queries": prepared.fingerprint,
-            "systems": list(systems),
-            "version": RETRIEVE_VERSION,
-            "budgets": list(budgets),
-            "query": config.query.model_dump(mode="json"),
-            "v": 1,
-        }
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# The flow
-# --------------------------------------------------------------------------------------------
-def machine_info() -> dict[str, Any]:
-    return {
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-    }
-
-
-def _evaluate_body(
-    opts: EvalOptions,
-    config: ArboragConfig,
-    *,
-    builder: BuildFn | None,
-    opener: OpenFn | None,
-    answerer: Callable[[list[tuple[str, list[str]]]], list[str]] | None,
-    use_prefect: bool,
-) -> dict[str, Any]:
+    """Prepare, build, retrieve, (answer,) score and report; the body of :func:`evaluate_flow`."""
     if builder is None:
         from arborag.flows.build import run_build as builder  # type: ignore[no-redef]
     if opener is None:
         from arborag.query import open_index as opener  # type: ignore[no-redef]
     out = opts.out_dir
     out.mkdir(parents=True, exist_ok=True)
+    ctx = StageContext(Corpus(out), config, run_id or new_run_id(), progress=opts.progress)
     timings: dict[str, float] = {}
-    t_all = time.perf_counter()
+    t_all = t0 = time.perf_counter()
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-    # 1. prepare
-    t0 = time.perf_counter()
     prepared = prepare_dataset(opts.dataset, out / "dataset", data_dir=opts.data_dir, limit=opts.limit, scope=opts.scope)  # type: ignore[arg-type]
     timings["prepare"] = time.perf_counter() - t0
 
-    runs = plan_runs(opts.strategies, opts.systems, opts.strategy_systems)
-    by_strategy = systems_by_strategy(runs)
+    by_strategy = systems_by_strategy(plan_runs(opts.strategies, opts.systems, opts.strategy_systems))
     configs = {s: strategy_config(config, s) for s in by_strategy}
-    for c in configs.values():
-        _CONFIGS[c.config_hash()] = c
-
-    # 2. build (one per strategy)
-    t0 = time.perf_counter()
-    records: dict[str, dict[str, Any]] = {}
     failures: dict[str, str] = {}
-    for i, strategy in enumerate(by_strategy, start=1):
-        cfg = configs[strategy]
-        if opts.progress:
-            _say(f"build {i}/{len(by_strategy)}: {strategy} ({preset_text(strategy)})")
-        try:
-            previous = _previous_build(out, strategy)
-            if previous is not None and previous.get("key") == build_key(prepared, cfg) and not use_prefect:
-                records[strategy] = {**previous, "noop": True}  # plain runs: the record file is the cache
-            elif use_prefect:
-                records[strategy] = _prefect_build(prepared, strategy, cfg, out, builder, opts.progress)
-            else:
-                records[strategy] = stage_build(prepared, strategy, cfg, out, builder=builder, progress=opts.progress)
-        except Exception as exc:  # one failed build must not sink the other strategies
-            failures[strategy] = f"{type(exc).__name__}: {exc}"
-            if opts.progress:
-                _say(f"  build of {strategy} failed: {failures[strategy]}")
-    timings["build"] = time.perf_counter() - t0
-
-    # 3. retrieve (per strategy, every system of it)
     t0 = time.perf_counter()
-    hits_paths: dict[str, Path] = {}
-    retrieve_info: dict[str, dict[str, Any]] = {}
-    embed_ms: dict[str, float] = {}  # single-question embedding times, shared by the strategies
-    for strategy, rec in records.items():
-        systems = by_strategy[strategy]
-        path = out / "hits" / f"{strategy}.parquet"
-        key = retrieve_key(rec, prepared, systems, opts.budgets, configs[strategy])
-        try:
-            marker = path.with_suffix(".key")
-            if not use_prefect and path.exists() and marker.exists() and marker.read_text(encoding="utf-8") == key:
-                retrieve_info[strategy] = {"path": str(path), "cached": True}
-            elif use_prefect:
-                retrieve_info[strategy] = _prefect_retrieve(prepared, rec, systems, opts.budgets, configs[strategy], path, key, opener, opts.progress, embed_ms)
-            else:
-                retrieve_info[strategy] = run_retrieve(prepared, rec, systems, opts.budgets, configs[strategy], path, opener=opener,
-                                                       progress=opts.progress, embed_ms=embed_ms)
-            marker.write_text(key, encoding="utf-8")
-            hits_paths[strategy] = path
-        except Exception as exc:
-            failures[strategy] = f"retrieval failed: {type(exc).__name__}: {exc}"
+    records = _builds(ctx, opts, prepared, configs, builder, use_prefect, failures)
+    timings["build"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    hits_paths, retrieve_info = _retrievals(ctx, opts, prepared, configs, records, by_strategy, opener, use_prefect, failures)
     timings["retrieve"] = time.perf_counter() - t0
 
-    # 3b. answers (optional, one budget: the default)
     predictions = None
-    if opts.answer and hits_paths:
+    if opts.answer and hits_paths:  # one budget: the default
         t0 = time.perf_counter()
         answer_many = answerer or llm_answerer(config, out / "cache" / "llm-answers")
         hits_tables = [pq.read_table(p) for p in hits_paths.values()]
         predictions = collect_answers(hits_tables, prepared.queries(), default_budget(config, opts.budgets), answer_many)
         timings["answer"] = time.perf_counter() - t0
 
-    # 4. score
     t0 = time.perf_counter()
     results, score_info = run_score(prepared, {s: records[s] for s in hits_paths}, hits_paths, out, predictions=predictions)
     timings["score"] = time.perf_counter() - t0
 
-    # 5. report
     t0 = time.perf_counter()
     meta = {
         "dataset": prepared.name,
@@ -370,86 +215,50 @@ def _evaluate_body(
     return {"out_dir": str(out), "rows": results.num_rows, "files": {k: str(v) for k, v in files.items()}, "failures": failures, "timings_s": meta["timings_s"]}
 
 
-def _say(message: str) -> None:
-    from rich.console import Console
-
-    Console(stderr=True).print(f"[bold cyan]eval[/] {message}")
-
-
-# -- Prefect wrappers ---------------------------------------------------------------------
-def _code_version(*modules: str) -> str:
-    from arborag.flows.common import code_fingerprint
-
-    try:
-        return code_fingerprint(*modules)
-    except ImportError:  # a module is not there yet: key on the names
-        return hash_json(list(modules))
+def _hook(path: str | None) -> Any:
+    """``"package.module:attribute"`` -> that object (a test double a separate process can import)."""
+    if not path:
+        return None
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)
 
 
-def _prefect_build(prepared: PreparedDataset, strategy: str, cfg: ArboragConfig, out: Path, builder: BuildFn, progress: bool) -> dict[str, Any]:
-    """stage_build as a Prefect task keyed on dataset content + the strategy's config hash + code."""
-    from prefect import task
-
-    from arborag.flows.common import task_options, was_cached
-    from arborag.storage.corpus import Corpus
-
-    key = "eval-build-" + hash_json([build_key(prepared, cfg), _code_version(*BUILD_MODULES)])
-    # A cache hit is trusted only while the corpus still publishes the snapshot it recorded.
-    previous = _previous_build(out, strategy)
-    usable = previous is not None and previous.get("key") == build_key(prepared, cfg)
-
-    def _run(strategy: str) -> dict[str, Any]:
-        return stage_build(prepared, strategy, cfg, out, builder=builder, progress=progress)
-
-    t = task(name="eval-build", task_run_name=f"build-{strategy}")(_run)
-    state = t.with_options(**task_options(Corpus(out), cache_key=key, refresh_cache=not usable))(strategy, return_state=True)
-    record = state.result()
-    if not _build_valid(record):
-        state = t.with_options(**task_options(Corpus(out), cache_key=key, refresh_cache=True))(strategy, return_state=True)
-        record = state.result()
-    return {**record, "noop": True} if was_cached(state) else record
-
-
-def _prefect_retrieve(
-    prepared: PreparedDataset,
-    record: dict[str, Any],
-    systems: Sequence[str],
-    budgets: Sequence[int],
-    cfg: ArboragConfig,
-    path: Path,
-    key: str,
-    opener: OpenFn,
-    progress: bool,
-    embed_ms: dict[str, float],
+@flow(name="arborag-eval", flow_run_name="eval-{dataset}", log_prints=False)
+def evaluate_flow(
+    dataset: str,
+    out_dir: str,
+    budgets: list[int] | None = None,
+    systems: list[str] | None = None,
+    strategies: list[str] | None = None,
+    strategy_systems: list[str] | None = None,
+    limit: int | None = None,
+    scope: str = "auto",
+    data_dir: str | None = None,
+    answer: bool = False,
+    progress: bool = False,
+    config_path: str | None = None,
+    config_overrides: dict[str, dict[str, Any]] | None = None,
+    builder: str | None = None,
+    opener: str | None = None,
+    answerer: str | None = None,
 ) -> dict[str, Any]:
-    """run_retrieve as a Prefect task keyed on the build, queries, systems, budgets, query config."""
-    from prefect import task
+    """Evaluate retrieval on ``dataset`` into ``out_dir``; every parameter is plain JSON.
 
-    from arborag.flows.common import task_options, was_cached
-    from arborag.storage.corpus import Corpus
-
-    key = "eval-retrieve-" + hash_json([key, RETRIEVE_VERSION, _code_version("arborag.query.index", "arborag.query.fusion", "arborag.storage.sparse", "arborag.storage.vectors")])
-
-    def _run(strategy: str) -> dict[str, Any]:
-        return run_retrieve(prepared, record, systems, budgets, cfg, path, opener=opener, progress=progress, embed_ms=embed_ms)
-
-    t = task(name="eval-retrieve", task_run_name=f"retrieve-{record['strategy']}")(_run)
-    state = t.with_options(**task_options(Corpus(path.parent.parent), cache_key=key, refresh_cache=not path.exists()))(
-        record["strategy"], return_state=True
+    The config is ``load_config(config_path, overrides=config_overrides)``; ``budgets`` default
+    to ``eval.budgets``. ``builder``/``opener``/``answerer`` name test doubles as
+    ``"module:attribute"`` (default: the real build, ``open_index`` and the configured LLM).
+    """
+    config = load_config(config_path, overrides=config_overrides)
+    given = {"systems": systems, "strategies": strategies, "strategy_systems": strategy_systems}
+    opts = EvalOptions(
+        dataset=dataset, out_dir=Path(out_dir), budgets=tuple(budgets or config.eval.budgets), limit=limit, scope=scope,
+        data_dir=Path(data_dir) if data_dir else None, answer=answer, progress=progress,
+        **{k: tuple(v) for k, v in given.items() if v},
     )
-    info = state.result()
-    return {**info, "cached": True} if was_cached(state) else info
-
-
-def _flow_entry(options_json: str, config_hash: str) -> dict[str, Any]:
-    opts_data = json.loads(options_json)
-    opts = EvalOptions(**{**opts_data, "out_dir": Path(opts_data["out_dir"]),
-                          "data_dir": Path(opts_data["data_dir"]) if opts_data.get("data_dir") else None})
-    hooks = _HOOKS.pop(config_hash, {})
-    return _evaluate_body(opts, _CONFIGS[config_hash], use_prefect=True, **hooks)
-
-
-_HOOKS: dict[str, dict[str, Any]] = {}
+    return evaluate_pipeline(
+        opts, config, builder=_hook(builder), opener=_hook(opener), answerer=_hook(answerer), use_prefect=True,
+        run_id=current_flow_run_id(),
+    )
 
 
 def evaluate(
@@ -463,20 +272,12 @@ def evaluate(
 ) -> dict[str, Any]:
     """Run the evaluation; writes results.parquet, summary.md, PNG plots and run.json to ``opts.out_dir``.
 
-    ``builder`` defaults to :func:`arborag.flows.build.run_build`, ``opener`` to :func:`arborag.query.open_index`
-    (tests pass fakes); ``answerer`` defaults to the configured LLM when ``opts.answer``.
+    ``builder`` defaults to :func:`arborag.flows.build.run_build`, ``opener`` to
+    :func:`arborag.query.open_index`, ``answerer`` to the configured LLM when ``opts.answer``.
+    With ``use_prefect`` and no doubles the :func:`evaluate_flow` runs (``config`` as JSON
+    overrides); doubles given as objects run the same pipeline directly, its stages still
+    cached as Prefect tasks.
     """
-    if not use_prefect:
-        return _evaluate_body(opts, config, builder=builder, opener=opener, answerer=answerer, use_prefect=False)
-    from arborag.flows.common import prefect_env_defaults
-
-    prefect_env_defaults()
-    from prefect import flow
-
-    h = config.config_hash()
-    _CONFIGS[h] = config
-    _HOOKS[h] = {"builder": builder, "opener": opener, "answerer": answerer}
-    data = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(opts).items()}
-    data = {k: (list(v) if isinstance(v, tuple) else v) for k, v in data.items()}
-    run = flow(name=f"arborag-eval-{opts.dataset}", log_prints=False, validate_parameters=False)(_flow_entry)
-    return run(json.dumps(data, default=str), h)
+    if not use_prefect or any(h is not None for h in (builder, opener, answerer)):
+        return evaluate_pipeline(opts, config, builder=builder, opener=opener, answerer=answerer, use_prefect=use_prefect)
+    return plain_json(evaluate_flow(**opts.to_params(), config_overrides=config_overrides(config)))

@@ -44,14 +44,15 @@ class Stage:
     retries: int = 0
     outputs: tuple[str, ...] = ()  # staged files/folders (under the build's staging dir) that prove it done
     resume: bool = False  # without Prefect: skip the stage when its outputs already exist
+    code: tuple[str, ...] | None = None  # modules whose source keys the stage (default: the runner's module)
 
     @property
     def runner(self) -> Callable[..., dict[str, Any]]:
         return self.task.fn  # type: ignore[no-any-return]
 
     @property
-    def module(self) -> str:
-        return str(self.runner.__module__)
+    def modules(self) -> tuple[str, ...]:
+        return self.code if self.code is not None else (str(self.runner.__module__),)
 
 
 def run_stage(
@@ -177,5 +178,5 @@ def module_closure(modules: Iterable[str]) -> dict[str, Path]:
 
 def pipeline_fingerprint(*pipelines: Iterable[Stage]) -> str:
     """Hash of the source of every stage runner module of ``pipelines`` and of what they import of ours."""
-    closure = module_closure(stage.module for pipeline in pipelines for stage in pipeline)
+    closure = module_closure(m for pipeline in pipelines for stage in pipeline for m in stage.modules)
     return hash_json([[name, path.read_text(encoding="utf-8")] for name, path in closure.items()])

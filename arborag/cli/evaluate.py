@@ -67,7 +67,8 @@ def register(app: typer.Typer) -> None:
         except ValueError:
             fail(ValueError(f"--budgets must be comma-separated integers, got {budgets!r}"), code=2)
             return
-        from arborag.flows.evaluate import DEFAULT_STRATEGIES, DEFAULT_STRATEGY_SYSTEMS, SYSTEM_NAMES, EvalOptions, evaluate
+        from arborag.flows.evaluate import EvalOptions, evaluate
+        from arborag.tasks.evaluation.plan import DEFAULT_STRATEGIES, DEFAULT_STRATEGY_SYSTEMS, SYSTEM_NAMES
 
         try:
             opts = EvalOptions(
