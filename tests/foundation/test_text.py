@@ -1,0 +1,32 @@
+"""arborag/text.py: one set of sentence, clause and CJK rules for every stage."""
+
+from __future__ import annotations
+
+from arborag.text import CJK_CHAR, CJK_RUN, CLAUSE_PATTERN, SENTENCE_PATTERN, split_sentences
+
+
+def _cuts(pattern, text: str) -> list[int]:
+    return [m.end() for m in pattern.finditer(text)]
+
+
+def test_sentence_ends_keep_closing_quotes_and_skip_decimals() -> None:
+    text = 'He said "Stop." Then 3.14 rose! 她跑了。」下一句\nNew line'
+    pieces = split_sentences(text)
+    assert pieces == ['He said "Stop."', "Then 3.14 rose!", "她跑了。」", "下一句", "New line"]
+    assert _cuts(SENTENCE_PATTERN, "Wait… what? Yes") == [5, 11]
+
+
+def test_abbreviations_and_initials_are_glued_back() -> None:
+    assert split_sentences("Dr. Smith met J. K. Rowling, e.g. in 1999. It rained.") == [
+        "Dr. Smith met J. K. Rowling, e.g. in 1999.",
+        "It rained.",
+    ]
+
+
+def test_clauses_and_cjk_ranges() -> None:
+    assert _cuts(CLAUSE_PATTERN, "a, b;c: d，e、f") == [2, 7, 10, 12]
+    for ch in "漢かカ한ᄀ々豈𠀀":
+        assert CJK_CHAR.fullmatch(ch), ch
+    for ch in "aé1，":
+        assert not CJK_CHAR.fullmatch(ch), ch
+    assert CJK_RUN.findall("abc 東京タワー def") == ["東京タワー"]
