@@ -16,6 +16,8 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _TERM_RUN = re.compile(r'(?:[^\s()\[\]{}:^"~*?!/\\]|\\.)+', re.DOTALL)
 _UNESCAPE = re.compile(r"\\(.)", re.DOTALL)
 _SPACE = re.compile(r"\s+")
+# One-character tokens.
+_SINGLE: Final = {"(": "LPAREN", ")": "RPAREN", ":": "COLON", "+": "PLUS", "-": "MINUS", "!": "NOT"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,23 +40,8 @@ def lex(q: str) -> list[Tok]:
         if c.isspace():
             i = _SPACE.match(q, i).end()  # type: ignore[union-attr]
             continue
-        if c == "(":
-            toks.append(Tok("LPAREN", i, raw=c))
-            i += 1
-        elif c == ")":
-            toks.append(Tok("RPAREN", i, raw=c))
-            i += 1
-        elif c == ":":
-            toks.append(Tok("COLON", i, raw=c))
-            i += 1
-        elif c == "+":
-            toks.append(Tok("PLUS", i, raw=c))
-            i += 1
-        elif c == "-":
-            toks.append(Tok("MINUS", i, raw=c))
-            i += 1
-        elif c == "!":
-            toks.append(Tok("NOT", i, raw=c))
+        if c in _SINGLE:
+            toks.append(Tok(_SINGLE[c], i, raw=c))
             i += 1
         elif c == '"':
             j, buf = i + 1, []
