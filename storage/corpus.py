@@ -24,7 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from arborag.errors import NotBuiltError
+from arborag.errors import NotBuiltError, SchemaError
 from arborag.storage.schemas import SCHEMAS
 from arborag.storage.tables import atomic_write_json, read_table, write_table
 
@@ -66,7 +66,7 @@ class Corpus:
 
     def table_path(self, name: str) -> Path:
         if name not in SCHEMAS:
-            raise KeyError(f"unknown table {name!r}; known: {sorted(SCHEMAS)}")
+            raise SchemaError(name, f"is not a table of arborag; known: {', '.join(sorted(SCHEMAS))}")
         return self.tables_dir / f"{name}.parquet"
 
     # -- working tables -------------------------------------------------------------------

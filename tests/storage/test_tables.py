@@ -39,3 +39,11 @@ def test_a_failed_write_keeps_the_old_file(tmp_path: Path) -> None:
         assert tmp.parent == tmp_path and tmp != target
         tmp.write_bytes(b"new")
     assert target.read_bytes() == b"new"
+
+
+def test_unknown_table_name_is_a_schema_error(tmp_path: Path) -> None:
+    from arborag.errors import SchemaError
+    from arborag.storage.corpus import Corpus
+
+    with pytest.raises(SchemaError, match="known: .*documents"):
+        Corpus(tmp_path).table_path("nope")
