@@ -1,4 +1,4 @@
-"""LLM client and OpenAISummarizer against a local fake OpenAI server (tests/fake_llm_server.py).
+"""tasks/summarize_llm.py: OpenAISummarizer (and the client under it) against a local fake OpenAI server.
 
 Backoff delays are made tiny through constructor options; nothing here leaves 127.0.0.1 except
 the ``llm``-marked test, which talks to the endpoint in ARBORAG_LLM_BASE_URL when it is set.
@@ -10,24 +10,17 @@ import json
 import logging
 import os
 import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 from fake_llm_server import FakeLLMServer, error, reply, slow
+from helpers_llm import FAST, KEY_ENV, SECRET
 
 from arborag.config import SummarizeConfig
-from arborag.errors import BackendUnavailable, ConfigError, LLMError
+from arborag.errors import BackendUnavailable, LLMError
 from arborag.tokenizer import get_tokenizer
-from arborag.llm import LLMCache, LLMClient
 from arborag.tasks.summarize import ExtractiveSummarizer
 from arborag.tasks.summarize_llm import RAPTOR_PROMPT, OpenAISummarizer, build_messages
-
-KEY_ENV = "ARBORAG_TEST_LLM_KEY"
-SECRET = "sk-test-TOPSECRET-0123456789abcdef"
-FAST = {"backoff_s": 0.001, "backoff_max_s": 0.01}
 
 CLUSTERS = [
     ["Alpha one. The first cluster talks about rivers.", "Rivers flow to the sea."],
@@ -140,15 +133,6 @@ def test_permanent_failure_falls_back_and_others_still_use_the_llm(server, caplo
     c = summ.counters()
     assert (c["llm_failures"], c["summaries_fallback"], c["llm_calls"]) == (1, 1, 2)
     assert "retry 1/2" in caplog.text
-
-
-def test_retries_exhausted_raise_llm_error_with_reason(server):
-    server.script("hello", slow(2.0))
-    client = LLMClient(model="fake-model", base_url=server.base_url, api_key_env=KEY_ENV, timeout_s=0.2, retries=1, **FAST)
-    with pytest.raises(LLMError) as info:
-        client.complete([{"role": "user", "content": "hello"}], max_tokens=5)
-    assert info.value.model == "fake-model"
-    assert info.value.reason == "timeout after 0.2s (2 attempts)"
 
 
 def test_empty_reply_counts_as_failure_and_is_not_cached(server, tmp_path):
@@ -264,32 +248,6 @@ def test_missing_key_for_a_local_server_uses_a_placeholder(server, monkeypatch):
     out = make_summarizer(server).summarize_many(CLUSTERS[:1])
     assert out[0].status == "ok"
     assert server.completions()[0].headers["authorization"] == "Bearer sk-no-key-required"
-
-
-def test_openai_itself_without_a_key_is_a_config_error(monkeypatch):
-    monkeypatch.delenv(KEY_ENV)
-    client = LLMClient(model="gpt-4o-mini", base_url=None, api_key_env=KEY_ENV, **FAST)
-    with pytest.raises(ConfigError, match=KEY_ENV):
-        client.complete([{"role": "user", "content": "hi"}], max_tokens=5)
-    assert client.counters()["llm_requests"] == 0
-
-
-def test_cache_reads_all_shards_and_skips_a_torn_line(tmp_path):
-    good = {"key": "k1", "text": "one", "prompt_tokens": 3, "completion_tokens": 1}
-    (tmp_path / "calls-old.jsonl").write_text(json.dumps(good) + "\n" + '{"key": "k2", "te', encoding="utf-8")
-    cache = LLMCache(tmp_path, shard_id="new", flush_every=1)
-    assert cache.get("k1")["text"] == "one" and cache.get("k2") is None
-    cache.put("k3", {"text": "three"})
-    assert json.loads((tmp_path / "calls-new.jsonl").read_text(encoding="utf-8"))["text"] == "three"
-    assert len(LLMCache(tmp_path)) == 2
-
-
-def test_import_does_no_work():
-    code = "import sys, arborag.tasks.llm, arborag.tasks.summarize_llm; print('openai' in sys.modules, 'tokenizers' in sys.modules)"
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path(__file__).parents[1]
-    )
-    assert out.stdout.split() == ["False", "False"]
 
 
 @pytest.mark.llm
