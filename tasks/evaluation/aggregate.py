@@ -86,39 +86,32 @@ def mean_expr(name: str) -> pl.Expr:
 
 
 def percentile_expr(values: pl.Expr, q: int) -> pl.Expr:
-    """metrics.percentile of a list column (nulls/NaN dropped, sorted), exactly as it interpolates."""
-    vals = values.list.eval(pl.element().fill_nan(None).drop_nulls().sort())
-    n = vals.list.len().cast(pl.Int64)
-    # (n - 1) * q / 100 as Python divides: a column divisor, since polars turns division by a
-    # scalar into multiplication by its reciprocal (37.05 would come out 37.050000000000004)
+    """metrics.percentile of ``values`` (per group in an aggregation; nulls and NaN dropped),
+    interpolated exactly as it does: ``v[lo] + (v[hi] - v[lo]) * (pos - lo)``, pos = (n - 1) * q / 100."""
+    v = values.cast(pl.Float64).fill_nan(None).drop_nulls().sort()
+    n = v.len().cast(pl.Int64)
+    # a column divisor, since polars turns division by a scalar literal into multiplication by
+    # its reciprocal (37.05 would come out 37.050000000000004)
     pos = ((n - 1) * q).cast(pl.Float64) / (n * 0 + 100).cast(pl.Float64)
     lo = pos.floor().cast(pl.Int64)
     hi = pl.min_horizontal(lo + 1, n - 1)
-    v_lo = vals.list.get(lo, null_on_oob=True)
-    v_hi = vals.list.get(hi, null_on_oob=True)
-    return pl.when(n > 0).then(v_lo + (v_hi - v_lo) * (pos - lo.cast(pl.Float64))).otherwise(None)
+    v_lo = v.get(lo, null_on_oob=True)
+    v_hi = v.get(hi, null_on_oob=True)
+    return pl.when(n > 0).then(v_lo + (v_hi - v_lo) * (pos - lo.cast(pl.Float64)))
 
 
 def _group_plan(lf: pl.LazyFrame, keys: list[str]) -> pl.LazyFrame:
     latency = pl.col("latency_ms").cast(pl.Float64)
     search = pl.when(latency.is_not_null()).then(latency - pl.col("embed_ms").cast(pl.Float64).fill_null(0.0))
     means = [c for c, _ in METRICS + ANSWER_METRICS] + ["context_tokens", "n_hits"]
-    return (
-        lf.group_by(keys, maintain_order=True)
-        .agg(
-            pl.len().alias("n"),
-            *[mean_expr(c) for c in means],
-            pl.col("answer_hit").is_not_null().sum().alias("n_answerable"),
-            (pl.col("error").is_not_null() & (pl.col("error") != "")).sum().alias("errors"),
-            latency.drop_nulls().alias("_lat"),
-            search.drop_nulls().alias("_search"),
-        )
-        .with_columns(
-            percentile_expr(pl.col("_lat"), 50).alias("p50_ms"),
-            percentile_expr(pl.col("_lat"), 95).alias("p95_ms"),
-            percentile_expr(pl.col("_search"), 50).alias("p50_search_ms"),
-        )
-        .drop("_lat", "_search")
+    return lf.group_by(keys, maintain_order=True).agg(
+        pl.len().alias("n"),
+        *[mean_expr(c) for c in means],
+        pl.col("answer_hit").is_not_null().sum().alias("n_answerable"),
+        (pl.col("error").is_not_null() & (pl.col("error") != "")).sum().alias("errors"),
+        percentile_expr(latency, 50).alias("p50_ms"),
+        percentile_expr(latency, 95).alias("p95_ms"),
+        percentile_expr(search, 50).alias("p50_search_ms"),
     )
 
 

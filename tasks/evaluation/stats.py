@@ -32,8 +32,8 @@ def leaf_stats(n_tokens: pa.Array | pa.ChunkedArray) -> dict[str, Any]:
     row = df.select(
         n.len().alias("leaves"),
         (n.sum() / n.len()).alias("mean_tokens"),
-        percentile_expr(n.cast(pl.Float64).implode(), 50).alias("p50_tokens"),
-        percentile_expr(n.cast(pl.Float64).implode(), 95).alias("p95_tokens"),
+        percentile_expr(n, 50).alias("p50_tokens"),
+        percentile_expr(n, 95).alias("p95_tokens"),
         n.max().alias("max_tokens"),
     ).row(0, named=True)
     return {k: (int(v) if k in ("leaves", "max_tokens") else float(v)) for k, v in row.items()}
