@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 from arborag.errors import ArboragError, ConfigError
 from arborag.hashing import hash_bytes, hash_json, hash_text
 from arborag.storage.schemas import EVIDENCE, QUERIES
-from arborag.storage.tables import atomic_write_bytes, read_table, write_table
+from arborag.storage.tables import atomic_path, atomic_write_bytes, read_table, write_table
 from arborag.tasks.metrics import MatchMode
 
 __all__ = [
@@ -315,9 +315,8 @@ def _file_bytes(f: CorpusFile) -> bytes:
 def _write_fast(path: Path, data: bytes) -> None:
     """Temp file + rename (never half a file), without the fsync of atomic_write_bytes:
     a thousand small corpus files would otherwise take seconds, and they are re-derivable."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
 
 
 def prepare_dataset(
