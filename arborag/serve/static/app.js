@@ -17,6 +17,9 @@ function levelBadge(level) {
   return el("span", {class: `lvl l${Math.min(level, 4)}`, "data-level": level}, `L${level} ${LEVEL_NAMES[Math.min(level, 4)]}`);
 }
 
+// Source texts are often hard-wrapped: join single line breaks, keep paragraph breaks.
+const unwrap = (text) => text.replace(/([^\n])\n(?!\n)/g, "$1 ");
+
 function sourcesText(sources) {
   const names = sources.slice(0, 3).map((s) => s.title || (s.uri || "").split("/").pop() || s.doc_id.slice(0, 8));
   return names.join(", ") + (sources.length > 3 ? ` +${sources.length - 3}` : "");
@@ -51,15 +54,15 @@ function renderHits(data) {
   }
   if (!data.hits.length) box.append(el("p", {class: "muted"}, "No hits."));
   data.hits.forEach((h, i) => {
-    const text = el("div", {class: "text"}, h.text);
+    const text = el("div", {class: "text", title: "click to expand"}, unwrap(h.text));
     text.onclick = () => text.classList.toggle("open");
-    box.append(el("article", {class: "hit", "data-node": h.node_id},
+    box.append(el("article", {class: "hit", "data-node": h.node_id, "data-level": h.level},
       el("div", {class: "meta"},
         el("span", {class: "rank"}, `#${i + 1}`), levelBadge(h.level),
         el("span", {class: "score", title: "higher is better"}, h.score.toFixed(3)),
         el("span", {class: "muted"}, `${h.tokens} tokens`),
         el("span", {class: "src"}, sourcesText(h.sources)),
-        el("button", {class: "link right", type: "button", onclick: () => showNode(h.node_id)}, "parents / children ›")),
+        el("button", {class: "link right", type: "button", onclick: () => select(h.node_id)}, "parents / children ›")),
       text));
   });
 }
@@ -67,11 +70,17 @@ function renderHits(data) {
 function refList(title, refs) {
   const out = [el("h3", {}, `${title} (${refs.length})`)];
   if (!refs.length) out.push(el("div", {class: "muted"}, "none"));
+  const selected = document.querySelector("article.hit.selected")?.dataset.node;
   for (const r of refs) {
-    out.push(el("button", {class: "ref", type: "button", "data-node": r.node_id, onclick: () => showNode(r.node_id)},
+    out.push(el("button", {class: r.node_id === selected ? "ref current" : "ref", type: "button", "data-node": r.node_id, onclick: () => showNode(r.node_id)},
       levelBadge(r.level), el("span", {class: "p"}, `p=${r.probability.toFixed(2)} · ${r.tokens} tok`), " ", r.preview));
   }
   return out;
+}
+
+function select(id) {  // highlight the hit whose tree the panel starts from
+  document.querySelectorAll("article.hit").forEach((a) => a.classList.toggle("selected", a.dataset.node === id));
+  showNode(id);
 }
 
 async function showNode(id) {
@@ -81,7 +90,7 @@ async function showNode(id) {
     aside.replaceChildren(
       el("h2", {}, levelBadge(n.level), " node ", el("code", {}, n.node_id)),
       el("div", {class: "muted"}, `${n.tokens} tokens · ${sourcesText(n.sources)} · ${n.summarizer || ""}`),
-      el("div", {class: "text"}, n.text),
+      el("div", {class: "text"}, unwrap(n.text)),
       ...refList("parents", n.parents), ...refList("children", n.children));
     aside.hidden = false;
     document.querySelector("main").classList.add("with-node");
@@ -99,7 +108,10 @@ async function search(event) {
     const data = await api("POST", "/search", body);
     renderHits(data);
     const leaves = data.hits.filter((h) => h.level === 0).length;
-    setStatus(`${data.hits.length} hits · ${data.tokens} tokens (budget ${data.budget}) · ${data.hits.length - leaves} summaries, ${leaves} leaves · ${data.mode} · ${data.took_ms.toFixed(1)} ms · ${data.snapshot}`);
+    const plural = (n, one, many) => `${n} ${n === 1 ? one : many}`;
+    setStatus(`${plural(data.hits.length, "hit", "hits")} · ${data.tokens} tokens (budget ${data.budget ?? "none"}) · ` +
+      `${plural(data.hits.length - leaves, "summary", "summaries")}, ${plural(leaves, "leaf", "leaves")} · ` +
+      `${data.mode} · ${data.took_ms.toFixed(1)} ms · ${data.snapshot}`);
   } catch (err) {
     $("results").replaceChildren();
     setStatus(err.message, true);
