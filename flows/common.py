@@ -1,19 +1,19 @@
-"""Prefect setup shared by every flow: environment defaults, task options, content-hash cache keys.
+"""Prefect setup shared by every flow: environment defaults, task options, cache keys, config as JSON.
 
 Nothing here imports Prefect at module import time; the functions that need it import it when
-called, so plain-Python runs (``use_prefect=False``) and quick commands stay light.
+called. (The flow modules import Prefect themselves, after :func:`prefect_env_defaults`.)
 
 Caching across runs (see shared/ENVIRONMENT.md): a task is skipped when its cache key was seen
 before and its persisted result is still in ``CORPUS/prefect/results``. Keys are made of content
-hashes (:func:`cache_key_from_files`, :func:`table_fingerprint`) plus the config the stage
-depends on plus the code version (:func:`code_fingerprint`) — never of whole tables. Tasks
-return small JSON summaries (paths, counts, fingerprints), so results are persisted as JSON.
+hashes (:func:`cache_key_from_files`, :func:`cache_key_from_stats`, :func:`table_fingerprint`)
+plus the config the stage depends on plus the code version
+(:func:`arborag.flows.stage.pipeline_fingerprint`) — never of whole tables. Tasks return small
+JSON summaries (paths, counts, fingerprints), so results are persisted as JSON. The one wrapper
+that runs a stage with these options is :func:`arborag.flows.stage.run_stage`.
 
-Typical use inside a flow::
-
-    key = cache_key_from_files(files, "ingest", cfg.ingest.model_dump(), code_fingerprint("arborag.tasks.documents"))
-    state = my_task.with_options(**task_options(corpus, retries=2, cache_key=key))(..., return_state=True)
-    summary = state.result(); cached = was_cached(state)
+A flow receives its config as JSON (:func:`config_overrides`: what differs from what the flow's
+process would load by itself; secrets stay in the environment) and loads it with
+:func:`arborag.config.load_config`.
 """
 
 from __future__ import annotations

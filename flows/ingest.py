@@ -37,8 +37,7 @@ from arborag.hashing import hash_json
 from arborag.storage.corpus import Corpus
 from arborag.tasks.chunks import chunks_fingerprint, run_chunks
 from arborag.tasks.context import StageContext, table_fingerprint
-from arborag.tasks.documents import discover_sources
-from arborag.tasks.documents_run import run_documents
+from arborag.tasks.documents import discover_sources, run_documents
 
 offline_env()  # Prefect reads its settings when imported
 from prefect import flow, task  # noqa: E402

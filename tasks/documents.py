@@ -29,13 +29,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
+import polars as pl
 import pyarrow as pa
 
 from arborag.config import IngestConfig
 from arborag.errors import IngestError
 from arborag.hashing import hash_bytes, hash_text
+from arborag.progress import progress_bar
 from arborag.storage.schemas import DOCUMENTS
+from arborag.tasks.context import StageContext, table_fingerprint
 from arborag.tasks.ingest.decode import DecodedText, decode_bytes, looks_binary, normalize_text
 from arborag.tasks.ingest.discover import discover_sources
 from arborag.tasks.ingest.merge import DocumentState, error_doc_id
@@ -58,6 +62,7 @@ __all__ = [
     "looks_binary",
     "normalize_text",
     "read_source",
+    "run_documents",
 ]
 
 
@@ -106,3 +111,31 @@ def build_documents(
         if progress is not None:
             progress(1)
     return state.to_table(), report
+
+
+# ---------------------------------------------------------------------------------------------
+# Stage runner (the ``ingest`` stage of the flows)
+# ---------------------------------------------------------------------------------------------
+def run_documents(ctx: StageContext, files: list[str]) -> dict[str, Any]:
+    """Read ``files`` (already discovered) into the corpus's documents table; return a JSON summary.
+
+    The summary holds the report's counts and first failures, table totals (``documents``: ok
+    rows, ``errors``: error rows), whether the table was written and its ``fingerprint``. The
+    table is written only when it changed (a no-op run leaves the file untouched).
+    """
+    corpus = ctx.corpus
+    existing = corpus.read("documents")
+    with progress_bar("ingest", len(files), enabled=ctx.progress) as advance:
+        table, report = build_documents(files, ctx.config.ingest, existing=existing, progress=advance)
+    written = ctx.write_if_changed("documents", table, existing)
+    status = pl.from_arrow(table.select(["status"]))["status"]  # type: ignore[index]
+    summary = {
+        **report.as_dict(),
+        "table": str(corpus.table_path("documents")),
+        "documents": int((status == "ok").sum()),
+        "errors": int((status == "error").sum()),
+        "written": written,
+        "fingerprint": table_fingerprint(corpus.table_path("documents")),
+    }
+    ctx.counters.stages["ingest"] = {k: v for k, v in summary.items() if k not in ("failures", "warning_list")}
+    return summary

@@ -39,20 +39,21 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 
 from arborag.config import ClusterConfig, SummarizeConfig, TreeConfig
-from arborag.errors import BackendUnavailable, ConfigError, LLMError, SchemaError
+from arborag.errors import BackendUnavailable, ConfigError, LLMError
 from arborag.hashing import short_id
 from arborag.tokenizer import get_tokenizer
-from arborag.storage.schemas import EDGES, NODES
 from arborag.storage.tables import conform
 from arborag.tasks.clustering import ClusterStats, cluster_level
 from arborag.tasks.summarize import ExtractiveSummarizer, Summarizer, SummaryResult
+from arborag.tasks.tree_frames import Level, assemble_edges, assemble_nodes, cluster_members, leaf_level, split_by_document, summary_inputs
 
 __all__ = ["TreeResult", "build_tree", "leaf_embed_texts", "summary_node_id", "cluster_id"]
 
@@ -75,9 +76,13 @@ def leaf_embed_texts(leaves: pa.Table) -> list[str]:
 
     The flow must embed leaves with this so the tree and the index agree.
     """
-    texts = leaves.column("text").to_pylist()
-    headers = leaves.column("header").to_pylist() if "header" in leaves.column_names else [None] * len(texts)
-    return [f"{h}\n\n{t}" if h else t for h, t in zip(headers, texts)]
+    cols = ["text", "header"] if "header" in leaves.column_names else ["text"]
+    df = pl.from_arrow(leaves.select(cols))
+    assert isinstance(df, pl.DataFrame)
+    if "header" not in cols:
+        return df["text"].to_list()
+    has = pl.col("header").is_not_null() & (pl.col("header") != "")
+    return df.select(pl.when(has).then(pl.col("header") + "\n\n" + pl.col("text")).otherwise(pl.col("text")).alias("t"))["t"].to_list()
 
 
 def summary_node_id(level: int, summarizer_name: str, child_ids: Sequence[str]) -> str:
@@ -86,30 +91,6 @@ def summary_node_id(level: int, summarizer_name: str, child_ids: Sequence[str]) 
 
 def cluster_id(level: int, child_ids: Sequence[str]) -> str:
     return short_id("cluster", level, sorted(child_ids))
-
-
-@dataclass
-class _Node:
-    node_id: str
-    level: int
-    text: str
-    n_tokens: int
-    doc_ids: tuple[str, ...]
-    pos: int  # document-order position: leaf rank, or the smallest position of its children
-    summary_of: str | None
-    summarizer: str
-    status: str
-
-
-@dataclass
-class _Tree:
-    """One tree under construction (the corpus, or one document)."""
-
-    current: list[_Node]
-    vectors: np.ndarray
-    done: bool = False
-    nodes: list[_Node] = field(default_factory=list)
-    node_vectors: list[np.ndarray] = field(default_factory=list)
 
 
 def _safe_summaries(summarizer: Summarizer, clusters: list[list[str]], fallback: ExtractiveSummarizer) -> list[SummaryResult]:
@@ -152,6 +133,25 @@ def _check_vectors(vectors: np.ndarray, n: int, what: str, dim: int | None = Non
     return v
 
 
+def _cluster_trees(active: list[Level], cfg: ClusterConfig, st: dict[str, Any]) -> list[list[list[tuple[int, float]]]]:
+    """Cluster every active tree's current level; add the clustering counters to ``st``."""
+    t0 = time.perf_counter()
+    per_tree: list[list[list[tuple[int, float]]]] = []
+    total = ClusterStats()
+    for t in active:
+        cs = ClusterStats()
+        per_tree.append(cluster_level(t.vectors, t.frame["n_tokens"].to_numpy(), cfg, stats=cs))
+        for name in ("gmm_fits", "umap_fits", "reclustered", "cut", "umap_s", "gmm_s"):
+            setattr(total, name, getattr(total, name) + getattr(cs, name))
+        if len(active) == 1:
+            st["global_k"] = cs.global_k
+            st["local_ks"] = cs.local_ks
+    st["cluster_s"] = time.perf_counter() - t0
+    st.update(umap_s=total.umap_s, gmm_s=total.gmm_s, gmm_fits=total.gmm_fits,
+              umap_fits=total.umap_fits, reclustered=total.reclustered, cut=total.cut)
+    return per_tree
+
+
 def build_tree(
     leaves: pa.Table,
     leaf_vectors: np.ndarray,
@@ -167,160 +167,93 @@ def build_tree(
 
     ``embed(texts) -> float32 (len(texts), dim)`` embeds summaries (the same model as the
     leaves). ``progress(level_stats)`` is called after each level with its stats dict.
+    ``run_id`` is written to every node's ``created_by_run``.
     """
     leaves = conform("chunks", leaves)
     n = leaves.num_rows
     vectors = _check_vectors(leaf_vectors, n, "leaf_vectors")
     dim = vectors.shape[1]
-    chunk_ids = leaves.column("chunk_id").to_pylist()
-    if len(set(chunk_ids)) != n:
-        dup = next(c for i, c in enumerate(chunk_ids) if c in chunk_ids[:i])
-        raise SchemaError("chunks", f"chunk_id {dup!r} occurs more than once; deduplicate the chunks before build_tree")
-    doc_ids = leaves.column("doc_id").to_pylist()
-    ordinals = leaves.column("ordinal").to_pylist()
-    starts = leaves.column("start_char").to_pylist()
-    order = sorted(range(n), key=lambda i: (doc_ids[i], ordinals[i], starts[i], chunk_ids[i]))
-    texts = leaves.column("text").to_pylist()
-    n_tokens = leaves.column("n_tokens").to_pylist()
-    leaf_nodes = [
-        _Node(chunk_ids[i], 0, texts[i], int(n_tokens[i]), (doc_ids[i],), rank, None, "leaf", "leaf")
-        for rank, i in enumerate(order)
-    ]
-    vectors = vectors[order]
-    stats: list[dict[str, Any]] = [{"level": 0, "n_nodes": n, "n_docs": len(set(doc_ids))}]
+    level0 = leaf_level(leaves, vectors)
+    stats: list[dict[str, Any]] = [{"level": 0, "n_nodes": n, "n_docs": level0.frame["doc_id"].n_unique()}]
     if progress is not None:
         progress(stats[0])
-
-    if tree_cfg.scope == "document":
-        trees: list[_Tree] = []
-        start = 0
-        for end in range(1, n + 1):
-            if end == n or leaf_nodes[end].doc_ids != leaf_nodes[start].doc_ids:
-                trees.append(_Tree(leaf_nodes[start:end], vectors[start:end]))
-                start = end
+    if not n:
+        trees: list[Level] = []
+    elif tree_cfg.scope == "document":
+        trees = split_by_document(level0)
     else:
-        trees = [_Tree(leaf_nodes, vectors)] if n else []
-    for t in trees:
-        t.nodes.extend(t.current)
-        t.node_vectors.append(t.vectors)
-
+        trees = [level0]
+    pieces: list[tuple[int, int, Level, pl.DataFrame]] = [(i, 0, t, _leaf_extra(len(t))) for i, t in enumerate(trees)]  # (tree, level, nodes, extra columns)
+    done = [False] * len(trees)
     tokenizer = get_tokenizer()
     summarize_cfg = getattr(summarizer, "cfg", None)
     fallback = ExtractiveSummarizer(summarize_cfg if isinstance(summarize_cfg, SummarizeConfig) else None)
     name = summarizer.name
-    edges: list[tuple[str, str, float, int]] = []
+    edges: list[pl.DataFrame] = []
 
     for level in range(1, cfg.max_levels + 1):
-        active = [t for t in trees if not t.done and len(t.current) > cfg.dims + 1]
-        for t in trees:
-            if t not in active:
-                t.done = True
-        if not active:
+        for i, t in enumerate(trees):
+            done[i] = done[i] or len(t) <= cfg.dims + 1
+        active_ix = [i for i in range(len(trees)) if not done[i]]
+        if not active_ix:
             break
-        st: dict[str, Any] = {"level": level, "n_trees": len(active), "n_input": sum(len(t.current) for t in active)}
-        # 1. cluster every active tree
+        active = [trees[i] for i in active_ix]
+        st: dict[str, Any] = {"level": level, "n_trees": len(active), "n_input": sum(len(t) for t in active)}
+        # 1. cluster every active tree; 2. the children of every cluster in document order
+        per_tree = _cluster_trees(active, cfg, st)
+        members, first = [], 0
+        for t, clusters in zip(active, per_tree):
+            members.append(cluster_members(t.frame, clusters, first))
+            first += len(clusters)
+        jobs = pl.concat([summary_inputs(m) for m in members], how="vertical_relaxed")
+        # 3. summarize all clusters at once, embed the summaries with one call
         t0 = time.perf_counter()
-        per_tree: list[list[list[tuple[int, float]]]] = []
-        cstats = ClusterStats()
-        for t in active:
-            cs = ClusterStats()
-            per_tree.append(cluster_level(t.vectors, [x.n_tokens for x in t.current], cfg, stats=cs))
-            cstats.gmm_fits += cs.gmm_fits
-            cstats.umap_fits += cs.umap_fits
-            cstats.reclustered += cs.reclustered
-            cstats.cut += cs.cut
-            cstats.umap_s += cs.umap_s
-            cstats.gmm_s += cs.gmm_s
-            if len(active) == 1:
-                st["global_k"] = cs.global_k
-                st["local_ks"] = cs.local_ks
-        st["cluster_s"] = time.perf_counter() - t0
-        st.update(umap_s=cstats.umap_s, gmm_s=cstats.gmm_s, gmm_fits=cstats.gmm_fits,
-                  umap_fits=cstats.umap_fits, reclustered=cstats.reclustered, cut=cstats.cut)
-        # 2. children of every cluster in document order; summarize all at once
-        jobs: list[tuple[int, list[tuple[int, float]]]] = []
-        for ti, (t, clusters) in enumerate(zip(active, per_tree)):
-            for c in clusters:
-                jobs.append((ti, sorted(c, key=lambda rp: (t.current[rp[0]].pos, t.current[rp[0]].node_id))))
-        cluster_texts = [[active[ti].current[r].text for r, _ in c] for ti, c in jobs]
-        t0 = time.perf_counter()
-        results = _safe_summaries(summarizer, cluster_texts, fallback)
+        results = _safe_summaries(summarizer, jobs["texts"].to_list(), fallback)
         st["summarize_s"] = time.perf_counter() - t0
-        st["n_clusters"] = len(jobs)
+        st["n_clusters"] = len(results)
         st["n_fallback"] = sum(1 for r in results if r.status != "ok")
         st["tokens_in"] = sum(r.tokens_in for r in results)
         st["tokens_out"] = sum(r.tokens_out for r in results)
-        # 3. embed the summaries (one call for all trees)
+        texts = [r.text for r in results]
         t0 = time.perf_counter()
-        new_vecs = _check_vectors(embed([r.text for r in results]), len(results), f"embed() at level {level}", dim)
+        new_vecs = _check_vectors(embed(texts), len(results), f"embed() at level {level}", dim)
         st["embed_s"] = time.perf_counter() - t0
-        # 4. the new level of each tree
-        counts = tokenizer.count_many([r.text for r in results])
-        new_by_tree: dict[int, list[tuple[_Node, np.ndarray]]] = {}
-        for j, ((ti, c), r) in enumerate(zip(jobs, results)):
-            t = active[ti]
-            children = [t.current[row] for row, _ in c]
-            child_ids = [ch.node_id for ch in children]
-            node = _Node(
-                node_id=summary_node_id(level, name, child_ids),
-                level=level,
-                text=r.text,
-                n_tokens=int(counts[j]),
-                doc_ids=tuple(sorted({d for ch in children for d in ch.doc_ids})),
-                pos=min(ch.pos for ch in children),
-                summary_of=cluster_id(level, child_ids),
-                summarizer=name,
-                status=r.status,
+        # 4. the new level of each tree (a loop over clusters: ids hash each cluster's children)
+        child_ids = jobs["child_ids"].to_list()
+        summaries = jobs.select(["job", "doc_ids", "pos"]).with_columns(
+            pl.Series("node_id", [summary_node_id(level, name, c) for c in child_ids], dtype=pl.String),
+            pl.Series("summary_of", [cluster_id(level, c) for c in child_ids], dtype=pl.String),
+            pl.Series("text", texts, dtype=pl.String),
+            pl.Series("n_tokens", np.asarray(tokenizer.count_many(texts), dtype=np.int32)),
+            pl.Series("summary_status", [r.status for r in results], dtype=pl.String),
+        )
+        n_new, first = 0, 0
+        for i, t, m, clusters in zip(active_ix, active, members, per_tree):
+            mine = summaries.slice(first, len(clusters)).with_row_index("vec").sort(["pos", "node_id"], maintain_order=True)
+            vecs = new_vecs[first + mine["vec"].to_numpy()] if mine.height else np.zeros((0, dim), np.float32)
+            edges.append(
+                m.join(mine.select("job", pl.col("node_id").alias("parent_id")), on="job")
+                .select("parent_id", pl.col("node_id").alias("child_id"), pl.col("p").alias("probability"), pl.lit(level, dtype=pl.Int32).alias("level"))
             )
-            for (row, p), ch in zip(c, children):
-                edges.append((node.node_id, ch.node_id, float(p), level))
-            new_by_tree.setdefault(ti, []).append((node, new_vecs[j]))
-        n_new = 0
-        for ti, t in enumerate(active):
-            items = sorted(new_by_tree.get(ti, []), key=lambda nv: (nv[0].pos, nv[0].node_id))
-            nodes_l = [nv[0] for nv in items]
-            vecs_l = np.stack([nv[1] for nv in items]) if items else np.zeros((0, dim), np.float32)
-            t.nodes.extend(nodes_l)
-            t.node_vectors.append(vecs_l)
-            n_new += len(nodes_l)
-            if len(nodes_l) >= len(t.current) or not nodes_l:
-                t.done = True  # the level did not shrink: stop this tree
-            t.current, t.vectors = nodes_l, vecs_l
+            first += len(clusters)
+            new = Level(mine.select(["node_id", "text", "n_tokens", "doc_ids", "pos"]), vecs)
+            pieces.append((i, level, new, mine.select(["summary_of", pl.lit(name, dtype=pl.String).alias("summarizer"), "summary_status"])))
+            n_new += len(new)
+            if len(new) >= len(t) or not len(new):
+                done[i] = True  # the level did not shrink: stop this tree
+            trees[i] = new
         st["n_nodes"] = n_new
         stats.append(st)
         if progress is not None:
             progress(st)
 
-    # assemble, sorted deterministically
-    all_nodes: list[_Node] = [x for t in trees for x in t.nodes]
-    all_vecs = np.concatenate([v for t in trees for v in t.node_vectors], axis=0) if trees else np.zeros((0, dim), np.float32)
-    idx = sorted(range(len(all_nodes)), key=lambda i: (all_nodes[i].level, all_nodes[i].pos, all_nodes[i].node_id))
-    all_nodes = [all_nodes[i] for i in idx]
-    all_vecs = np.ascontiguousarray(all_vecs[idx], dtype=np.float32) if idx else all_vecs
-    if len({x.node_id for x in all_nodes}) != len(all_nodes):  # pragma: no cover - ids are content hashes
-        raise RuntimeError("duplicate node ids in the tree (a chunk id equals a summary id?)")
-    nodes = pa.table(
-        {
-            "node_id": pa.array([x.node_id for x in all_nodes], pa.string()),
-            "level": pa.array([x.level for x in all_nodes], pa.int32()),
-            "text": pa.array([x.text for x in all_nodes], pa.large_string()),
-            "n_tokens": pa.array([x.n_tokens for x in all_nodes], pa.int32()),
-            "doc_ids": pa.array([list(x.doc_ids) for x in all_nodes], pa.list_(pa.string())),
-            "summary_of": pa.array([x.summary_of for x in all_nodes], pa.string()),
-            "summarizer": pa.array([x.summarizer for x in all_nodes], pa.string()),
-            "summary_status": pa.array([x.status for x in all_nodes], pa.string()),
-            "created_by_run": pa.array([run_id] * len(all_nodes), pa.string()),
-        },
-        schema=NODES,
+    pieces.sort(key=lambda p: p[0])  # tree by tree, levels in build order (the order of the vectors)
+    nodes, all_vecs = assemble_nodes([(lv, t, extra) for _, lv, t, extra in pieces], dim, run_id)
+    return TreeResult(nodes=nodes, edges=assemble_edges(edges), vectors=all_vecs, stats=stats)
+
+
+def _leaf_extra(n: int) -> pl.DataFrame:
+    return pl.DataFrame(
+        {"summary_of": [None] * n, "summarizer": ["leaf"] * n, "summary_status": ["leaf"] * n},
+        schema={"summary_of": pl.String, "summarizer": pl.String, "summary_status": pl.String},
     )
-    edges.sort(key=lambda e: (e[3], e[0], e[1]))
-    edges_t = pa.table(
-        {
-            "parent_id": pa.array([e[0] for e in edges], pa.string()),
-            "child_id": pa.array([e[1] for e in edges], pa.string()),
-            "probability": pa.array([e[2] for e in edges], pa.float32()),
-            "level": pa.array([e[3] for e in edges], pa.int32()),
-        },
-        schema=EDGES,
-    )
-    return TreeResult(nodes=nodes, edges=edges_t, vectors=all_vecs, stats=stats)
