@@ -39,13 +39,23 @@ import threading
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
 
 import numpy as np
 
 from arborag.config import ClusterConfig
-from arborag.errors import ConfigError, SchemaError
+from arborag.errors import SchemaError
+from arborag.tasks import mixture
+from arborag.tasks.mixture import (
+    LOOSE_MIN_N,
+    LOOSE_TOL,
+    N_EXACT,
+    STOP_MARGIN,
+    Cluster,
+    ClusterStats,
+    coarse_grid,
+    select_k,
+    soft_membership,
+)
 
 __all__ = [
     "ClusterStats",
@@ -55,66 +65,16 @@ __all__ = [
     "soft_membership",
     "cut_contiguous",
     "warm_up",
+    "LOOSE_MIN_N",
+    "LOOSE_TOL",
+    "N_EXACT",
+    "STOP_MARGIN",
 ]
 
 log = logging.getLogger(__name__)
 
-Cluster = list[tuple[int, float]]
-
 # Re-clustering depth for the token guard; below it clusters are cut into contiguous groups.
 MAX_GUARD_DEPTH = 3
-# coarse_to_fine stops climbing the k grid after two grid points this many one-component BIC
-# penalties above the best (tuned on real curves: benchmarks/results/bic_search.md).
-STOP_MARGIN = 2.0
-# coarse_to_fine locates the minimum with fits at this EM tolerance, then refits the N_EXACT
-# best candidates with sklearn's default tol (1e-3).
-LOOSE_TOL = 1e-2
-N_EXACT = 4
-LOOSE_MIN_N = 500
-
-
-@dataclass
-class ClusterStats:
-    """Counters of one :func:`cluster_level` call (filled when a stats object is passed)."""
-
-    n: int = 0
-    n_distinct: int = 0
-    global_k: int = 0
-    local_ks: list[int] = field(default_factory=list)
-    gmm_fits: int = 0
-    umap_fits: int = 0
-    reclustered: int = 0
-    cut: int = 0
-    umap_s: float = 0.0
-    gmm_s: float = 0.0
-
-
-# -- membership ---------------------------------------------------------------------------------
-def soft_membership(probs: np.ndarray, threshold: float) -> list[Cluster]:
-    """Clusters (one per column with members) from a posterior matrix ``probs`` (n, k).
-
-    Row i joins column c when ``probs[i, c] > threshold``; a row under the threshold in every
-    column joins its argmax column. Columns without members are dropped. Members are in row
-    order; each is ``(row, probs[row, c])``.
-    """
-    probs = np.asarray(probs, dtype=np.float64)
-    if probs.ndim != 2:
-        raise SchemaError("cluster probabilities", f"must be 2-D (n, k), got shape {probs.shape}")
-    n, k = probs.shape
-    if n == 0:
-        return []
-    if k == 0:
-        raise SchemaError("cluster probabilities", "has no columns")
-    member = probs > threshold
-    orphans = np.flatnonzero(~member.any(axis=1))
-    if orphans.size:
-        member[orphans, np.argmax(probs[orphans], axis=1)] = True
-    clusters: list[Cluster] = []
-    for c in range(k):
-        rows = np.flatnonzero(member[:, c])
-        if rows.size:
-            clusters.append([(int(r), float(probs[r, c])) for r in rows])
-    return clusters
 
 
 def cut_contiguous(members: Cluster, n_tokens: np.ndarray, max_tokens: int) -> list[Cluster]:
@@ -135,128 +95,6 @@ def cut_contiguous(members: Cluster, n_tokens: np.ndarray, max_tokens: int) -> l
     if cur:
         groups.append(cur)
     return groups
-
-
-# -- BIC search ---------------------------------------------------------------------------------
-def coarse_grid(max_k: int) -> list[int]:
-    """The coarse grid of k: 1..6, then steps of ~25% (8, 10, 12, 15, 19, 24, 30, 38, 48), then max_k."""
-    if max_k <= 6:
-        return list(range(1, max_k + 1))
-    grid = list(range(1, 7))
-    k = 6
-    while True:
-        k = max(k + 1, int(round(k * 1.25)))
-        if k >= max_k:
-            break
-        grid.append(k)
-    grid.append(max_k)
-    return grid
-
-
-def _params_per_component(dims: int) -> int:
-    """Free parameters a full-covariance Gaussian component adds: mean, covariance, weight."""
-    return dims + dims * (dims + 1) // 2 + 1
-
-
-def _fit_gmm(x: np.ndarray, k: int, seed: int, stats: ClusterStats | None, *, tol: float = 1e-3) -> Any:
-    """GaussianMixture(k, random_state=seed) fitted to ``x`` (``tol`` 1e-3 is sklearn's default)."""
-    from sklearn.mixture import GaussianMixture
-
-    t0 = time.perf_counter()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            gmm = GaussianMixture(n_components=k, random_state=seed, tol=tol).fit(x)
-    except (ValueError, np.linalg.LinAlgError, FloatingPointError) as exc:
-        log.debug("GMM k=%d failed on %d points: %s", k, len(x), exc)
-        gmm = None
-    if stats is not None:
-        stats.gmm_fits += 1
-        stats.gmm_s += time.perf_counter() - t0
-    return gmm
-
-
-def select_k(
-    x: np.ndarray,
-    max_k: int,
-    seed: int,
-    method: Literal["exhaustive", "coarse_to_fine"] = "coarse_to_fine",
-    *,
-    stats: ClusterStats | None = None,
-) -> tuple[int, Any, dict[int, float]]:
-    """k with the minimum BIC among 1..max_k, its fitted GaussianMixture, and the exact BICs computed.
-
-    ``exhaustive`` fits every k with sklearn's defaults (tol 1e-3). ``coarse_to_fine`` first
-    *locates* the minimum — from ``LOOSE_MIN_N`` points on with loose fits (tol ``LOOSE_TOL``,
-    ~3-5x cheaper at large k; their BIC ranks the candidates almost exactly like the full fits
-    do), below it with exact fits:
-
-    1. the :func:`coarse_grid` upwards, stopping once two consecutive grid points are worse
-       than the best so far by more than ``STOP_MARGIN`` one-component BIC penalties
-       (ln(n) * parameters per component) — past its minimum the BIC climbs steadily with k;
-    2. every k strictly between the grid neighbours of the two best grid points;
-    3. then fits the ``N_EXACT`` best of those candidates exactly (a no-op for exact probes)
-       and returns the exact argmin.
-
-    The exact fits are the very fits ``exhaustive`` makes, so when the candidates include the
-    exhaustive argmin both methods return the same model (how often:
-    benchmarks/results/bic_search.md). Ties go to the smaller k; a k whose fit fails counts as
-    BIC = +inf.
-    """
-    n = len(x)
-    max_k = max(1, min(int(max_k), n))
-    bics: dict[int, float] = {}
-    models: dict[int, Any] = {}
-
-    def evaluate(k: int) -> None:
-        if k in bics or not 1 <= k <= max_k:
-            return
-        gmm = _fit_gmm(x, k, seed, stats)
-        models[k] = gmm
-        bics[k] = float(gmm.bic(x)) if gmm is not None else math.inf
-
-    if method == "exhaustive" or (method == "coarse_to_fine" and max_k <= N_EXACT + 2):
-        for k in range(1, max_k + 1):
-            evaluate(k)
-    elif method == "coarse_to_fine":
-        loose: dict[int, float] = {}
-
-        use_loose = n >= LOOSE_MIN_N  # below it loose fits are not much cheaper than exact ones
-
-        def probe(k: int) -> None:
-            if k in loose or not 1 <= k <= max_k:
-                return
-            if use_loose:
-                gmm = _fit_gmm(x, k, seed, stats, tol=LOOSE_TOL)
-                loose[k] = float(gmm.bic(x)) if gmm is not None else math.inf
-            else:
-                evaluate(k)
-                loose[k] = bics[k]
-
-        margin = STOP_MARGIN * math.log(max(n, 2)) * _params_per_component(x.shape[1])
-        grid: list[int] = []
-        worse = 0
-        for k in coarse_grid(max_k):
-            probe(k)
-            grid.append(k)
-            worse = worse + 1 if loose[k] > min(loose.values()) + margin else 0
-            if worse >= 2:
-                break
-        ranked = sorted(grid, key=lambda k: (loose[k], k))
-        for g in ranked[:2]:
-            i = grid.index(g)
-            lo = grid[i - 1] if i > 0 else g
-            hi = grid[i + 1] if i + 1 < len(grid) else g
-            for k in range(lo + 1, hi):
-                probe(k)
-        for k in sorted(loose, key=lambda k: (loose[k], k))[:N_EXACT]:
-            evaluate(k)
-    else:  # pragma: no cover - guarded by the config Literal
-        raise ConfigError(f"unknown cluster.bic_search {method!r}")
-    best = min(bics, key=lambda k: (bics[k], k))
-    if not math.isfinite(bics[best]):
-        return 1, None, bics
-    return best, models[best], bics
 
 
 # -- reduction ----------------------------------------------------------------------------------
@@ -325,6 +163,16 @@ def _expand(clusters: list[Cluster], inverse: np.ndarray) -> list[Cluster]:
     return out
 
 
+def _fit_level(x: np.ndarray, neighbors: int, cfg: ClusterConfig, stats: ClusterStats | None) -> list[Cluster]:
+    """One clustering level over the rows of ``x``: UMAP to ``cfg.dims``, a GMM with k by BIC,
+    soft memberships at ``cfg.threshold`` (one cluster of everything when k is 1)."""
+    reduced = _reduce(x, cfg.dims, neighbors, cfg.seed, stats)
+    k, gmm, _ = select_k(reduced, min(cfg.max_clusters, len(x) - 1), cfg.seed, cfg.bic_search, stats=stats)
+    if gmm is None or k == 1:
+        return [[(i, 1.0) for i in range(len(x))]]
+    return soft_membership(gmm.predict_proba(reduced), cfg.threshold)
+
+
 def _raptor_pass(x: np.ndarray, cfg: ClusterConfig, stats: ClusterStats | None, *, top: bool) -> list[Cluster]:
     """Global + local clustering of ``x``; rows are indices into ``x``. No token guard."""
     n = len(x)
@@ -337,12 +185,7 @@ def _raptor_pass(x: np.ndarray, cfg: ClusterConfig, stats: ClusterStats | None, 
     if nd <= cfg.dims + 1:
         return [[(i, 1.0) for i in range(n)]]
     nn = cfg.global_neighbors if cfg.global_neighbors is not None else int(math.sqrt(nd - 1))
-    reduced = _reduce(xd, cfg.dims, nn, cfg.seed, stats)
-    k, gmm, _ = select_k(reduced, min(cfg.max_clusters, nd - 1), cfg.seed, cfg.bic_search, stats=stats)
-    if gmm is None or k == 1:
-        global_clusters = [[(i, 1.0) for i in range(nd)]]
-    else:
-        global_clusters = soft_membership(gmm.predict_proba(reduced), cfg.threshold)
+    global_clusters = _fit_level(xd, nn, cfg, stats)
     if top and stats is not None:
         stats.global_k = len(global_clusters)
     out: list[Cluster] = []
@@ -350,15 +193,7 @@ def _raptor_pass(x: np.ndarray, cfg: ClusterConfig, stats: ClusterStats | None, 
         idx = np.array([r for r, _ in gc], dtype=np.int64)
         pg = np.array([p for _, p in gc], dtype=np.float64)
         m = len(idx)
-        if m <= cfg.dims + 1:
-            local = [[(j, 1.0) for j in range(m)]]
-        else:
-            red_l = _reduce(xd[idx], cfg.dims, cfg.local_neighbors, cfg.seed, stats)
-            kl, gmm_l, _ = select_k(red_l, min(cfg.max_clusters, m - 1), cfg.seed, cfg.bic_search, stats=stats)
-            if gmm_l is None or kl == 1:
-                local = [[(j, 1.0) for j in range(m)]]
-            else:
-                local = soft_membership(gmm_l.predict_proba(red_l), cfg.threshold)
+        local = [[(j, 1.0) for j in range(m)]] if m <= cfg.dims + 1 else _fit_level(xd[idx], cfg.local_neighbors, cfg, stats)
         if top and stats is not None:
             stats.local_ks.append(len(local))
         for lc in local:
@@ -467,7 +302,7 @@ def warm_up(*, large: bool = False) -> float:
             x = rng.standard_normal((64, 16)).astype(np.float32)
             x /= np.linalg.norm(x, axis=1, keepdims=True)
             red = _reduce(x, cfg.dims, 7, cfg.seed, None)
-            _fit_gmm(red, 2, cfg.seed, None)
+            mixture._fit_gmm(red, 2, cfg.seed, None)
             _WARM = True
         if large:
             x = rng.standard_normal((4200, 16)).astype(np.float32)

@@ -1,7 +1,26 @@
-"""Shared settings of the LLM tests (client and summarizer) against tests/fake_llm_server.py."""
+"""Shared settings and fixtures of the LLM tests (client and summarizer) against tests/fake_llm_server.py.
+
+Import the fixtures by name into a test module: ``from helpers_llm import api_key, server``.
+"""
 
 from __future__ import annotations
+
+import pytest
+from fake_llm_server import FakeLLMServer
 
 KEY_ENV = "ARBORAG_TEST_LLM_KEY"
 SECRET = "sk-test-TOPSECRET-0123456789abcdef"
 FAST = {"backoff_s": 0.001, "backoff_max_s": 0.01}  # backoff delays made tiny
+
+
+@pytest.fixture
+def server():
+    """A fake OpenAI-compatible server on 127.0.0.1 for one test."""
+    with FakeLLMServer(model="fake-model") as srv:
+        yield srv
+
+
+@pytest.fixture(autouse=True)
+def api_key(monkeypatch):
+    """Every LLM test runs with SECRET in KEY_ENV (so leaks of the key can be checked)."""
+    monkeypatch.setenv(KEY_ENV, SECRET)

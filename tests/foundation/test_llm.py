@@ -8,22 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from fake_llm_server import FakeLLMServer, slow
-from helpers_llm import FAST, KEY_ENV, SECRET
+from fake_llm_server import slow
+from helpers_llm import FAST, KEY_ENV, api_key, server  # noqa: F401 (fixtures)
 
 from arborag.errors import ConfigError, LLMError
 from arborag.llm import LLMCache, LLMClient
 
-
-@pytest.fixture
-def server():
-    with FakeLLMServer(model="fake-model") as srv:
-        yield srv
-
-
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch):
-    monkeypatch.setenv(KEY_ENV, SECRET)
 
 
 def test_retries_exhausted_raise_llm_error_with_reason(server):

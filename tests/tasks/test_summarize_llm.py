@@ -14,7 +14,7 @@ import time
 
 import pytest
 from fake_llm_server import FakeLLMServer, error, reply, slow
-from helpers_llm import FAST, KEY_ENV, SECRET
+from helpers_llm import FAST, KEY_ENV, SECRET, api_key, server  # noqa: F401 (fixtures)
 
 from arborag.config import SummarizeConfig
 from arborag.errors import BackendUnavailable, LLMError
@@ -28,16 +28,6 @@ CLUSTERS = [
     ["Gamma three. The third cluster covers deserts.", "Deserts are dry."],
 ]
 
-
-@pytest.fixture
-def server():
-    with FakeLLMServer(model="fake-model") as srv:
-        yield srv
-
-
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch):
-    monkeypatch.setenv(KEY_ENV, SECRET)
 
 
 def make_cfg(srv: FakeLLMServer | None, **kw) -> SummarizeConfig:
