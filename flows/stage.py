@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -144,10 +145,29 @@ def _resolve(name: str) -> tuple[str, Path] | None:
     return found
 
 
+_AST_LOCK = threading.Lock()
+
+
+def _parse(path: Path) -> ast.Module:
+    """``ast.parse`` of a file, serialized and retried: CPython 3.11's AST builder keeps its
+    recursion counter per interpreter, so a parse racing another thread's (Prefect parses too)
+    can fail with a spurious ``SystemError: AST constructor recursion depth mismatch``."""
+    source = path.read_text(encoding="utf-8")
+    for attempt in range(5):
+        try:
+            with _AST_LOCK:
+                return ast.parse(source, filename=str(path))
+        except SystemError:
+            if attempt == 4:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 @lru_cache(maxsize=1024)
 def _imports(module: str, path: Path, mtime_ns: int, size: int) -> tuple[str, ...]:
     """Modules of ours imported anywhere in ``path`` (module level or inside functions, relative too)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = _parse(path)
     package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
     found: set[str] = set()
     for node in ast.walk(tree):
