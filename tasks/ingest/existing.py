@@ -86,7 +86,7 @@ class ExistingDocuments:
 
 def sorted_documents(existing: ExistingDocuments, loaded: set[int], rows: list[dict[str, Any]]) -> pa.Table:
     """The kept rows of ``existing`` not ``loaded`` into the merge, plus ``rows`` (what the merge
-    holds now), sorted by ``(uri, status, doc_id)`` (stable) with one take of the data."""
+    holds now), sorted by ``(uri, status, doc_id)`` (stable), copying at most one take of the data."""
     new = pa.Table.from_pylist(rows, schema=DOCUMENTS)
     n_old = existing.table.num_rows
     keep = existing.kept.filter(~existing.kept.is_in(pl.Series(sorted(loaded), dtype=pl.UInt32)))
@@ -98,4 +98,19 @@ def sorted_documents(existing: ExistingDocuments, loaded: set[int], rows: list[d
         .filter(pl.col("_at").is_in(keep) | (pl.col("_at") >= n_old))
         .sort(_SORT_KEY, maintain_order=True)["_at"]
     )
-    return both.take(order.to_arrow()).combine_chunks()
+    return _gather(both, order)
+
+
+def _gather(table: pa.Table, order: pl.Series, max_runs: int = 4096) -> pa.Table:
+    """``table.take(order)``; when ``order`` is a few runs of consecutive rows (an ingest into a
+    sorted table: the old rows in order, a few new rows between them) the runs are sliced out
+    without copying. Either way the Parquet written from the result is the same bytes."""
+    if len(order) == 0:
+        return table.slice(0, 0)
+    starts = order.diff().ne(1).fill_null(True)
+    at = pl.int_range(0, len(order), eager=True).filter(starts)
+    if len(at) > max_runs:
+        return table.take(order.to_arrow()).combine_chunks()
+    ends = [*at.to_list()[1:], len(order)]
+    first = order.gather(at).to_list()
+    return pa.concat_tables([table.slice(f, e - a) for f, a, e in zip(first, at.to_list(), ends)])
