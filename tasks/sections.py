@@ -54,8 +54,10 @@ __all__ = [
     "line_starts",
     "locate_headings",
     "markdown_headings",
+    "metadata_of",
     "pdf_headings",
     "sections_from_headings",
+    "short_title",
     "structural_sections",
 ]
 
