@@ -33,17 +33,34 @@ log = logging.getLogger("arborag.serve")
 RETRY_FAILED_OPEN_S = 5.0
 
 
+class _Pending:
+    __slots__ = ("texts", "result", "error", "done")
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+        self.result: np.ndarray | None = None
+        self.error: BaseException | None = None
+        self.done = False
+
+
 class ResidentEmbedders:
     """One loaded query embedder per embedder configuration, loaded on first use, kept for good.
 
-    Calls are serialised: the machine's cores are better used by one batched forward pass than
-    by several competing ones, and the model loads once even under concurrent first requests.
+    One forward pass runs at a time (the cores are better used by one batched pass than by
+    several competing ones; the model loads once even under concurrent first requests), and
+    the requests that arrive while a pass runs are embedded together in the next pass
+    (up to :attr:`max_batch` texts), so concurrent clients share forward passes.
     """
+
+    max_batch = 64
 
     def __init__(self, factory: Callable[[EmbedConfig], Callable[[list[str]], np.ndarray]] | None = None) -> None:
         self._factory = factory or _default_embedder
         self._models: dict[str, Callable[[list[str]], np.ndarray]] = {}
-        self._lock = threading.Lock()
+        self._queues: dict[str, list[_Pending]] = {}
+        self._lock = threading.Lock()  # held during a forward pass
+        self._qlock = threading.Lock()  # guards the queues
+        self.passes = 0
 
     @property
     def loaded(self) -> bool:
@@ -53,13 +70,42 @@ class ResidentEmbedders:
         key = cfg.model_dump_json()
 
         def embed(texts: list[str]) -> np.ndarray:
+            item = _Pending(list(texts))
+            with self._qlock:
+                self._queues.setdefault(key, []).append(item)
             with self._lock:
-                model = self._models.get(key)
-                if model is None:
-                    model = self._models[key] = self._factory(cfg)
-                return np.asarray(model(list(texts)), dtype=np.float32)
+                while not item.done:  # a previous pass may already have embedded this item
+                    self._run_pass(key, cfg)
+            if item.error is not None:
+                raise item.error
+            assert item.result is not None
+            return item.result
 
         return embed
+
+    def _run_pass(self, key: str, cfg: EmbedConfig) -> None:
+        with self._qlock:
+            queue = self._queues[key]
+            batch, n = [], 0
+            while queue and (not batch or n + len(queue[0].texts) <= self.max_batch):
+                batch.append(queue.pop(0))
+                n += len(batch[-1].texts)
+        try:
+            model = self._models.get(key)
+            if model is None:
+                model = self._models[key] = self._factory(cfg)
+            vectors = np.asarray(model([t for item in batch for t in item.texts]), dtype=np.float32)
+            self.passes += 1
+            at = 0
+            for item in batch:
+                item.result = vectors[at:at + len(item.texts)]
+                at += len(item.texts)
+        except BaseException as exc:  # every waiter of this pass gets the error
+            for item in batch:
+                item.error = exc
+        finally:
+            for item in batch:
+                item.done = True
 
 
 def _default_embedder(cfg: EmbedConfig) -> Callable[[list[str]], np.ndarray]:

