@@ -113,7 +113,13 @@ def decode_bytes(raw: bytes, *, declared: str | None = None) -> DecodedText:
         return DecodedText(lenient, "utf-8", replaced)
     from charset_normalizer import from_bytes
 
-    best = from_bytes(raw).best()
+    matches = from_bytes(raw)
+    best = matches.best()
+    if best is not None:
+        # Short Latin-1 text ties between code pages (cp1250 turns "très" into "trčs"); on a
+        # tie, the most common Western one wins.
+        tied = [m for m in matches if m.chaos == best.chaos and m.coherence == best.coherence]
+        best = next((m for m in tied if m.encoding in ("cp1252", "windows-1252")), best)
     if best is not None and best.encoding:
         try:
             text = raw.decode(best.encoding, errors="replace")
