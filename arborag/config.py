@@ -55,6 +55,18 @@ class IngestConfig(_Stage):
     max_file_mb: float = Field(200.0, description="Files larger than this are recorded as errors, not read.")
     jsonl_text_field: str = Field("text", description="Field of a .jsonl record that holds its text.")
     min_chars: int = Field(1, description="A document with fewer non-whitespace characters is an error (empty).")
+    max_chars: int = Field(
+        5_000_000, ge=1, description="A document with more characters (after normalization) is an error, or truncated (see oversize)."
+    )
+    max_tokens: int = Field(
+        1_000_000, ge=1, description="A document with more tokens (the one tokenizer) is an error, or truncated (see oversize)."
+    )
+    oversize: Literal["error", "truncate"] = Field(
+        "error", description="Over max_chars/max_tokens: an error row (default), or keep the first part with a warning."
+    )
+    follow_external_symlinks: bool = Field(
+        False, description="Follow symlinks whose target lies outside the folder being walked (skipped and reported by default)."
+    )
 
 
 class SegmentConfig(_Stage):
