@@ -34,10 +34,14 @@ def register(app: typer.Typer) -> None:
         seed: Optional[int] = typer.Option(None, "--seed", help="Random seed of UMAP/GMM (same seed + input => same tree)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Ingest and segment, then print chunk counts and estimated summarizer tokens/cost per level; build nothing."),
         no_prefect: bool = typer.Option(False, "--no-prefect", help="Run the stages without Prefect (no orchestration, no UI)."),
+        follow_external_symlinks: bool = typer.Option(
+            False, "--follow-external-symlinks", help="Follow symlinks that lead out of a source folder (skipped and reported by default)."
+        ),
         config: Optional[Path] = CONFIG_OPTION,
     ) -> None:
         offline_env()
         overrides = {
+            "ingest": {"follow_external_symlinks": follow_external_symlinks or None},
             "segment": {"strategy": strategy},
             "summarize": {"backend": summarizer},
             "tree": {"scope": "document" if per_document else None},

@@ -136,8 +136,12 @@ def register(app: typer.Typer) -> None:
         segment: bool = typer.Option(False, "--segment", help="Also segment the documents (same as running `arborag segment` after)."),
         strategy: Optional[Strategy] = typer.Option(None, "--strategy", "-s", help="Segmenter for --segment (default: config, sentence)."),
         no_prefect: bool = typer.Option(False, "--no-prefect", help="Run without Prefect (no orchestration, no cache, no UI; starts faster)."),
+        follow_external_symlinks: bool = typer.Option(
+            False, "--follow-external-symlinks", help="Follow symlinks that lead out of a source folder (skipped and reported by default)."
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON (no progress bar)."),
         config: Optional[Path] = CONFIG_OPTION,
     ) -> None:
-        overrides = {"ingest": {"include": include or None, "exclude": exclude or None, "max_file_mb": max_file_mb}}
+        overrides = {"ingest": {"include": include or None, "exclude": exclude or None, "max_file_mb": max_file_mb,
+                                "follow_external_symlinks": follow_external_symlinks or None}}
         run_ingest_command(list(sources), corpus, config, overrides, strategy=strategy, segment=segment, no_prefect=no_prefect, as_json=as_json)
