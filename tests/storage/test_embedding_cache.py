@@ -10,7 +10,7 @@ from helpers_embed import FakeEmbedder
 
 from arborag.errors import SchemaError
 from arborag.hashing import hash_text
-from arborag.storage.embedding_cache import EmbeddingCache
+from arborag.storage.embedding_cache import EmbeddingCache, _read_shard
 from arborag.tasks.embeddings import embed_cached
 
 
@@ -65,13 +65,13 @@ def test_a_shard_of_several_models_and_vectors_read_without_python_lists(tmp_pat
     found, vecs = cache.get_many("b", ["h4"])
     np.testing.assert_array_equal(vecs[0], v[3])
     assert len(cache) == 4 and cache.n_shards == 1
-    # a shard of one model is used as Arrow read it: a read-only view of the Parquet column's
-    # buffer, not a matrix rebuilt from Python floats
+    # a shard of one model becomes one float32 matrix (decoded batch by batch, no Python floats)
     only = tmp_path / "one"
     only.mkdir()
     pq.write_table(table.filter(pa.array([True, False, True, False])), only / "emb-a.parquet")
-    _, vecs = EmbeddingCache(only).get_many("a", ["h1"])
-    assert vecs[0].dtype == np.float32 and not vecs[0].flags.writeable
+    one = EmbeddingCache(only)
+    _, vecs = one.get_many("a", ["h1"])
+    assert vecs[0].dtype == np.float32 and len(one._blocks["a"]) == 1 and one._blocks["a"][0].shape == (2, 3)
     np.testing.assert_array_equal(vecs[0], v[0])
 
 
@@ -85,3 +85,13 @@ def test_foreign_or_ragged_shards_are_ignored_and_bad_puts_are_typed_errors(tmp_
     assert cache.put_many("m", ["x", "x"], np.ones((2, 4), np.float32)) is not None
     assert cache.put_many("m", ["x"], np.ones((1, 4), np.float32)) is None  # already present
     assert len(EmbeddingCache(tmp_path)) == 1
+
+
+def test_vectors_are_read_batch_by_batch_into_one_matrix(tmp_path):
+    v = np.random.default_rng(1).standard_normal((7, 5)).astype(np.float32)
+    cache = EmbeddingCache(tmp_path)
+    cache.put_many("m", [f"h{i}" for i in range(7)], v)
+    (shard,) = tmp_path.glob("emb-*.parquet")
+    keys, vectors = _read_shard(shard, batch_rows=3)  # three batches: 3 + 3 + 1 rows
+    assert keys.column("text_hash").to_pylist() == [f"h{i}" for i in range(7)]
+    np.testing.assert_array_equal(vectors, v)
