@@ -71,8 +71,8 @@ def make_router(holder: Any, limits: Limits, guard: Any) -> APIRouter:
             vector = None
             if req.vector is not None:
                 vector = np.asarray(req.vector, dtype=np.float32)
-                dim = index.vectors.dim
-                if vector.shape != (dim,) or not np.isfinite(vector).all():
+                dim = snap.dim
+                if (dim is not None and vector.shape != (dim,)) or not np.isfinite(vector).all():
                     raise _unprocessable("vector", f"must be {dim} finite numbers (the snapshot's embedding size)")
             args = dict(mode=req.mode, budget=req.budget, k=req.k, levels=req.levels, doc_ids=req.doc_ids, vector=vector)
             t0 = time.perf_counter()

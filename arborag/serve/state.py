@@ -109,7 +109,7 @@ class ResidentEmbedders:
 
 
 def _default_embedder(cfg: EmbedConfig) -> Callable[[list[str]], np.ndarray]:
-    from arborag.tasks.embeddings import Embedder
+    from arborag.embedder import Embedder
 
     model = Embedder(cfg)
     return model.embed
@@ -138,6 +138,11 @@ class Snapshot:
         levels = pl.from_arrow(pq.read_table(self.dir / "nodes.parquet", columns=["level"]))
         counts = levels.group_by("level").len().sort("level")
         return {str(lv): int(n) for lv, n in zip(counts["level"].to_list(), counts["len"].to_list())}
+
+    @property
+    def dim(self) -> int | None:
+        """The embedding size of this snapshot's vectors (None when the index does not say)."""
+        return getattr(getattr(self.index, "vectors", None), "dim", None)
 
     @property
     def n_nodes(self) -> int:
@@ -205,10 +210,10 @@ class SnapshotHolder:
         return (st.st_ino, st.st_mtime_ns, st.st_size)
 
     def _open(self) -> Snapshot:
-        from arborag.query import open_index
+        from arborag.query import open_index, snapshot_embed_config
 
         info = json.loads((self.corpus.published_dir() / "info.json").read_text(encoding="utf-8"))
-        embed_cfg = EmbedConfig.model_validate(info["embed"]) if info.get("embed") else self.config.embed
+        embed_cfg = snapshot_embed_config(info, self.config)  # the embedder the snapshot was built with
         index = open_index(self.corpus.root, config=self.config, embed_query=self.embedders.for_config(embed_cfg))
         return Snapshot(index, self.corpus)
 
