@@ -40,29 +40,25 @@ def embed_cached(
     """
     texts = list(texts)
     dim = int(embedder.dim)
-    out = np.zeros((len(texts), dim), dtype=np.float32)
     if not texts:
-        return out, 0
+        return np.zeros((0, dim), dtype=np.float32), 0
     hashes = [hash_text(t) for t in texts]
-    first: dict[str, int] = {}
-    for i, h in enumerate(hashes):
-        first.setdefault(h, i)
+    first: dict[str, int] = {}  # distinct hash -> first row holding it
+    inverse = np.fromiter((first.setdefault(h, len(first)) for h in hashes), dtype=np.int64, count=len(hashes))
     unique = list(first)
+    rows_of = np.unique(inverse, return_index=True)[1]  # first row of each distinct text
+    distinct = np.zeros((len(unique), dim), dtype=np.float32)
+    found = np.zeros(len(unique), dtype=bool)
     if cache is not None:
         found, vecs = cache.get_many(embedder.model_id, unique)
-    else:
-        found, vecs = np.zeros(len(unique), dtype=bool), [None] * len(unique)
-    by_hash: dict[str, np.ndarray] = {h: v for h, v in zip(unique, vecs) if v is not None}
+        if found.any():
+            distinct[found] = np.stack([v for v in vecs if v is not None])
     if progress is not None and found.any():
-        progress(int(sum(1 for h in hashes if h in by_hash)))
-    missing = [h for h, f in zip(unique, found) if not f]
-    if missing:
-        new = embedder.embed([texts[first[h]] for h in missing], progress=progress)
-        new = np.asarray(new, dtype=np.float32)
+        progress(int(found[inverse].sum()))
+    missing = np.flatnonzero(~found)
+    if len(missing):
+        new = np.asarray(embedder.embed([texts[rows_of[j]] for j in missing], progress=progress), dtype=np.float32)
         if cache is not None:
-            cache.put_many(embedder.model_id, missing, new)
-        for h, v in zip(missing, new):
-            by_hash[h] = v
-    for i, h in enumerate(hashes):
-        out[i] = by_hash[h]
-    return out, len(missing)
+            cache.put_many(embedder.model_id, [unique[j] for j in missing], new)
+        distinct[missing] = new
+    return distinct[inverse], len(missing)
