@@ -89,51 +89,46 @@ def diff_documents(existing: pa.Table, incoming: pa.Table) -> DocumentsDiff:
     """
     base = _existing_frame(existing)
     ok_rows = base.filter(pl.col("status") == "ok")
-    old = _existing_uris(base, ok_rows)
-    new = _incoming(incoming)
-    joined = (
-        old.join(new, on="uri", how="full", coalesce=True)
-        .with_columns(
-            pl.when(pl.col("_new").is_null())
-            .then(pl.lit("deleted"))
-            .when(~pl.col("ok"))
-            .then(pl.lit("failed"))
-            .when(pl.col("old_doc_id").is_null())
-            .then(pl.lit("added"))
-            .when(pl.col("old_doc_id") == pl.col("new_doc_id"))
-            .then(pl.lit("unchanged"))
-            .otherwise(pl.lit("changed"))
-            .alias("kind")
-        )
-        .sort("uri")
+    old, claims = _existing_uris(base, ok_rows)
+    code = {name: i for i, name in enumerate(KINDS)}
+    kind = (
+        pl.when(pl.col("_new").is_null())
+        .then(code["deleted"])
+        .when(~pl.col("ok"))
+        .then(code["failed"])
+        .when(pl.col("old_doc_id").is_null())
+        .then(code["added"])
+        .when(pl.col("old_doc_id") == pl.col("new_doc_id"))
+        .then(code["unchanged"])
+        .otherwise(code["changed"])
+        .cast(pl.UInt8)
     )
+    # the one plan over the big tables: uris before and now, joined and classified
+    joined = old.join(_incoming(incoming), on="uri", how="full", coalesce=True).select("uri", "old_doc_id", "new_doc_id", kind.alias("kind")).sort("uri").collect()
 
-    def kind(name: str, *cols: pl.Expr) -> pl.LazyFrame:
-        return joined.filter(pl.col("kind") == name).select(pl.col("uri"), *cols)
+    def rows(*names: str) -> pl.DataFrame:
+        return joined.filter(pl.col("kind").is_in([code[n] for n in names]))
 
-    # what holds a document after the update: a uri read ok now, or a failed uri keeping its old one
-    now_ok = joined.filter(pl.col("kind").is_in(["added", "changed", "unchanged"])).select(pl.col("new_doc_id").alias("doc_id"))
-    kept = joined.filter(pl.col("kind") == "failed").select(pl.col("old_doc_id").alias("doc_id")).drop_nulls()
-    held = pl.concat([now_ok, kept]).unique()
-    known = ok_rows.select("doc_id").unique()
-    plans = [
-        kind("added", pl.col("new_doc_id").alias("doc_id")),
-        kind("changed", pl.col("new_doc_id").alias("doc_id"), pl.col("old_doc_id")),
-        kind("deleted", pl.col("old_doc_id").alias("doc_id")),
-        kind("unchanged", pl.col("new_doc_id").alias("doc_id")),
-        kind("failed", pl.col("old_doc_id").alias("doc_id")),
-        joined.filter(pl.col("kind").is_in(["added", "changed"])).select(pl.col("new_doc_id").alias("doc_id")).unique().join(known, on="doc_id", how="anti").sort("doc_id"),
-        known.join(held, on="doc_id", how="anti").sort("doc_id"),
-    ]
-    added, changed, deleted, unchanged, failed, new_ids, gone_ids = pl.collect_all(plans)
+    # contents: only ids that lost or gained a uri can be gone or new (a few), checked against the rest
+    lost = rows("deleted", "changed")["old_doc_id"].drop_nulls().unique()
+    still = pl.concat([
+        rows("added", "changed", "unchanged").filter(pl.col("new_doc_id").is_in(lost))["new_doc_id"],
+        rows("failed").filter(pl.col("old_doc_id").is_in(lost))["old_doc_id"],
+    ])
+    gone = lost.filter(~lost.is_in(still))
+    if joined["old_doc_id"].is_not_null().sum() < claims:  # a uri claimed twice: a document may hold none now
+        orphans = ok_rows.select("doc_id").unique().join(old.select(pl.col("old_doc_id").alias("doc_id")), on="doc_id", how="anti")
+        gone = pl.concat([gone, orphans.collect()["doc_id"]]).unique()
+    fresh = rows("added", "changed")["new_doc_id"].unique()
+    known = ok_rows.select("doc_id").filter(pl.col("doc_id").is_in(fresh)).collect()["doc_id"]
     return DocumentsDiff(
-        added=_table(added),
-        changed=_table(changed),
-        deleted=_table(deleted),
-        unchanged=_table(unchanged),
-        failed=_table(failed),
-        new_doc_ids=_ids(new_ids),
-        gone_doc_ids=_ids(gone_ids),
+        added=_table(rows("added").select("uri", pl.col("new_doc_id").alias("doc_id"))),
+        changed=_table(rows("changed").select("uri", pl.col("new_doc_id").alias("doc_id"), "old_doc_id")),
+        deleted=_table(rows("deleted").select("uri", pl.col("old_doc_id").alias("doc_id"))),
+        unchanged=_table(rows("unchanged").select("uri", pl.col("new_doc_id").alias("doc_id"))),
+        failed=_table(rows("failed").select("uri", pl.col("old_doc_id").alias("doc_id"))),
+        new_doc_ids=_ids(fresh.filter(~fresh.is_in(known)).sort()),
+        gone_doc_ids=_ids(gone.sort()),
     )
 
 
@@ -158,10 +153,13 @@ def _existing_frame(existing: pa.Table) -> pl.LazyFrame:
     return lf.with_columns(pl.lit(None, dtype=pl.String).alias("metadata"))
 
 
-def _existing_uris(base: pl.LazyFrame, ok: pl.LazyFrame) -> pl.LazyFrame:
-    """One row per uri known before: ``uri, old_doc_id`` (null for a uri with only an error row)."""
+def _existing_uris(base: pl.LazyFrame, ok: pl.LazyFrame) -> tuple[pl.LazyFrame, int]:
+    """One row per uri known before: ``uri, old_doc_id`` (null for a uri with only an error row),
+    and how many (uri, document) claims the table makes (more than the uris: a uri claimed twice)."""
     primary = ok.select("row", pl.lit(0, dtype=pl.Int32).alias("k"), "uri", "doc_id")
-    pairs = pl.concat([primary, _duplicates(ok)]).sort(["row", "k"]).unique("uri", keep="last")
+    duplicates = _duplicates(ok)
+    claims = ok.select(pl.len()).collect().item() + duplicates.height
+    pairs = pl.concat([primary, duplicates.lazy()]).sort(["row", "k"]).unique("uri", keep="last")
     errors = (
         base.filter(pl.col("status") == "error")
         .select("uri")
@@ -169,10 +167,10 @@ def _existing_uris(base: pl.LazyFrame, ok: pl.LazyFrame) -> pl.LazyFrame:
         .join(pairs, on="uri", how="anti")
         .select("uri", pl.lit(None, dtype=pl.String).alias("doc_id"))
     )
-    return pl.concat([pairs.select("uri", "doc_id"), errors]).rename({"doc_id": "old_doc_id"})
+    return pl.concat([pairs.select("uri", "doc_id"), errors]).rename({"doc_id": "old_doc_id"}), claims
 
 
-def _duplicates(ok: pl.LazyFrame) -> pl.LazyFrame:
+def _duplicates(ok: pl.LazyFrame) -> pl.DataFrame:
     """``row, k, uri, doc_id`` for every uri in ``metadata.duplicate_uris`` of an ok row (k >= 1).
 
     Only rows whose metadata mentions ``duplicate_uris`` (a few) are parsed. Entries are read
@@ -182,7 +180,7 @@ def _duplicates(ok: pl.LazyFrame) -> pl.LazyFrame:
     """
     rows = ok.filter(pl.col("metadata").str.contains("duplicate_uris", literal=True)).select("row", "doc_id", "metadata").collect()
     if not rows.height:
-        return pl.LazyFrame(schema={"row": pl.UInt32, "k": pl.Int32, "uri": pl.String, "doc_id": pl.String})
+        return pl.DataFrame(schema={"row": pl.UInt32, "k": pl.Int32, "uri": pl.String, "doc_id": pl.String})
     found = pl.col("metadata").str.json_path_match("$.duplicate_uris")
     as_list = pl.when(found.str.starts_with("[")).then(found).otherwise(pl.lit("[]"))
     try:
@@ -193,8 +191,7 @@ def _duplicates(ok: pl.LazyFrame) -> pl.LazyFrame:
             schema={"row": pl.UInt32, "doc_id": pl.String, "uri": pl.List(pl.String)},
         )
     return (
-        listed.lazy()
-        .with_columns(pl.int_ranges(1, pl.col("uri").list.len() + 1, dtype=pl.Int32).alias("k"))
+        listed.with_columns(pl.int_ranges(1, pl.col("uri").list.len() + 1, dtype=pl.Int32).alias("k"))
         .explode(["uri", "k"])
         .drop_nulls("uri")
         .select("row", "k", "uri", "doc_id")
@@ -232,5 +229,5 @@ def _table(df: pl.DataFrame) -> pa.Table:
     return pa.Table.from_arrays([arrow.column(c).cast(_URI if c == "uri" else _ID) for c in df.columns], names=df.columns)
 
 
-def _ids(df: pl.DataFrame) -> pa.Array:
-    return df.to_arrow().column("doc_id").combine_chunks().cast(_ID)
+def _ids(ids: pl.Series) -> pa.Array:
+    return ids.to_arrow().cast(_ID)

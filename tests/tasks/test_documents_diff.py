@@ -174,6 +174,13 @@ def test_a_uri_claimed_twice_in_the_table_belongs_to_the_later_row():
     assert rows(d.unchanged) == [("a", "X"), ("b", "Y")]
 
 
+def test_a_document_left_without_a_uri_by_a_later_claim_is_gone():
+    existing = docs(("X", "a", "ok"), ("Y", "b", "ok", ["a"]))  # the later row takes uri a
+    d = diff_documents(existing, incoming(("a", "Y"), ("b", "Y")))
+    assert rows(d.unchanged) == [("a", "Y"), ("b", "Y")]
+    assert ids(d.gone_doc_ids) == ["X"]  # no uri holds X any more
+
+
 def test_metadata_that_is_not_arborag_s():
     existing = docs(
         ("X", "a", "ok", json.dumps({"duplicate_uris": ["b", 7, None]})),
