@@ -48,7 +48,8 @@ def leaf_level(leaves: pa.Table, vectors: np.ndarray) -> Level:
     dup = df.filter(pl.col("chunk_id").is_duplicated())
     if dup.height:
         raise SchemaError("chunks", f"chunk_id {dup['chunk_id'][0]!r} occurs more than once; deduplicate the chunks before build_tree")
-    ordered = df.with_row_index("row").sort(["doc_id", "ordinal", "start_char", "chunk_id"], maintain_order=True)
+    order = _order(df, ["doc_id", "ordinal", "start_char", "chunk_id"])
+    ordered = df[order]
     frame = ordered.select(
         pl.col("chunk_id").alias("node_id"),
         pl.col("text"),
@@ -57,7 +58,13 @@ def leaf_level(leaves: pa.Table, vectors: np.ndarray) -> Level:
         pl.int_range(pl.len(), dtype=pl.Int64).alias("pos"),
         pl.col("doc_id"),
     )
-    return Level(frame, vectors[ordered["row"].to_numpy()])
+    return Level(frame, vectors[order])
+
+
+def _order(df: pl.DataFrame, keys: list[str]) -> np.ndarray:
+    """The row permutation that sorts ``df`` by ``keys`` (unique together, so the order is total);
+    sorting only the key columns, then gathering once, keeps wide text columns still."""
+    return df.select(keys).with_row_index("row").sort(keys)["row"].to_numpy()
 
 
 def split_by_document(level: Level) -> list[Level]:
@@ -111,11 +118,11 @@ def assemble_nodes(
         for level, lv, extra in levels
     ]
     vectors = np.concatenate([lv.vectors for _, lv, _ in levels], axis=0)
-    df = pl.concat(frames, how="vertical_relaxed").with_row_index("row").sort(["level", "pos", "node_id"], maintain_order=True)
+    df = pl.concat(frames, how="vertical_relaxed")
     if df["node_id"].n_unique() != df.height:  # pragma: no cover - ids are content hashes
         raise SchemaError("nodes", "duplicate node ids in the tree (a chunk id equals a summary id?)")
-    order = df["row"].to_numpy()
-    out = df.with_columns(pl.lit(run_id, dtype=pl.String).alias("created_by_run"))
+    order = _order(df, ["level", "pos", "node_id"])
+    out = df[order].with_columns(pl.lit(run_id, dtype=pl.String).alias("created_by_run"))
     return to_table(out, "nodes"), np.ascontiguousarray(vectors[order], dtype=np.float32)
 
 
