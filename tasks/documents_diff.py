@@ -1,9 +1,11 @@
 """The plan of ``arborag update``: which sources were added, changed, deleted or left unchanged.
 
 :func:`diff_documents` compares the ``documents`` table of a corpus with what the sources hold
-now, by uri and content hash (``doc_id`` is the hash of the normalized text), in one lazy polars
-plan over Arrow: no Python loop over rows, and the big columns of the table (``text``) are never
-touched. It is pure: nothing is read or written.
+now, by uri and content hash (``doc_id`` is the hash of the normalized text), in polars over Arrow: one
+lazy plan reads both tables, joins them by uri and classifies every uri; the contents to add and
+remove are then checked only for the few ids that gained or lost a uri. No Python loop over rows,
+and the big columns of the table (``text``) are never touched. It is pure: nothing is read or
+written. (10⁶ documents: see ``benchmarks/tables.py``.)
 
 ``existing`` is a DOCUMENTS table. An ``ok`` row holds its content at its ``uri`` and at every
 uri listed in ``metadata.duplicate_uris`` (the same text found at several uris is one document);
@@ -104,21 +106,27 @@ def diff_documents(existing: pa.Table, incoming: pa.Table) -> DocumentsDiff:
         .cast(pl.UInt8)
     )
     # the one plan over the big tables: uris before and now, joined and classified
-    joined = old.join(_incoming(incoming), on="uri", how="full", coalesce=True).select("uri", "old_doc_id", "new_doc_id", kind.alias("kind")).sort("uri").collect()
+    joined = (
+        old.join(_incoming(incoming), on="uri", how="full", coalesce=True)
+        .select("uri", "old_doc_id", "new_doc_id", kind.alias("kind"))
+        .sort("uri")
+        .collect()
+    )
 
     def rows(*names: str) -> pl.DataFrame:
         return joined.filter(pl.col("kind").is_in([code[n] for n in names]))
 
     # contents: only ids that lost or gained a uri can be gone or new (a few), checked against the rest
-    lost = rows("deleted", "changed")["old_doc_id"].drop_nulls().unique()
+    lost = rows("deleted", "changed")["old_doc_id"].drop_nulls()
+    if joined["old_doc_id"].is_not_null().sum() < claims:  # a uri claimed twice: some document may hold none
+        orphans = ok_rows.select("doc_id").join(old.select(pl.col("old_doc_id").alias("doc_id")), on="doc_id", how="anti")
+        lost = pl.concat([lost, orphans.collect()["doc_id"]])
+    lost = lost.unique()
     still = pl.concat([
         rows("added", "changed", "unchanged").filter(pl.col("new_doc_id").is_in(lost))["new_doc_id"],
         rows("failed").filter(pl.col("old_doc_id").is_in(lost))["old_doc_id"],
     ])
     gone = lost.filter(~lost.is_in(still))
-    if joined["old_doc_id"].is_not_null().sum() < claims:  # a uri claimed twice: a document may hold none now
-        orphans = ok_rows.select("doc_id").unique().join(old.select(pl.col("old_doc_id").alias("doc_id")), on="doc_id", how="anti")
-        gone = pl.concat([gone, orphans.collect()["doc_id"]]).unique()
     fresh = rows("added", "changed")["new_doc_id"].unique()
     known = ok_rows.select("doc_id").filter(pl.col("doc_id").is_in(fresh)).collect()["doc_id"]
     return DocumentsDiff(

@@ -223,3 +223,57 @@ def test_the_plan_is_a_frozen_dataclass():
     assert isinstance(d, DocumentsDiff)
     with pytest.raises(AttributeError):
         d.added = d.deleted  # type: ignore[misc]
+
+
+def _reference(existing: pa.Table, new: pa.Table) -> dict[str, list]:
+    """The diff by dicts and sets, row by row (the semantics of the module docstring)."""
+    by_uri: dict[str, str | None] = {}
+    known: set[str] = set()
+    errors: set[str] = set()
+    for r in existing.to_pylist():
+        if r["status"] == "ok":
+            known.add(r["doc_id"])
+            meta = json.loads(r["metadata"])
+            for uri in [r["uri"], *meta.get("duplicate_uris", [])]:
+                by_uri[uri] = r["doc_id"]
+        elif r["status"] == "error":
+            errors.add(r["uri"])
+    now = {r["uri"]: (r["doc_id"], r["status"] == "ok") for r in new.to_pylist()}
+    out: dict[str, list] = {k: [] for k in KINDS}
+    for uri, (doc_id, ok) in now.items():
+        old = by_uri.get(uri)
+        if not ok:
+            out["failed"].append((uri, old))
+        elif old is None:
+            out["added"].append((uri, doc_id))
+        elif old == doc_id:
+            out["unchanged"].append((uri, doc_id))
+        else:
+            out["changed"].append((uri, doc_id, old))
+    out["deleted"] = [(u, by_uri.get(u)) for u in (by_uri.keys() | errors) - now.keys()]
+    held = {r[1] for k in ("added", "changed", "unchanged", "failed") for r in out[k]}
+    out = {k: sorted(v) for k, v in out.items()}
+    out["new_doc_ids"] = sorted({r[1] for k in ("added", "changed") for r in out[k]} - known)
+    out["gone_doc_ids"] = sorted(known - held)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_tables_match_a_row_by_row_reference(seed):
+    import random
+
+    rnd = random.Random(seed)
+    uris = [f"u{i}" for i in range(12)]
+    texts = ["A", "B", "C", "D", "E"]
+    existing_rows = []
+    for uri in rnd.sample(uris, rnd.randint(0, 9)):
+        if rnd.random() < 0.2:
+            existing_rows.append((f"err-{uri}", uri, "error"))
+        else:
+            existing_rows.append((rnd.choice(texts), uri, "ok", rnd.sample(uris, rnd.choice([0, 0, 1, 2]))))
+    new_rows = [(uri, rnd.choice(texts), rnd.choice(["ok"] * 5 + ["error"])) for uri in rnd.sample(uris, rnd.randint(0, 10))]
+    existing, new = docs(*existing_rows), incoming(*new_rows) if new_rows else incoming()
+    d = diff_documents(existing, new)
+    got = {k: rows(getattr(d, k)) for k in KINDS} | {"new_doc_ids": ids(d.new_doc_ids), "gone_doc_ids": ids(d.gone_doc_ids)}
+    want = _reference(existing, new)
+    assert got == want
