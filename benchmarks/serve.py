@@ -39,8 +39,10 @@ VARIANTS = [("dense", "collapsed", True), ("dense", "collapsed", False), ("spars
             ("hybrid", "hybrid", True), ("hybrid", "hybrid", False)]
 SERVER = (
     "import sys, uvicorn\n"
+    "from arborag.config import load_config\n"
     "from arborag.serve import create_app\n"
-    "uvicorn.run(create_app(sys.argv[1], warm=True), host='127.0.0.1', port=int(sys.argv[2]),"
+    "cfg = load_config(overrides={'embed': {'threads': int(sys.argv[3])}})\n"
+    "uvicorn.run(create_app(sys.argv[1], warm=True, config=cfg), host='127.0.0.1', port=int(sys.argv[2]),"
     " log_level='warning', access_log=False)\n"
 )
 
@@ -192,11 +194,12 @@ async def drive(base: str, clients: int, bodies: list[dict], *, max_requests: in
     return {"n": len(lat), "p50": p50, "p95": p95, "p99": p99, "rps": len(lat) / wall, "errors": errors}
 
 
-def floor(corpus: Path, questions: list[str], vecs: np.ndarray, *, max_requests: int, seconds: float) -> dict:
+def floor(corpus: Path, questions: list[str], vecs: np.ndarray, *, threads: int, max_requests: int, seconds: float) -> dict:
     """The same searches through the Python API in this process, one at a time (model loaded)."""
+    from arborag.config import load_config
     from arborag.query import open_index
 
-    index = open_index(corpus)
+    index = open_index(corpus, config=load_config(overrides={"embed": {"threads": threads}}))
     index.embed_queries(["warm up"])
     out = {}
     for label, mode, embed in VARIANTS:
@@ -234,13 +237,13 @@ def model_only_rss() -> float:
     return int(out.strip().splitlines()[-1]) / 1024
 
 
-def start_server(corpus: Path) -> tuple[subprocess.Popen, str]:
+def start_server(corpus: Path, threads: int) -> tuple[subprocess.Popen, str]:
     import httpx
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-c", SERVER, str(corpus), str(port)])
+    proc = subprocess.Popen([sys.executable, "-c", SERVER, str(corpus), str(port), str(threads)])
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
@@ -262,6 +265,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0, help="time bound per (variant, clients) run")
     ap.add_argument("--requests", type=int, default=600, help="count bound per run")
     ap.add_argument("--work", default="/tmp/arborag-bench-serve")
+    ap.add_argument("--embed-threads", type=int, default=1, help="torch threads of the query embedder (server and floor)")
     ap.add_argument("--out", default=str(RESULTS / "serve.md"))
     args = ap.parse_args()
     started = datetime.now(timezone.utc)
@@ -276,8 +280,8 @@ def main() -> None:
     for n in (int(x) for x in args.sizes.split(",")):
         print(f"== {n:,} nodes", flush=True)
         corpus = synth_corpus(Path(args.work) / f"n{n}", n)
-        fl = floor(corpus, questions, vecs, max_requests=args.requests, seconds=args.seconds)
-        proc, base = start_server(corpus)
+        fl = floor(corpus, questions, vecs, threads=args.embed_threads, max_requests=args.requests, seconds=args.seconds)
+        proc, base = start_server(corpus, args.embed_threads)
         try:
             rss_start = rss_mb(proc.pid)[0]
             for label, mode, embed in VARIANTS:
@@ -311,7 +315,8 @@ def main() -> None:
         f"texts = 3 or 6 HotpotQA sentences recombined; sparse = the embedded tantivy index); 100k nodes use the ANN index (LanceDB IVF_HNSW_SQ)",
         f"- requests: budget 2000, k 5, {len(questions)} HotpotQA questions in rotation; each (variant, clients) run bounded by "
         f"{args.requests} requests and {args.seconds:g} s; async httpx clients on 127.0.0.1, one uvicorn worker (sync routes in its thread pool)",
-        "- 'server' = the server embeds the question (MiniLM-L6, bf16, resident); 'precomputed' = the request carries the query vector; "
+        f"- 'server' = the server embeds the question (MiniLM-L6, bf16, resident, {args.embed_threads} torch thread(s), as `arborag serve` defaults); "
+        "'precomputed' = the request carries the query vector; "
         "floor = `open_index(...).search(...)` in this process, one query at a time (same embedding choice)",
         "- latency is measured by the client (includes HTTP, JSON and the client's own share of the 2 cores)", "",
         table, "", *[f"- {x}" for x in notes + WORKAROUNDS], "",

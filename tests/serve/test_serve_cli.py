@@ -36,6 +36,7 @@ def test_serve_defaults_to_loopback_and_reads_the_token_from_env(monkeypatch, bu
     assert r.exit_code == 0, r.output
     assert seen["host"] == "127.0.0.1" and seen["port"] == 8000
     assert seen["create"]["token"] == "from-env" and seen["create"]["cors_origins"] is None
+    assert seen["create"]["config"].embed.threads == 1  # one torch thread per forward pass unless configured
     assert "from-env" not in r.output and "token required" in _text(r)
 
 
@@ -47,10 +48,10 @@ def test_serve_options_and_warning_without_token(monkeypatch, built_corpus):
     monkeypatch.delenv("ARBORAG_SERVE_TOKEN", raising=False)
     monkeypatch.setenv("MY_TOKEN", "abc")
     r = CliRunner().invoke(_app(), ["serve", "--corpus", str(built_corpus), "--host", "0.0.0.0", "--port", "9123",
-                                    "--max-k", "7", "--cors-origin", "http://a.example", "--no-warm"])
+                                    "--max-k", "7", "--cors-origin", "http://a.example", "--no-warm", "--embed-threads", "2"])
     assert r.exit_code == 0 and "without a token" in _text(r)
     assert seen["host"] == "0.0.0.0" and seen["port"] == 9123
-    assert seen["app"].state.limits.max_k == 7
+    assert seen["app"].state.limits.max_k == 7 and seen["app"].state.holder.config.embed.threads == 2
     r = CliRunner().invoke(_app(), ["serve", "--corpus", str(built_corpus), "--token-env", "MY_TOKEN", "--no-warm"])
     assert r.exit_code == 0 and "token required, from $MY_TOKEN" in _text(r)
 
