@@ -59,3 +59,12 @@ def test_serve_options_and_warning_without_token(monkeypatch, built_corpus):
 def test_serve_refuses_a_missing_corpus(tmp_path):
     r = CliRunner().invoke(_app(), ["serve", "--corpus", str(tmp_path / "nope")])
     assert r.exit_code == 1 and "not a directory" in _text(r)
+
+
+def test_registering_the_command_does_not_import_fastapi():
+    import subprocess
+    import sys
+
+    code = "import sys, arborag.serve.cli; print(sorted(m for m in ('fastapi', 'uvicorn', 'numpy', 'torch') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120).stdout
+    assert out.strip() == "[]"
