@@ -234,6 +234,10 @@ class SnapshotHolder:
                 return self._current
             sig = self._signature()
             try:
+                published = (self.corpus.manifest() or {}).get("snapshot")
+                if self._current is not None and published == self._current.id:  # re-published, same snapshot
+                    self._sig = sig
+                    return self._current
                 new = self._open()
             except Exception as exc:  # a half-deleted or broken snapshot: keep answering from the old one
                 self._failed = (sig, time.monotonic())

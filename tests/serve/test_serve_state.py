@@ -52,6 +52,15 @@ def test_unchanged_manifest_is_one_stat(two_snapshots, embedders, monkeypatch):
     assert not opened
 
 
+def test_republishing_the_same_snapshot_opens_nothing(two_snapshots, embedders, monkeypatch):
+    corpus, a, _, info = two_snapshots
+    holder = SnapshotHolder(corpus.root, ArboragConfig(), embedders)
+    first = holder.refresh()
+    monkeypatch.setattr(holder, "_open", lambda: pytest.fail("a re-published snapshot must not be opened again"))
+    corpus.publish_existing(a, info)  # a no-op rebuild rewrites the manifest
+    assert holder.refresh() is first and holder.swaps == 0
+
+
 def test_a_broken_publication_keeps_serving_the_current_snapshot(two_snapshots, embedders):
     corpus, a, _, info = two_snapshots
     holder = SnapshotHolder(corpus.root, ArboragConfig(), embedders)
