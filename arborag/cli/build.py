@@ -52,7 +52,7 @@ def register(app: typer.Typer) -> None:
 
         try:
             out = run_build([str(s) for s in (sources or [])], corpus, cfg, use_prefect=not no_prefect, dry_run=dry_run)
-        except ArboragError as exc:
+        except (ArboragError, OSError) as exc:  # OSError: disk full, read-only corpus
             fail(exc)
         if dry_run:
             _print_estimate(out, cfg)

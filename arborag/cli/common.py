@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -42,5 +43,24 @@ def config_from(path: Path | None, overrides: dict[str, dict[str, Any]] | None =
 
 
 def fail(exc: BaseException, code: int = EXIT_ERROR) -> None:
-    err_console.print(f"[bold red]error:[/] {exc}")
+    err_console.print(f"[bold red]error:[/] {_os_hint(exc) if isinstance(exc, OSError) else exc}", highlight=False)
     raise typer.Exit(code)
+
+
+_OS_HINTS = {
+    28: "the disk is full: free some space (or move the corpus) and run again",
+    30: "the folder is on a read-only file system: point --corpus at a writable folder",
+    13: "permission denied: check the folder's permissions",
+    122: "the disk quota is exhausted: free some space and run again",
+}
+
+
+def _os_hint(exc: OSError) -> str:
+    """An I/O failure (disk full, read-only corpus, permissions) in plain words, with what to do.
+    Tables and snapshots are written atomically, so what was published before is unchanged."""
+    code = exc.errno
+    if code is None and (found := re.search(r"\[errno (\d+)\]", str(exc), flags=re.IGNORECASE)):
+        code = int(found.group(1))  # pyarrow puts the errno in the message only
+    where = f" ({exc.filename})" if exc.filename else ""
+    hint = _OS_HINTS.get(code or 0, "an I/O error")
+    return f"{hint}{where}: {exc}. Nothing half-written was published; the previous tables and snapshot are intact."

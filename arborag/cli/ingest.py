@@ -97,7 +97,7 @@ def run_ingest_command(
             sources, corpus, cfg, strategy=strategy, segment=segment, use_prefect=not no_prefect,
             progress=not as_json,
         )
-    except ArboragError as exc:
+    except (ArboragError, OSError) as exc:  # OSError: disk full, read-only corpus
         fail(exc)
         return
     _print_run(out, as_json)
