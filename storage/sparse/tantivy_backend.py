@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -120,7 +121,16 @@ class EmbeddedSparseIndex:
             )
         self.meta = meta
         self._tantivy = tantivy
-        self._index = tantivy.Index.open(str(self.directory))
+        try:
+            self._index = tantivy.Index.open(str(self.directory))
+        except ValueError as exc:
+            if "Lockfile" not in str(exc):
+                raise
+            # A read-only corpus: tantivy cannot create its lock file there. A snapshot's index
+            # never changes, so a private temporary copy answers the same queries.
+            self._copy = tempfile.TemporaryDirectory(prefix="arborag-sparse-")
+            shutil.copytree(self.directory, self._copy.name, dirs_exist_ok=True)
+            self._index = tantivy.Index.open(self._copy.name)
         self._index.register_tokenizer(TOKENIZER_NAME, analyzer())
         self._index.config_reader(reload_policy="manual")
         self._schema = self._index.schema
