@@ -216,7 +216,8 @@ def make_hostile_corpus(root: Path, outside: Path, *, huge_mb: int = 50) -> dict
     put("good.pdf", good_pdf, Expect("ok", ("heron waits by the quiet river",)))
     put("good.docx", _docx(["Glaciers carve valleys slowly."]), Expect("ok", ("Glaciers carve valleys slowly",)))
     put("good.csv", "city,river\nParis,Seine\nCairo,Nile\n", Expect("ok", ("city: Cairo; river: Nile",)))
-    put("good.jsonl", '{"text": "Owls hunt at dusk across the meadow."}\n', Expect("ok", ("Owls hunt at dusk",)))
+    put("good.jsonl", '{"text": "Owls hunt at dusk across the meadow."}\n', Expect("absent"))  # its record is the document
+    ex["good.jsonl#L1"] = Expect("ok", ("Owls hunt at dusk",))
     put("x.txt/inner.md", "A folder named like a file still holds real notes.\n", Expect("ok", ("folder named like a file",)))
     # -- odd but readable ---------------------------------------------------------------------
     put("latin1.txt", "Le café était très animé à Noël.\n".encode("latin-1"), Expect("ok", ("café était très animé à Noël",)))
@@ -228,7 +229,8 @@ def make_hostile_corpus(root: Path, outside: Path, *, huge_mb: int = 50) -> dict
     put("ones.txt", "a\n" * 100_000, Expect("ok", ("a\na\na",)))
     put("table_only.docx", _docx(table=[["planet", "moons"], ["Mars", "two"]]), Expect("ok", ("Mars", "two")))
     put("ragged.csv", "a,b\n1\n2,3,4\n", Expect("ok", ("a: 1",)))
-    put("mixed.jsonl", '{"text": "Whales sing in the deep ocean."}\nnot json at all\n', Expect("ok", ("Whales sing in the deep ocean",)))
+    put("mixed.jsonl", '{"text": "Whales sing in the deep ocean."}\nnot json at all\n', Expect("absent"))
+    ex["mixed.jsonl#L1"] = Expect("ok", ("Whales sing in the deep ocean",))
     ex["mixed.jsonl#L2"] = Expect("error", reasons=("invalid JSON",))  # a record's row, not a file
     put("deep.html", "<html><body>" + "<div>" * 10_000 + "Deep nesting still has words." + "</div>" * 10_000 + "</body></html>",
         Expect("recorded", ("Deep nesting still has words",)))
@@ -250,7 +252,9 @@ def make_hostile_corpus(root: Path, outside: Path, *, huge_mb: int = 50) -> dict
     put("script_only.html", "<html><head><style>p{color:red}</style></head><body><script>var x = 1;</script></body></html>",
         Expect("error", reasons=("empty",)))
     put("header_only.csv", "a,b,c\n", Expect("error", reasons=("no data rows",)))
-    put("broken.jsonl", "{not json\n[1, 2]\n", Expect("recorded", reasons=("invalid JSON", "not a JSON object")))
+    put("broken.jsonl", "{not json\n[1, 2]\n", Expect("absent"))  # one error row per record
+    ex["broken.jsonl#L1"] = Expect("error", reasons=("invalid JSON",))
+    ex["broken.jsonl#L2"] = Expect("error", reasons=("not a JSON object",))
     put("whitespace.md", " \n\t\n   \n", Expect("error", reasons=("empty",)))
     huge = root / "huge_line.txt"
     with open(huge, "wb") as fh:  # one line, huge_mb MB: must be refused by a size limit, not read

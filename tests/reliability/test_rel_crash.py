@@ -22,7 +22,7 @@ from helpers_reliability import HOTPOT_CORPUS, PYTHON, REPO, cli_env, kill_tree,
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow, pytest.mark.shared_data]
 
-N_FIRST, N_ALL = 24, 150
+N_FIRST, N_ALL = 24, 100
 
 BUILD = r"""
 import json, sys
@@ -143,6 +143,7 @@ def test_sigkill_at_every_stage_while_queries_run(tmp_path, record_property) -> 
             if not landed:  # the build finished before the kill: nothing more to interrupt
                 break
             assert (corpus / "snapshots" / snap_before).is_dir()
+        staged_keys = {d.name for d in _staging(corpus)}
         final = subprocess.run([PYTHON, "-c", BUILD, str(src), str(corpus)], env=cli_env(), cwd=str(REPO),
                                capture_output=True, text=True, timeout=900)
         time.sleep(1.0)  # let the query loop see the new snapshot too
@@ -165,15 +166,21 @@ def test_sigkill_at_every_stage_while_queries_run(tmp_path, record_property) -> 
     assert queries["errors"] == 0, queries["messages"]
     assert queries["queries"] >= 20 and queries["empty"] == 0, queries
     assert summary["snapshot"] != snap_before and summary["status"] == "ok", summary
-    # The last landed kill came after the tree was staged: the final run embeds and summarizes nothing.
-    if any(k["at"].startswith(("tree|", "mid-vectors", "mid-sparse", "publish")) for k in landed):
+    # Every text was embedded by a killed run and cached: the final run embeds nothing.
+    assert summary["calls"]["embedded_texts"] == 0, summary
+    same_key = any(summary["snapshot"] == "snap-" + k[:20] for k in staged_keys)
+    print(f"RELIABILITY crash: final build key staged by the killed runs: {same_key} (False only when code changed mid-test)")
+    if same_key:  # the tree was staged before the last kills: nothing is summarized again either
         assert summary["calls"] == {"embedded_texts": 0, "summaries": 0}, summary
-        assert {"embed", "tree"} <= set(summary["cached"]), summary
+        assert {"embed", "tree", "vectors", "sparse"} <= set(summary["cached"]), summary
     runs = read_runs(corpus)
     assert runs[-1]["status"] == "ok" and runs[-1]["counts"]["calls"] == summary["calls"]
     assert _emb_hash_duplicates(corpus) == 0, "an embedding in the cache was computed twice"
     # No litter: staging of the published key is gone; no half-built snapshot remains or is published.
-    assert _staging(corpus) == [], _staging(corpus)
+    # (Staging of another key - the code changed between a killed run and this one - stays: see
+    # docs/RELIABILITY.md; it is never published.)
+    assert not any(summary["snapshot"] == "snap-" + d.name[:20] for d in _staging(corpus)), _staging(corpus)
+    assert len(_staging(corpus)) <= len(staged_keys - {d for d in staged_keys if summary["snapshot"] == "snap-" + d[:20]})
     assert _partial_snapshots(corpus) == []
     man = json.loads((corpus / "manifest.json").read_text())
     assert man["snapshot"] == summary["snapshot"] and not man["snapshot"].endswith(".partial")

@@ -36,7 +36,8 @@ def tmpfs(tmp_path):
     try:
         yield point
     finally:
-        subprocess.run(["umount", "-l", str(point)], capture_output=True)
+        if subprocess.run(["umount", str(point)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(point)], capture_output=True)
 
 
 def _digest(root: Path) -> dict[str, str]:
@@ -93,5 +94,5 @@ def test_disk_full_then_read_only(tmpfs, tmp_path) -> None:
     assert "Traceback" not in ro.output, ro.output[-3000:]
     assert "read-only" in ro.stderr.lower(), ro.stderr[-2000:]
     assert _digest(corpus) == before
-    q = cli("query", "dice", "--corpus", str(corpus), "--mode", "sparse", env=cli_env())
+    q = cli("query", "dice", "--corpus", str(corpus), "--mode", "hybrid", env=cli_env())  # dense + sparse
     assert q.returncode == 0 and "Traceback" not in q.output, q.output[-3000:]

@@ -72,7 +72,7 @@ def test_chaos_failures_recorded_per_summary(chaos_build) -> None:
             assert bad not in text, f"failure text stored as a summary: {text[:200]!r}"
         if node["summary_status"] == "ok":
             assert text.startswith("fake summary of:"), text[:100]
-        else:
+        elif node["level"] == 1:  # extractive over leaves (higher levels extract from LLM summaries)
             assert not text.startswith("fake summary of:"), "a fallback summary holds an LLM reply"
     leaves = [n for n in chaos_build["nodes"] if n["level"] == 0]
     assert all(n["summary_status"] in (None, "leaf") for n in leaves)

@@ -59,7 +59,7 @@ def lighthouse_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def embedders():
     """One resident query embedder for every app of the session (the model loads once)."""
-    from arborag.serve.state import ResidentEmbedders
+    from arborag.serve.embedders import ResidentEmbedders
 
     return ResidentEmbedders()
 

@@ -235,7 +235,7 @@ def test_cors_is_off_unless_configured(client, built_corpus, embedders):
 
 
 def test_resident_embedder_loads_once(built_corpus):
-    from arborag.serve.state import ResidentEmbedders
+    from arborag.serve.embedders import ResidentEmbedders
 
     calls = []
 
@@ -255,7 +255,7 @@ def test_concurrent_queries_share_forward_passes():
     import time
 
     from arborag.config import EmbedConfig
-    from arborag.serve.state import ResidentEmbedders
+    from arborag.serve.embedders import ResidentEmbedders
 
     batches: list[int] = []
 
