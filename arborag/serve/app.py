@@ -61,11 +61,12 @@ def create_app(
 
     The index is opened once and kept; a newly published snapshot is switched to between
     requests. ``warm=True`` opens the index and loads the query embedder at startup instead of
-    on the first request. ``embedders`` (a :class:`~arborag.serve.state.ResidentEmbedders`)
+    on the first request. ``embedders`` (a :class:`~arborag.serve.embedders.ResidentEmbedders`)
     lets several apps in one process share one loaded model.
     """
     from arborag.serve.api import make_router
-    from arborag.serve.state import ResidentEmbedders, SnapshotHolder
+    from arborag.serve.embedders import ResidentEmbedders
+    from arborag.serve.state import SnapshotHolder
 
     limits = limits or Limits()
     holder = SnapshotHolder(corpus_dir, config or load_config(), embedders or ResidentEmbedders())
