@@ -74,8 +74,12 @@ def make_router(holder: Any, limits: Limits, guard: Any) -> APIRouter:
                 dim = snap.dim
                 if (dim is not None and vector.shape != (dim,)) or not np.isfinite(vector).all():
                     raise _unprocessable("vector", f"must be {dim} finite numbers (the snapshot's embedding size)")
-            args = dict(mode=req.mode, budget=req.budget, k=req.k, levels=req.levels, doc_ids=req.doc_ids, vector=vector)
             t0 = time.perf_counter()
+            embedded = vector is None and req.mode != "sparse"
+            if embedded:  # once, even when a malformed Lucene query is retried below
+                vector = index.embed_queries([req.text])[0]
+            embed_ms = (time.perf_counter() - t0) * 1000 if embedded else None
+            args = dict(mode=req.mode, budget=req.budget, k=req.k, levels=req.levels, doc_ids=req.doc_ids, vector=vector)
             report = None
             try:
                 hits = index.search(req.text, lucene=req.lucene, **args)
@@ -89,7 +93,7 @@ def make_router(holder: Any, limits: Limits, guard: Any) -> APIRouter:
             docs = snap.documents()
             return SearchResponse(
                 snapshot=snap.id, mode=req.mode, budget=req.budget, tokens=sum(h.n_tokens for h in hits),
-                took_ms=round(took, 3), embedded=req.mode != "sparse" and vector is None, lucene=report,
+                took_ms=round(took, 3), embedded=embedded, embed_ms=None if embed_ms is None else round(embed_ms, 3), lucene=report,
                 hits=[SearchHit(node_id=h.node_id, level=h.level, score=h.score, text=h.text, tokens=h.n_tokens,
                                 sources=_sources(h.doc_ids, docs)) for h in hits],
             )

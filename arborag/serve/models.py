@@ -96,8 +96,9 @@ class SearchResponse(BaseModel):
     mode: Mode
     budget: int | None
     tokens: int = Field(..., description="Tokens of all hits together.")
-    took_ms: float
+    took_ms: float = Field(..., description="Server time of the search, query embedding included.")
     embedded: bool = Field(..., description="The query text was embedded by the server for this request.")
+    embed_ms: float | None = Field(None, description="Of took_ms, the time spent embedding the query.")
     lucene: LuceneReport | None = None
     hits: list[SearchHit]
 

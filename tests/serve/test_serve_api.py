@@ -46,6 +46,7 @@ def test_search_every_mode_returns_hits_of_the_published_snapshot(client, snapsh
     assert body["hits"] and {h["node_id"] for h in body["hits"]} <= node_ids
     assert body["tokens"] == sum(h["tokens"] for h in body["hits"]) <= 400
     assert body["embedded"] is (mode != "sparse")
+    assert (body["embed_ms"] is not None) is (mode != "sparse") and (body["embed_ms"] or 0) <= body["took_ms"]
     assert all(s["title"] == "cinderella" and s["uri"].endswith("cinderella.txt") for h in body["hits"] for s in h["sources"])
     if mode != "traversal":
         scores = [h["score"] for h in body["hits"]]
@@ -76,7 +77,7 @@ def test_search_with_a_precomputed_vector_skips_embedding(client, built_corpus):
     vec = open_index(built_corpus).embed_queries([QUESTION])[0]
     by_text = _search(client, budget=300).json()
     by_vec = _search(client, budget=300, vector=[float(x) for x in vec]).json()
-    assert by_vec["embedded"] is False
+    assert by_vec["embedded"] is False and by_vec["embed_ms"] is None
     assert [h["node_id"] for h in by_vec["hits"]] == [h["node_id"] for h in by_text["hits"]]
     r = _search(client, vector=[0.1] * 7)
     assert r.status_code == 422 and "384" in r.json()["detail"]
