@@ -98,9 +98,12 @@ class Snapshot:
     def release(self) -> None:
         """Drop everything this snapshot holds (memory maps close with their objects)."""
         index, self.index, self._tables, self._docs = self.index, None, None, None
-        sparse = getattr(index, "_sparse", None)
-        if sparse is not None:
-            sparse.close()
+        close = getattr(index, "close", None)  # the query API has no close() yet: close its sparse index
+        if close is None:
+            sparse = getattr(index, "_sparse", None)
+            close = sparse.close if sparse is not None else None
+        if close is not None:
+            close()
 
 
 class SnapshotHolder:
