@@ -24,21 +24,12 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 RESULTS = REPO / "benchmarks" / "results"
 
-_OFFLINE_ENV = {
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "DO_NOT_TRACK": "1",
-    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
-    "PREFECT_LOGGING_LEVEL": "WARNING",
-    "TOKENIZERS_PARALLELISM": "true",
-}
-
-
 def setup_env() -> None:
-    """What scripts/env.sh sets (offline models, no telemetry); the repo on sys.path."""
-    for k, v in _OFFLINE_ENV.items():
-        os.environ.setdefault(k, v)
+    """What scripts/env.sh sets (offline models, no telemetry: :func:`arborag.env.offline_env`)."""
+    from arborag.env import offline_env
+
+    offline_env()
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
 

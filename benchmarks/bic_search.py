@@ -77,9 +77,9 @@ def main() -> None:
     subsets = {k: v for k, v in subsets.items() if k in args.subsets.split(",")}
     warm_up()
     records = []
-    import arborag.tasks.clustering as clustering
+    import arborag.tasks.mixture as mixture  # the GMM/BIC search lives here; select_k calls mixture._fit_gmm
 
-    original_fit = clustering._fit_gmm
+    original_fit = mixture._fit_gmm
     fit_times: dict[int, float] = {}
 
     def timed_fit(x, k, seed, stats, **kw):  # records the time of every fit by k
@@ -88,7 +88,7 @@ def main() -> None:
         fit_times[k] = time.perf_counter() - t0
         return out
 
-    clustering._fit_gmm = timed_fit
+    mixture._fit_gmm = timed_fit
     solve.fit_times = fit_times  # type: ignore[attr-defined]
     with threadpool_limits(1):
         for seed in [int(s) for s in args.seeds.split(",")]:
@@ -139,7 +139,7 @@ def solve(key, red, cfg, select_k, ClusterStats, curves: bool = False) -> dict:
 
         for k in range(1, max_k + 1):
             t0 = time.perf_counter()
-            g = clustering._fit_gmm(red, k, seed, None, tol=clustering.LOOSE_TOL)
+            g = mixture._fit_gmm(red, k, seed, None, tol=mixture.LOOSE_TOL)
             loose_s[k] = time.perf_counter() - t0
             loose_bics[k] = float(g.bic(red)) if g is not None else math.inf
     st_cf = ClusterStats()
@@ -194,11 +194,11 @@ def report(records: list[dict], args, coarse_grid) -> None:
         f"2-core machine (load average at the end {os.getloadavg()[0]:.1f}), so absolute seconds are noisy; "
         "the fit counts are not.",
         "",
-        f"coarse_to_fine: GMM fits (loose, tol {clustering.LOOSE_TOL}, from {clustering.LOOSE_MIN_N} points on; "
+        f"coarse_to_fine: GMM fits (loose, tol {mixture.LOOSE_TOL}, from {mixture.LOOSE_MIN_N} points on; "
         f"exact below) over the coarse grid (K=50: {coarse_grid(50)}) climbing k until two grid "
-        f"points are {clustering.STOP_MARGIN:g} one-component BIC penalties above the best, then over every k "
+        f"points are {mixture.STOP_MARGIN:g} one-component BIC penalties above the best, then over every k "
         "between the grid neighbours of the two best grid points; then exact fits (sklearn default tol 1e-3, "
-        f"as in exhaustive) of the {clustering.N_EXACT} best candidates; the exact argmin wins.",
+        f"as in exhaustive) of the {mixture.N_EXACT} best candidates; the exact argmin wins.",
         "",
         "| pass | problems | same k | mean BIC regret when different | exhaustive s (sum) | coarse s (sum) | speedup | fits ex/cf |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
