@@ -230,80 +230,34 @@ STAGES = ("ingest", "segment", "embed", "tree", "vectors", "sparse", "publish")
 
 @contextmanager
 def instrument_build() -> Iterator[dict[str, Any]]:
-    """Time each stage of ``flows.build`` while ``run_build(..., use_prefect=False)`` runs.
+    """Per-stage seconds of ``run_build(..., use_prefect=False)`` while it runs in this block.
 
-    ``_run_stages`` looks the stage functions up when it runs (module globals of
-    ``flows.build``; ingest/segment through ``flows.ingest``'s ``ingest_call`` / ``segment_call``
-    / ``run_stage_plain``, imported inside it), so wrapping them there times the real flow;
-    nothing else changes and the originals are restored on exit. Also captures ``build_tree``'s
-    per-level stats (``cluster_s``, ``summarize_s``, ``embed_s``) from the build context.
-    Yields a dict filled as the build runs: ``{"stages": {name: s}, "tree_stats": [...], "leaves": n}``.
+    The build pipeline is data and every stage's wall time lands in the run's counters
+    (``ctx.counters.seconds``, filled by :func:`arborag.flows.stage.run_stage`), with
+    ``build_tree``'s per-level stats (``cluster_s``, ``summarize_s``, ``embed_s``) in
+    ``ctx.counters.stages["tree"]``. This wraps :func:`arborag.flows.build.build_pipeline` only to
+    read those counters when it returns; nothing else changes, and the original is restored on
+    exit. Yields ``{"stages": {name: s}, "tree_stats": [...], "leaves": n}``, filled by the build.
     """
     import arborag.flows.build as fb
 
-    try:
-        import arborag.flows.ingest as fi
-    except ImportError:  # older layout: ingest/segment were stage functions of flows.build
-        fi = None
     rec: dict[str, Any] = {"stages": {}, "tree_stats": [], "leaves": None}
-    patched: list[tuple[Any, str, Any]] = []
+    original = fb.build_pipeline
 
-    def add(name: str, dt: float) -> None:
-        rec["stages"][name] = rec["stages"].get(name, 0.0) + dt
+    def wrapped(ctx: Any, *args: Any, **kw: Any) -> Any:
+        try:
+            return original(ctx, *args, **kw)
+        finally:
+            for name, seconds in ctx.counters.seconds.items():
+                rec["stages"][name] = rec["stages"].get(name, 0.0) + float(seconds)
+            rec["tree_stats"] = list((ctx.counters.stages.get("tree") or {}).get("stats") or [])
+            rec["leaves"] = (ctx.counters.stages.get("embed") or {}).get("leaves")
 
-    def wrap_stage(name: str, fn: Any) -> Any:
-        def inner(ctx: Any, *args: Any, **kw: Any) -> Any:
-            t0 = time.perf_counter()
-            try:
-                return fn(ctx, *args, **kw)
-            finally:
-                add(name, time.perf_counter() - t0)
-                if name == "tree":
-                    rec["tree_stats"] = list((ctx.counts.get("tree") or {}).get("stats") or [])
-                if name == "embed" and args and hasattr(args[0], "num_rows"):
-                    rec["leaves"] = int(args[0].num_rows)
-
-        return inner
-
-    def wrap_named(name: str, fn: Any) -> Any:
-        def inner(*args: Any, **kw: Any) -> Any:
-            t0 = time.perf_counter()
-            try:
-                return fn(*args, **kw)
-            finally:
-                add(name, time.perf_counter() - t0)
-
-        return inner
-
-    def wrap_runner(fn: Any) -> Any:
-        def inner(corpus: Any, call: Any) -> Any:
-            t0 = time.perf_counter()
-            try:
-                return fn(corpus, call)
-            finally:
-                add(str(getattr(call, "name", "ingest")), time.perf_counter() - t0)
-
-        return inner
-
-    def patch(mod: Any, attr: str, new: Any) -> None:
-        patched.append((mod, attr, getattr(mod, attr)))
-        setattr(mod, attr, new)
-
-    for name in STAGES:
-        fn = getattr(fb, f"stage_{name}", None)
-        if fn is not None:
-            patch(fb, f"stage_{name}", wrap_stage(name, fn))
-    if fi is not None:
-        for attr, name in (("ingest_call", "ingest"), ("segment_call", "segment")):
-            if hasattr(fi, attr):
-                patch(fi, attr, wrap_named(name, getattr(fi, attr)))
-        if hasattr(fi, "run_stage_plain"):
-            patch(fi, "run_stage_plain", wrap_runner(fi.run_stage_plain))
+    fb.build_pipeline = wrapped
     try:
         yield rec
     finally:
-        for mod, attr, orig in reversed(patched):
-            setattr(mod, attr, orig)
+        fb.build_pipeline = original
 
 
 def tree_breakdown(rec: dict[str, Any]) -> dict[str, float]:
