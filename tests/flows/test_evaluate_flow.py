@@ -1,4 +1,4 @@
-"""The eval flow end to end on a fake build + FakeIndex (no models, no Prefect unless marked slow).
+"""The eval flow (arborag.flows.evaluate) end to end on a fake build + FakeIndex (no models, no Prefect unless marked slow).
 
 The stage functions it orchestrates are tested in tests/tasks/test_eval_*.py; the test doubles
 live in tests/helpers_eval.py.
