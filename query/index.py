@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Callable, Literal, Sequence
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from arborag.config import ArboragConfig, EmbedConfig, SparseConfig, load_config
 from arborag.errors import QueryError
@@ -60,36 +59,61 @@ def snapshot_sparse_config(info: dict, config: ArboragConfig) -> SparseConfig:
 
 
 def open_index(corpus_dir: str | Path, *, config: ArboragConfig | None = None,
-               embed_query: Callable[[list[str]], np.ndarray] | None = None) -> "Index":
+               embed_query: Callable[[list[str]], np.ndarray] | None = None, light: bool = False) -> "Index":
     """Open the published snapshot of ``corpus_dir`` for querying.
 
     Raises :class:`~arborag.errors.NotBuiltError` when nothing has been published yet.
     ``embed_query`` replaces the embedder (tests); by default the embedder the snapshot was
     built with is loaded lazily on the first text query. The sparse backend is also the one
     recorded in the snapshot (``info.json``), whatever ``config.sparse.backend`` says now.
+
+    ``light=True`` (a one-off process such as ``arborag query``) embeds with
+    :class:`~arborag.embedder_light.LightEmbedder` when the model allows it: the same vector
+    for one text as the build embedder, without importing sentence-transformers (seconds).
+    It embeds every text on its own; without ``light`` (the default, servers and evaluation)
+    the build embedder is used, batches included.
     """
     corpus = Corpus(corpus_dir)
     snap = corpus.published_dir()
     info = json.loads((snap / "info.json").read_text(encoding="utf-8"))
-    return Index(corpus, snap, info, config=config or load_config(), embed_query=embed_query)
+    return Index(corpus, snap, info, config=config or load_config(), embed_query=embed_query, light=light)
 
 
 class Index:
     def __init__(self, corpus: Corpus, snapshot_dir: Path, info: dict, *, config: ArboragConfig,
-                 embed_query: Callable[[list[str]], np.ndarray] | None = None) -> None:
+                 embed_query: Callable[[list[str]], np.ndarray] | None = None, light: bool = False) -> None:
         self.corpus = corpus
         self.snapshot_dir = snapshot_dir
         self.info = info
         self.config = config
         self.vectors = VectorStore.open(snapshot_dir / "vectors.lance")
-        edges = pq.read_table(snapshot_dir / "edges.parquet", columns=["parent_id", "child_id"])
-        self._children: dict[int, list[int]] = {}
-        row_of = self.vectors.row_of
-        for p, c in zip(edges.column("parent_id").to_pylist(), edges.column("child_id").to_pylist()):
-            self._children.setdefault(row_of[p], []).append(row_of[c])
+        self._children_rows: dict[int, list[int]] | None = None  # read on the first traversal
         self._embed_query = embed_query
+        self._light = light
         self._embedder = None
         self._sparse = None
+
+    @property
+    def _children(self) -> dict[int, list[int]]:
+        """Parent row -> child rows (from edges.parquet; only traversal needs it)."""
+        if self._children_rows is None:
+            import pyarrow.parquet as pq
+
+            edges = pq.read_table(self.snapshot_dir / "edges.parquet", columns=["parent_id", "child_id"])
+            children: dict[int, list[int]] = {}
+            row_of = self.vectors.row_of
+            for p, c in zip(edges.column("parent_id").to_pylist(), edges.column("child_id").to_pylist()):
+                children.setdefault(row_of[p], []).append(row_of[c])
+            self._children_rows = children
+        return self._children_rows
+
+    def close(self) -> None:
+        """Release the sparse index (its files and any private copy); the index can still be
+        used afterwards and reopens what it needs."""
+        sparse, self._sparse = self._sparse, None
+        close = getattr(sparse, "close", None)
+        if close is not None:
+            close()
 
     # -- properties ------------------------------------------------------------------------
     @property
@@ -109,9 +133,12 @@ class Index:
         if self._embed_query is not None:
             return np.asarray(self._embed_query(list(texts)), dtype=np.float32)
         if self._embedder is None:
-            from arborag.embedder import Embedder
+            cfg = snapshot_embed_config(self.info, self.config)
+            self._embedder = _light_embedder(cfg) if self._light else None
+            if self._embedder is None:
+                from arborag.embedder import Embedder
 
-            self._embedder = Embedder(snapshot_embed_config(self.info, self.config))
+                self._embedder = Embedder(cfg)
         return self._embedder.embed(list(texts))
 
     # -- search ----------------------------------------------------------------------------
@@ -236,3 +263,11 @@ class Index:
         sparse = self._sparse_ranked(text, budget=budget, k=k, levels=levels, doc_ids=doc_ids, lucene=lucene)
         fused = rrf([[r for r, _ in dense], [r for r, _ in sparse]], k=self.config.query.rrf_k)
         return self._fill([(int(r), float(s)) for r, s in fused], budget, k)
+
+
+def _light_embedder(cfg: EmbedConfig):
+    """A :class:`~arborag.embedder_light.LightEmbedder` when the model is one it reproduces, else None."""
+    from arborag.embedder_light import LightEmbedder, light_supported
+
+    light = LightEmbedder(cfg)
+    return light if light_supported(light.path) else None

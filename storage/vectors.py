@@ -3,6 +3,11 @@
 Rows: node_id, level, doc_ids, text, n_tokens, vector (fixed_size_list<float32>[dim]).
 Vectors are L2-normalised, so cosine similarity is a dot product.
 
+Next to the LanceDB table the same rows are written as one Arrow IPC file (``nodes.arrow``):
+:meth:`VectorStore.open` memory-maps it with pyarrow and never imports lancedb (an import of
+~1.2 s, most of a cold ``arborag query``) unless the table needs its ANN index. Snapshots
+written before that file existed are read through lancedb as before.
+
 Small tables are searched exactly (all vectors are loaded once into memory — a 10k x 384
 table is 15 MB and a full scan takes well under a millisecond per query); an ANN index
 (IVF_HNSW_SQ) is built only when the table has at least :data:`ANN_MIN_ROWS` rows, where
@@ -21,9 +26,11 @@ import pyarrow as pa
 from arborag.errors import SchemaError
 from arborag.storage.arrays import arrow_to_vectors, vectors_to_arrow
 
-__all__ = ["ANN_MIN_ROWS", "VectorStore", "write_vectors", "TABLE_NAME"]
+__all__ = ["ANN_MIN_ROWS", "ARROW_FILE", "VectorStore", "write_vectors", "TABLE_NAME"]
 
 TABLE_NAME = "nodes"
+#: the rows of the LanceDB table as an Arrow IPC file inside the database folder (read without lancedb)
+ARROW_FILE = "nodes.arrow"
 ANN_MIN_ROWS = 100_000
 
 
@@ -52,13 +59,25 @@ def write_vectors(directory: Path, nodes: pa.Table, vectors: np.ndarray) -> dict
     if TABLE_NAME in db.list_tables().tables:
         db.drop_table(TABLE_NAME)
     # mode="create" on a fresh folder: "overwrite" makes lance log a WARN for a missing dataset
-    table = db.create_table(TABLE_NAME, _vector_table(nodes, vectors), mode="create")
+    rows = _vector_table(nodes, vectors)
+    table = db.create_table(TABLE_NAME, rows, mode="create")
+    _write_arrow(directory / ARROW_FILE, rows)
     ann = nodes.num_rows >= ANN_MIN_ROWS
     if ann:
         from lancedb.index import IvfHnswSq
 
         table.create_index(metric="cosine", vector_column_name="vector", config=IvfHnswSq(distance_type="cosine"))
     return {"rows": nodes.num_rows, "dim": int(vectors.shape[1]) if vectors.size else 0, "ann_index": ann}
+
+
+def _write_arrow(path: Path, rows: pa.Table) -> None:
+    """``rows`` as an uncompressed Arrow IPC file (memory-mappable), written atomically."""
+    import os
+
+    tmp = path.with_name(path.name + ".tmp")
+    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, rows.schema) as writer:
+        writer.write_table(rows)
+    os.replace(tmp, path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,12 +107,18 @@ class VectorStore:
 
     @classmethod
     def open(cls, directory: Path) -> "VectorStore":
-        import lancedb
-
-        db = lancedb.connect(str(directory))
-        lt = db.open_table(TABLE_NAME)
-        table = lt.to_arrow()
-        return cls(Path(directory), table, lt if table.num_rows >= ANN_MIN_ROWS else None)
+        """Read the rows from ``nodes.arrow`` (memory-mapped, no lancedb import) when present;
+        lancedb opens the table only for an ANN-sized table or an older snapshot without the file."""
+        directory = Path(directory)
+        arrow = directory / ARROW_FILE
+        if arrow.is_file():
+            # not closed explicitly: zero-copy columns (levels, n_tokens) keep the mapping alive
+            table = pa.ipc.open_file(pa.memory_map(str(arrow), "r")).read_all()
+            lt = _open_lance(directory) if table.num_rows >= ANN_MIN_ROWS else None
+            return cls(directory, table, lt)
+        lt = _open_lance(directory)
+        table = lt.to_arrow()  # type: ignore[attr-defined]
+        return cls(directory, table, lt if table.num_rows >= ANN_MIN_ROWS else None)
 
     def __len__(self) -> int:
         return len(self.node_ids)
@@ -165,3 +190,9 @@ class VectorStore:
             (self.row_of[nid], 1.0 - float(dist))
             for nid, dist in zip(out.column("node_id").to_pylist(), out.column("_distance").to_pylist())
         ]
+
+
+def _open_lance(directory: Path) -> object:
+    import lancedb
+
+    return lancedb.connect(str(directory)).open_table(TABLE_NAME)

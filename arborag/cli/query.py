@@ -1,16 +1,36 @@
-"""`arborag query`: search a published corpus (never starts Prefect)."""
+"""`arborag query`: search a published corpus (never starts Prefect), or a running `arborag serve`.
+
+Cold start matters here (a one-off process per question): nothing heavy is imported at module
+level; the snapshot's vectors are read without lancedb, the question is embedded by
+:class:`~arborag.embedder_light.LightEmbedder` (same vector, no sentence-transformers import),
+and a sparse query never imports torch. ``--server URL`` sends the query to a running
+``arborag serve`` (model resident) and prints the same output.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
-from rich.table import Table
 
 from arborag.cli.common import CONFIG_OPTION, config_from, console, err_console, fail, offline_env
-from arborag.errors import ArboragError, QueryError
+from arborag.errors import ArboragError, BackendUnavailable, QueryError
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """One printed hit, from the local index or from the server's response."""
+
+    node_id: str
+    level: int
+    score: float
+    n_tokens: int
+    doc_ids: tuple[str, ...]
+    text: str
 
 
 def register(app: typer.Typer) -> None:
@@ -23,18 +43,22 @@ def register(app: typer.Typer) -> None:
             "hybrid (dense + sparse fused by reciprocal rank fusion).\n\n"
             "Examples:\n\n"
             "  arborag query \"How did Cinderella reach her happy ending?\" --corpus /tmp/demo\n\n"
-            "  arborag query '+\"golden slipper\" -stepmother' --mode sparse --lucene --corpus /tmp/demo --json"
+            "  arborag query '+\"golden slipper\" -stepmother' --mode sparse --lucene --corpus /tmp/demo --json\n\n"
+            "  arborag query \"glass slipper\" --server http://127.0.0.1:8000   (a running `arborag serve`)"
         ),
     )
     def query(
         text: str = typer.Argument(..., help="The question (or a Lucene query with --lucene)."),
-        corpus: Path = typer.Option(..., "--corpus", "-c", help="Corpus directory with a published build."),
+        corpus: Optional[Path] = typer.Option(None, "--corpus", "-c", help="Corpus directory with a published build (or --server)."),
         mode: Optional[str] = typer.Option(None, "--mode", "-m", help="collapsed | traversal | sparse | hybrid (default: query.mode, collapsed)."),
         budget: Optional[int] = typer.Option(None, "--budget", "-b", help="Token budget of the returned context (default: query.budget, 2000)."),
         k: Optional[int] = typer.Option(None, "--k", help="traversal: nodes kept per level (default: query.k, 5)."),
         levels: Optional[str] = typer.Option(None, "--levels", help="Comma-separated tree levels to search, e.g. 0 for leaves only."),
         lucene: bool = typer.Option(False, "--lucene", help="sparse/hybrid: run TEXT as Lucene query syntax (+must -not \"phrase\" term^2 field:x)."),
         as_json: bool = typer.Option(False, "--json", help="Print hits as JSON."),
+        server: Optional[str] = typer.Option(
+            None, "--server", help="Base URL of a running `arborag serve` (e.g. http://127.0.0.1:8000); "
+            "the bearer token comes from ARBORAG_SERVE_TOKEN. Instead of --corpus."),
         config: Optional[Path] = CONFIG_OPTION,
     ) -> None:
         offline_env()
@@ -43,43 +67,104 @@ def register(app: typer.Typer) -> None:
         mode = mode if mode is not None else cfg.query.mode
         budget = budget if budget is not None else cfg.query.budget
         k = k if k is not None else cfg.query.k
-        from arborag.query import open_index
-
         lv = [int(x) for x in levels.split(",")] if levels else None
+        if (corpus is None) == (server is None):
+            err_console.print("[bold red]error:[/] give either --corpus DIR or --server URL")
+            raise typer.Exit(2)
         try:
-            index = open_index(corpus, config=cfg)
-            try:
-                hits = index.search(text, mode=mode, budget=budget, k=k, levels=lv, lucene=lucene)  # type: ignore[arg-type]
-            except QueryError as exc:
-                if not lucene or exc.position is None:
-                    raise
-                # SPEC §6: a malformed Lucene query is reported, then retried as a plain match
-                err_console.print(f"[yellow]warning:[/] {exc}\nretrying as a plain match of the words")
-                hits = index.search(text, mode=mode, budget=budget, k=k, levels=lv, lucene=False)  # type: ignore[arg-type]
+            if server is not None:
+                rows, titles = _search_server(server, text, mode=mode, budget=budget, k=k, levels=lv, lucene=lucene)
+            else:
+                assert corpus is not None
+                rows, titles = _search_local(corpus, cfg, text, mode=mode, budget=budget, k=k, levels=lv,
+                                             lucene=lucene, want_titles=not as_json)
         except ArboragError as exc:
             fail(exc)
-        if as_json:
-            typer.echo(json.dumps([
-                {"node_id": h.node_id, "level": h.level, "score": round(h.score, 6), "n_tokens": h.n_tokens, "doc_ids": list(h.doc_ids), "text": h.text}
-                for h in hits
-            ], ensure_ascii=False, indent=2))
-            return
-        titles = _doc_titles(index)
-        used = sum(h.n_tokens for h in hits)
-        n_sum = sum(1 for h in hits if h.level > 0)
-        console.print(f"[bold]{len(hits)}[/] hits, {used} tokens (budget {budget}); {n_sum} summary nodes, {len(hits) - n_sum} leaves — mode {mode}")
-        t = Table(show_lines=True)
-        t.add_column("#", justify="right")
-        t.add_column("level", justify="right")
-        t.add_column("score", justify="right")
-        t.add_column("tokens", justify="right")
-        t.add_column("source")
-        t.add_column("text")
-        for i, h in enumerate(hits, 1):
-            src = ", ".join(titles.get(d, d[:8]) for d in h.doc_ids[:3]) + (" …" if len(h.doc_ids) > 3 else "")
-            text_ = h.text if len(h.text) <= 300 else h.text[:300] + " …"
-            t.add_row(str(i), str(h.level), f"{h.score:.3f}", str(h.n_tokens), src, text_)
-        console.print(t)
+        _print(rows, titles, mode=mode, budget=budget, as_json=as_json)
+
+
+def _print(hits: list[_Row], titles: dict[str, str], *, mode: str, budget: int | None, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps([
+            {"node_id": h.node_id, "level": h.level, "score": round(h.score, 6), "n_tokens": h.n_tokens, "doc_ids": list(h.doc_ids), "text": h.text}
+            for h in hits
+        ], ensure_ascii=False, indent=2))
+        return
+    from rich.table import Table
+
+    used = sum(h.n_tokens for h in hits)
+    n_sum = sum(1 for h in hits if h.level > 0)
+    console.print(f"[bold]{len(hits)}[/] hits, {used} tokens (budget {budget}); {n_sum} summary nodes, {len(hits) - n_sum} leaves — mode {mode}")
+    t = Table(show_lines=True)
+    t.add_column("#", justify="right")
+    t.add_column("level", justify="right")
+    t.add_column("score", justify="right")
+    t.add_column("tokens", justify="right")
+    t.add_column("source")
+    t.add_column("text")
+    for i, h in enumerate(hits, 1):
+        src = ", ".join(titles.get(d, d[:8]) for d in h.doc_ids[:3]) + (" …" if len(h.doc_ids) > 3 else "")
+        text_ = h.text if len(h.text) <= 300 else h.text[:300] + " …"
+        t.add_row(str(i), str(h.level), f"{h.score:.3f}", str(h.n_tokens), src, text_)
+    console.print(t)
+
+
+def _search_local(corpus: Path, cfg: Any, text: str, *, mode: str, budget: int | None, k: int,
+                  levels: list[int] | None, lucene: bool, want_titles: bool) -> tuple[list[_Row], dict[str, str]]:
+    from arborag.query import open_index
+
+    index = open_index(corpus, config=cfg, light=True)
+    try:
+        hits = index.search(text, mode=mode, budget=budget, k=k, levels=levels, lucene=lucene)  # type: ignore[arg-type]
+    except QueryError as exc:
+        if not lucene or exc.position is None:
+            raise
+        # SPEC §6: a malformed Lucene query is reported, then retried as a plain match
+        err_console.print(f"[yellow]warning:[/] {exc}\nretrying as a plain match of the words")
+        hits = index.search(text, mode=mode, budget=budget, k=k, levels=levels, lucene=False)  # type: ignore[arg-type]
+    rows = [_Row(h.node_id, h.level, h.score, h.n_tokens, tuple(h.doc_ids), h.text) for h in hits]
+    return rows, (_doc_titles(index) if want_titles else {})
+
+
+def _search_server(url: str, text: str, *, mode: str, budget: int | None, k: int,
+                   levels: list[int] | None, lucene: bool) -> tuple[list[_Row], dict[str, str]]:
+    """POST /search to a running ``arborag serve``; the server retries a malformed Lucene query
+    as plain words and says so (printed as the same warning as a local query)."""
+    import httpx
+
+    token = os.environ.get("ARBORAG_SERVE_TOKEN")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    body = {"text": text, "mode": mode, "budget": budget, "k": k, "levels": levels, "lucene": lucene}
+    endpoint = url.rstrip("/") + "/search"
+    try:
+        resp = httpx.post(endpoint, json=body, headers=headers, timeout=60.0)
+    except httpx.HTTPError as exc:
+        raise BackendUnavailable("arborag serve", url, f"{exc}; start it with `arborag serve --corpus DIR`") from exc
+    if resp.status_code != 200:
+        try:
+            err = resp.json()
+        except ValueError:
+            err = {}
+        detail = err.get("detail") if isinstance(err, dict) else None
+        detail = detail if isinstance(detail, str) else (json.dumps(detail) if detail else resp.text[:300])
+        position = err.get("position") if isinstance(err, dict) else None
+        if resp.status_code in (401, 403):
+            detail = f"{detail} (set ARBORAG_SERVE_TOKEN to the server's token)"
+        raise QueryError(text, f"the server answered {resp.status_code}: {detail}", position)
+    data = resp.json()
+    report = data.get("lucene")
+    if report:
+        at = f" at position {report['position']}" if report.get("position") is not None else ""
+        err_console.print(f"[yellow]warning:[/] cannot run query {text!r}{at}: {report['error']}\nretrying as a plain match of the words")
+    titles: dict[str, str] = {}
+    rows = []
+    for h in data["hits"]:
+        for s in h["sources"]:
+            if s.get("title") or s.get("uri"):
+                titles[s["doc_id"]] = s.get("title") or Path(s["uri"]).name
+        rows.append(_Row(h["node_id"], int(h["level"]), float(h["score"]), int(h["tokens"]),
+                         tuple(s["doc_id"] for s in h["sources"]), h["text"]))
+    return rows, titles
 
 
 def _doc_titles(index) -> dict[str, str]:
