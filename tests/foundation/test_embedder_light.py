@@ -1,0 +1,65 @@
+"""LightEmbedder (torch + tokenizers, no sentence-transformers) gives the build embedder's vectors.
+
+Equality figure: max absolute difference per component <= 1e-5 between
+``LightEmbedder.embed([t])`` and ``Embedder.embed([t])`` (one text per call, as a query is
+embedded), for bfloat16 (the default) and float32, on real sentences including a text longer
+than the model's 256-token window (truncation must match). Measured here: 0.0 (bit-identical).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from arborag.config import EmbedConfig
+from arborag.embedder import Embedder
+from arborag.embedder_light import LightEmbedder, light_supported
+
+CINDERELLA = (Path(__file__).resolve().parents[2] / "examples" / "corpus" / "cinderella.txt").read_text(encoding="utf-8")
+TEXTS = [
+    "How did Cinderella reach her happy ending?",
+    "golden slipper",
+    "a",
+    "Der Prinz suchte überall nach ihr — 王子と靴",
+    CINDERELLA[:4000],  # far more than 256 tokens: truncated
+    CINDERELLA[4000:4600],
+]
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_same_vectors_as_the_build_embedder(dtype: str) -> None:
+    cfg = EmbedConfig(dtype=dtype)
+    full, light = Embedder(cfg), LightEmbedder(cfg)
+    assert light_supported(light.path)
+    assert light._load()["tokenizer"].encode(TEXTS[4]).ids.__len__() == 256  # the long text is truncated
+    want = np.vstack([full.embed([t]) for t in TEXTS])
+    got = light.embed(TEXTS)
+    assert got.shape == want.shape == (len(TEXTS), full.dim) and got.dtype == np.float32
+    assert float(np.abs(got - want).max()) <= 1e-5
+    assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-6)
+    assert light.model_id == full.model_id
+
+
+def test_empty_input_and_unsupported_folder(tmp_path: Path) -> None:
+    light = LightEmbedder(EmbedConfig())
+    assert light.embed([]).shape == (0, 384)
+    assert not light_supported(tmp_path)
+    (tmp_path / "modules.json").write_text('[{"type": "sentence_transformers.models.Transformer"}]')
+    assert not light_supported(tmp_path)
+
+
+def test_no_sentence_transformers_import() -> None:
+    code = (
+        "import sys\n"
+        "from arborag.config import EmbedConfig\n"
+        "from arborag.embedder_light import LightEmbedder\n"
+        "LightEmbedder(EmbedConfig()).embed(['glass slipper'])\n"
+        "bad = [m for m in ('sentence_transformers', 'transformers', 'sklearn', 'scipy') if m in sys.modules]\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
