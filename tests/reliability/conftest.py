@@ -1,7 +1,7 @@
 """The reliability suite: hostile input, crashes, LLM faults, secrets, bad queries, full disks.
 
 Run it alone with ``python -m pytest tests/reliability -m reliability``. The marker is
-registered here until pyproject.toml lists it.
+registered in pyproject.toml.
 """
 
 from __future__ import annotations
@@ -10,7 +10,3 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ top level: helpers_reliability, fake_llm_server
-
-
-def pytest_configure(config) -> None:
-    config.addinivalue_line("markers", "reliability: the reliability suite (tests/reliability; docs/RELIABILITY.md)")
