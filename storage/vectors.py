@@ -55,6 +55,7 @@ def write_vectors(directory: Path, nodes: pa.Table, vectors: np.ndarray) -> dict
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    (directory / ARROW_FILE).unlink(missing_ok=True)  # never leave a previous write's rows beside a new table
     db = lancedb.connect(str(directory))
     if TABLE_NAME in db.list_tables().tables:
         db.drop_table(TABLE_NAME)
