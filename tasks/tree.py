@@ -36,6 +36,7 @@ the first) can differ between threads=1 and threads=2 builds.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -48,14 +49,14 @@ import pyarrow as pa
 
 from arborag.config import ClusterConfig, SummarizeConfig, TreeConfig
 from arborag.errors import BackendUnavailable, ConfigError, LLMError
-from arborag.hashing import short_id
+from arborag.hashing import hash_bytes, short_id
 from arborag.tokenizer import get_tokenizer
 from arborag.storage.tables import conform
 from arborag.tasks.clustering import ClusterStats, cluster_level
 from arborag.tasks.summarize import ExtractiveSummarizer, Summarizer, SummaryResult
 from arborag.tasks.tree_frames import Level, assemble_edges, assemble_nodes, cluster_members, leaf_level, split_by_document, summary_inputs
 
-__all__ = ["TreeResult", "build_tree", "leaf_embed_texts", "summary_node_id", "cluster_id"]
+__all__ = ["TreeResult", "build_tree", "leaf_embed_texts", "summary_node_id", "summary_ids", "cluster_id"]
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,32 @@ def summary_node_id(level: int, summarizer_name: str, child_ids: Sequence[str]) 
 
 def cluster_id(level: int, child_ids: Sequence[str]) -> str:
     return short_id("cluster", level, sorted(child_ids))
+
+
+def summary_ids(child_ids: pl.Series, level: int, summarizer_name: str) -> tuple[pl.Series, pl.Series]:
+    """:func:`summary_node_id` and :func:`cluster_id` of every cluster (``child_ids``: a list
+    column), byte-identical to calling them one by one.
+
+    The canonical JSON that :func:`arborag.hashing.short_id` hashes is built in polars (sorted
+    children joined; polars sorts strings by UTF-8 bytes = code points, as ``sorted`` does);
+    only the BLAKE2b call stays a loop over clusters. Clusters whose ids would need JSON
+    escaping (quote, backslash, control characters) or that are empty go through ``short_id``.
+    """
+    inner = child_ids.list.sort().list.join('","').to_list()
+    plain = (~child_ids.list.eval(pl.element().str.contains(r'[\x00-\x1f"\\]')).list.any().fill_null(True)) & (child_ids.list.len() > 0)
+    node_head = f'["node",{int(level)},{json.dumps(summarizer_name, ensure_ascii=False)},["'
+    cluster_head = f'["cluster",{int(level)},["'
+    nodes: list[str] = []
+    clusters: list[str] = []
+    for j, (ok, body) in enumerate(zip(plain.to_list(), inner)):
+        if ok:
+            nodes.append(hash_bytes(f'{node_head}{body}"]]'.encode("utf-8"), digest_size=12))
+            clusters.append(hash_bytes(f'{cluster_head}{body}"]]'.encode("utf-8"), digest_size=12))
+        else:
+            ids = child_ids[j].to_list()
+            nodes.append(summary_node_id(level, summarizer_name, ids))
+            clusters.append(cluster_id(level, ids))
+    return pl.Series("node_id", nodes, dtype=pl.String), pl.Series("summary_of", clusters, dtype=pl.String)
 
 
 def _safe_summaries(summarizer: Summarizer, clusters: list[list[str]], fallback: ExtractiveSummarizer) -> list[SummaryResult]:
@@ -219,10 +246,10 @@ def build_tree(
         new_vecs = _check_vectors(embed(texts), len(results), f"embed() at level {level}", dim)
         st["embed_s"] = time.perf_counter() - t0
         # 4. the new level of each tree (a loop over clusters: ids hash each cluster's children)
-        child_ids = jobs["child_ids"].to_list()
+        node_ids, of = summary_ids(jobs["child_ids"], level, name)
         summaries = jobs.select(["job", "doc_ids", "pos"]).with_columns(
-            pl.Series("node_id", [summary_node_id(level, name, c) for c in child_ids], dtype=pl.String),
-            pl.Series("summary_of", [cluster_id(level, c) for c in child_ids], dtype=pl.String),
+            node_ids,
+            of,
             pl.Series("text", texts, dtype=pl.String),
             pl.Series("n_tokens", np.asarray(tokenizer.count_many(texts), dtype=np.int32)),
             pl.Series("summary_status", [r.status for r in results], dtype=pl.String),

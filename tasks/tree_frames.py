@@ -12,6 +12,7 @@ as before).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain
 
 import numpy as np
 import polars as pl
@@ -83,8 +84,10 @@ def cluster_members(current: pl.DataFrame, clusters: Sequence[Sequence[tuple[int
     ``current``), ``p`` (soft membership probability) and the child's node columns.
     """
     sizes = np.fromiter((len(c) for c in clusters), dtype=np.int64, count=len(clusters))
-    rows = np.fromiter((r for c in clusters for r, _ in c), dtype=np.int64, count=int(sizes.sum()))
-    probs = np.fromiter((p for c in clusters for _, p in c), dtype=np.float64, count=int(sizes.sum()))
+    # One C-level pass over the (row, p) pairs: row, p, row, p, ... as float64 (rows < 2**53: exact).
+    flat = np.fromiter(chain.from_iterable(chain.from_iterable(clusters)), dtype=np.float64, count=2 * int(sizes.sum()))
+    rows = flat[0::2].astype(np.int64)
+    probs = np.ascontiguousarray(flat[1::2])
     members = pl.DataFrame({"job": np.repeat(np.arange(first_job, first_job + len(clusters), dtype=np.int64), sizes), "row": rows, "p": probs})
     return (
         members.join(current.select(LEVEL_COLUMNS).with_row_index("row").with_columns(pl.col("row").cast(pl.Int64)), on="row", how="left")
@@ -117,13 +120,22 @@ def assemble_nodes(
         pl.concat([lv.frame.select(LEVEL_COLUMNS), extra], how="horizontal").with_columns(pl.lit(level, dtype=pl.Int32).alias("level"))
         for level, lv, extra in levels
     ]
-    vectors = np.concatenate([lv.vectors for _, lv, _ in levels], axis=0)
     df = pl.concat(frames, how="vertical_relaxed")
     if df["node_id"].n_unique() != df.height:  # pragma: no cover - ids are content hashes
         raise SchemaError("nodes", "duplicate node ids in the tree (a chunk id equals a summary id?)")
     order = _order(df, ["level", "pos", "node_id"])
-    out = df[order].with_columns(pl.lit(run_id, dtype=pl.String).alias("created_by_run"))
-    return to_table(out, "nodes"), np.ascontiguousarray(vectors[order], dtype=np.float32)
+    # Gathering in polars moves string views, not text; to_table writes the text once (Arrow).
+    table = to_table(df[order].with_columns(pl.lit(run_id, dtype=pl.String).alias("created_by_run")), "nodes")
+    del df
+    # Each level's vectors go straight to their sorted rows of one preallocated matrix.
+    where = np.empty(len(order), dtype=np.int64)
+    where[order] = np.arange(len(order), dtype=np.int64)
+    vectors = np.empty((len(order), dim), dtype=np.float32)
+    start = 0
+    for _, lv, _ in levels:
+        vectors[where[start : start + len(lv)]] = lv.vectors
+        start += len(lv)
+    return table, vectors
 
 
 def _empty_nodes() -> pl.DataFrame:
