@@ -103,8 +103,13 @@ def summary_ids(child_ids: pl.Series, level: int, summarizer_name: str) -> tuple
     only the BLAKE2b call stays a loop over clusters. Clusters whose ids would need JSON
     escaping (quote, backslash, control characters) or that are empty go through ``short_id``.
     """
-    inner = child_ids.list.sort().list.join('","').to_list()
-    plain = (~child_ids.list.eval(pl.element().str.contains(r'[\x00-\x1f"\\]')).list.any().fill_null(True)) & (child_ids.list.len() > 0)
+    inner = child_ids.list.eval(pl.element().sort()).list.join('","').to_list()
+    needs_escape = r'[\x00-\x1f"\\]'
+    if child_ids.explode().str.contains(needs_escape).any():  # rare: find the clusters concerned
+        plain = ~child_ids.list.eval(pl.element().str.contains(needs_escape)).list.any().fill_null(True)
+    else:
+        plain = pl.repeat(True, len(child_ids), eager=True)
+    plain = plain & (child_ids.list.len() > 0)
     node_head = f'["node",{int(level)},{json.dumps(summarizer_name, ensure_ascii=False)},["'
     cluster_head = f'["cluster",{int(level)},["'
     nodes: list[str] = []
@@ -142,10 +147,9 @@ def _safe_summaries(summarizer: Summarizer, clusters: list[list[str]], fallback:
         return [SummaryResult(r.text, reason, 0, 0) for r in fallback.summarize_many(clusters)]
     out: list[SummaryResult] = []
     for texts, r in zip(clusters, results):
-        has_input = any(t.strip() for t in texts)
         if not isinstance(r, SummaryResult) or not isinstance(r.text, str):
             out.append(SummaryResult(fallback.summarize(texts).text, "fallback:invalid-result", 0, 0))
-        elif has_input and not r.text.strip():
+        elif not r.text.strip() and any(t.strip() for t in texts):  # empty summary of a non-empty cluster
             out.append(SummaryResult(fallback.summarize(texts).text, "fallback:empty", r.tokens_in, r.tokens_out))
         else:
             out.append(r)

@@ -46,11 +46,12 @@ def leaf_level(leaves: pa.Table, vectors: np.ndarray) -> Level:
     """
     df = pl.from_arrow(leaves.select(["chunk_id", "doc_id", "ordinal", "start_char", "text", "n_tokens"]))
     assert isinstance(df, pl.DataFrame)
-    dup = df.filter(pl.col("chunk_id").is_duplicated())
+    dup = df.filter(pl.col("chunk_id").is_duplicated()) if df["chunk_id"].n_unique() != df.height else df.clear()
     if dup.height:
         raise SchemaError("chunks", f"chunk_id {dup['chunk_id'][0]!r} occurs more than once; deduplicate the chunks before build_tree")
     order = _order(df, ["doc_id", "ordinal", "start_char", "chunk_id"])
-    ordered = df[order]
+    in_order = bool(np.array_equal(order, np.arange(len(order))))  # chunks often arrive in document order
+    ordered = df if in_order else df[order]
     frame = ordered.select(
         pl.col("chunk_id").alias("node_id"),
         pl.col("text"),
@@ -59,7 +60,7 @@ def leaf_level(leaves: pa.Table, vectors: np.ndarray) -> Level:
         pl.int_range(pl.len(), dtype=pl.Int64).alias("pos"),
         pl.col("doc_id"),
     )
-    return Level(frame, vectors[order])
+    return Level(frame, vectors if in_order else vectors[order])
 
 
 def _order(df: pl.DataFrame, keys: list[str]) -> np.ndarray:
@@ -124,16 +125,25 @@ def assemble_nodes(
     if df["node_id"].n_unique() != df.height:  # pragma: no cover - ids are content hashes
         raise SchemaError("nodes", "duplicate node ids in the tree (a chunk id equals a summary id?)")
     order = _order(df, ["level", "pos", "node_id"])
-    # Gathering in polars moves string views, not text; to_table writes the text once (Arrow).
-    table = to_table(df[order].with_columns(pl.lit(run_id, dtype=pl.String).alias("created_by_run")), "nodes")
-    del df
-    # Each level's vectors go straight to their sorted rows of one preallocated matrix.
-    where = np.empty(len(order), dtype=np.int64)
-    where[order] = np.arange(len(order), dtype=np.int64)
-    vectors = np.empty((len(order), dim), dtype=np.float32)
+    n = len(order)
+    where = np.empty(n, dtype=np.int64)  # where[i]: the sorted row of built row i
+    where[order] = np.arange(n, dtype=np.int64)
+    # Pieces arrive in build order, which is often already sorted (one corpus-wide tree): then
+    # there is nothing to gather. Gathering in polars moves string views, not text; to_table
+    # writes the text once (Arrow).
+    ordered = df if np.array_equal(where, np.arange(n)) else df[order]
+    table = to_table(ordered.with_columns(pl.lit(run_id, dtype=pl.String).alias("created_by_run")), "nodes")
+    del df, ordered
+    # Each level's vectors go straight to their sorted rows of one preallocated matrix (a block
+    # copy when the piece's rows stay contiguous).
+    vectors = np.empty((n, dim), dtype=np.float32)
     start = 0
     for _, lv, _ in levels:
-        vectors[where[start : start + len(lv)]] = lv.vectors
+        w = where[start : start + len(lv)]
+        if len(w) and w[-1] - w[0] == len(w) - 1 and bool(np.all(np.diff(w) == 1)):
+            vectors[w[0] : w[-1] + 1] = lv.vectors
+        else:
+            vectors[w] = lv.vectors
         start += len(lv)
     return table, vectors
 
