@@ -61,6 +61,7 @@ from arborag.tokenizer import Tokenizer, get_tokenizer
 from arborag.storage.schemas import CHUNKS
 from arborag.storage.tables import conform
 from arborag.tasks.context import StageContext
+from arborag.tasks.leaves import hash_string_columns
 from arborag.tasks.frames import frame, to_table
 from arborag.tasks.segmenters import (
     IntArray,
@@ -92,6 +93,7 @@ STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
 
 # progress() is called after this many documents (and once at the end).
 _PROGRESS_EVERY = 64
+_SLICE_ROWS = _PROGRESS_EVERY  # documents turned into Python strings at a time
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,13 +254,10 @@ def build_chunks(
     docs = conform("documents", documents)
     cols: dict[str, list[Any]] = {name: [] for name in CHUNKS.names}
     pending = 0
-    for doc_id, status, text in zip(
-        docs.column("doc_id").to_pylist(),
-        docs.column("status").to_pylist(),
-        docs.column("text").to_pylist(),
-        strict=True,
-    ):
-        if status == "ok" and text:
+    for start in range(0, docs.num_rows, _SLICE_ROWS):  # Python strings for one slice at a time
+        part = docs.slice(start, _SLICE_ROWS).select(["doc_id", "status", "text"])
+        ok = part.filter(pc.and_(pc.equal(part.column("status"), "ok"), pc.greater(pc.binary_length(part.column("text")), 0)))
+        for doc_id, text in zip(ok.column("doc_id").to_pylist(), ok.column("text").to_pylist(), strict=True):
             for ordinal, span in enumerate(segment_text(text, strat, cfg, tokenizer=tok)):
                 cols["chunk_id"].append(short_id(doc_id, strat, phash, span.start, span.end))
                 cols["doc_id"].append(doc_id)
@@ -270,7 +269,7 @@ def build_chunks(
                 cols["text"].append(text[span.start : span.end])
                 cols["header"].append("")
                 cols["strategy"].append(strat)
-        pending += 1
+        pending += part.num_rows  # skipped rows count too
         if progress is not None and pending >= _PROGRESS_EVERY:
             progress(pending)
             pending = 0
@@ -284,8 +283,8 @@ def build_chunks(
 # ---------------------------------------------------------------------------------------------
 def chunks_fingerprint(chunks: pa.Table, strategy: str) -> str:
     """Hash of the chunk ids of one strategy (ids hash doc, strategy, params and span)."""
-    ids = frame(chunks.select(["strategy", "chunk_id"])).filter(pl.col("strategy") == strategy)["chunk_id"]
-    return hash_json(ids.sort().to_list())
+    ids = frame(chunks.select(["strategy", "chunk_id"])).filter(pl.col("strategy") == strategy).select(pl.col("chunk_id").sort())
+    return hash_string_columns(ids.to_arrow(), ["chunk_id"])
 
 
 def run_chunks(ctx: StageContext, strategy: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -16,10 +17,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from arborag.config import ArboragConfig
-from arborag.hashing import hash_json
+from arborag.hashing import hash_bytes, hash_json
 from arborag.tasks.context import StageContext
 
-__all__ = ["build_key", "estimate_cost", "leaves_for", "load_leaves", "snapshot_id_for", "tree_config"]
+__all__ = ["build_key", "estimate_cost", "hash_string_columns", "leaves_for", "load_leaves", "snapshot_id_for", "tree_config"]
 
 # Summarizer/embedder settings that do not change a tree's content (speed, cost, credentials).
 _SUMMARIZE_RUNTIME = {"timeout_s", "concurrency", "retries", "price_in_per_1k", "price_out_per_1k", "api_key_env"}
@@ -43,10 +44,31 @@ def leaves_for(chunks: pa.Table, strategy: str) -> pa.Table:
 
 def build_key(leaves: pa.Table, config: ArboragConfig, code: str) -> str:
     """The content address of a build; ``code`` is the fingerprint of the code that builds it."""
-    ids = leaves.column("chunk_id").to_pylist()
-    headers = hash_json(leaves.column("header").to_pylist())
+    ids = hash_string_columns(leaves, ["chunk_id"])
+    headers = hash_string_columns(leaves, ["header"])
     sparse = {"backend": config.sparse.backend, "prefix": config.sparse.es_index_prefix}
-    return hash_json({"leaves": hash_json(ids), "headers": headers, "tree": tree_config(config), "sparse": sparse, "code": code})
+    return hash_json({"leaves": ids, "headers": headers, "tree": tree_config(config), "sparse": sparse, "code": code})
+
+
+def hash_string_columns(table: pa.Table, names: Sequence[str]) -> str:
+    """BLAKE2b of string columns' contents in row order, read from the Arrow buffers (no Python
+    strings): per column its name, the value lengths (int64 little-endian, -1 for null) and the
+    UTF-8 bytes of the non-null values. Chunking, slicing and string/large_string do not change it.
+
+    (Since 2026-11-23 build keys hash these bytes instead of the JSON of Python lists: every
+    build key changed once then.)
+    """
+    parts: list[bytes] = []
+    for name in names:
+        arr = table.column(name).combine_chunks().cast(pa.large_string())
+        parts.append(name.encode("utf-8") + b"\0")
+        parts.append(np.asarray(pc.fill_null(pc.binary_length(arr), -1).to_numpy(zero_copy_only=False), dtype="<i8").tobytes())
+        values = pc.drop_null(arr) if arr.null_count else arr
+        data = values.buffers()[2]
+        if len(values) and data is not None:
+            off = np.frombuffer(values.buffers()[1], dtype="<i8")[values.offset : values.offset + len(values) + 1]
+            parts.append(data.slice(int(off[0]), int(off[-1]) - int(off[0])).to_pybytes())
+    return hash_bytes(b"".join(parts))
 
 
 def snapshot_id_for(key: str) -> str:
