@@ -62,14 +62,22 @@ def _read_shard(shard: Path, batch_rows: int = 1 << 14) -> tuple[pa.Table, np.nd
 
 
 class EmbeddingCache:
-    """Content-addressed embedding cache: ``(model_id, hash_text(text)) -> float32 vector``."""
+    """Content-addressed embedding cache: ``(model_id, hash_text(text)) -> float32 vector``.
+
+    Per model the entries are blocks (one per shard or put): the hashes as an Arrow string
+    array and the vectors as a float32 matrix. A lookup is one :func:`pyarrow.compute.index_in`
+    of the asked hashes in all the model's hashes (the first block holding a hash wins), not a
+    Python dict built hash by hash.
+    """
 
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        # per model: text_hash -> (block, row), and the rows as blocks of vectors
-        self._index: dict[str, dict[str, tuple[int, int]]] = {}
+        # per model: the blocks' hashes and vectors (rows aligned), and the concatenated hashes
+        # with each block's first row (rebuilt after an add)
+        self._hashes: dict[str, list[pa.Array]] = {}
         self._blocks: dict[str, list[np.ndarray]] = {}
+        self._lookup: dict[str, tuple[pa.Array, np.ndarray]] = {}
         self._lock = threading.Lock()
         self.n_shards = 0
         for shard in sorted(self.directory.glob(f"{_SHARD_PREFIX}*.parquet")):
@@ -82,43 +90,58 @@ class EmbeddingCache:
         keys, vectors = read
         self.n_shards += 1
         models = keys.column("model_id")
-        hashes = keys.column("text_hash")
+        hashes = keys.column("text_hash").combine_chunks()
         for model_id in sorted(m for m in pc.unique(models).to_pylist() if m is not None):
             mask = pc.fill_null(pc.equal(models, model_id), False)
             if pc.all(mask).as_py():
-                self._add(model_id, hashes.to_pylist(), vectors)
+                self._add(model_id, hashes, vectors)
                 continue
             rows = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
-            self._add(model_id, hashes.take(rows).to_pylist(), vectors[rows])
+            self._add(model_id, hashes.take(rows), vectors[rows])
 
-    def _add(self, model_id: str, hashes: Sequence[str], vectors: np.ndarray) -> None:
-        blocks = self._blocks.setdefault(model_id, [])
-        index = self._index.setdefault(model_id, {})
-        b = len(blocks)
-        blocks.append(np.ascontiguousarray(vectors, dtype=np.float32))
-        for r, h in enumerate(hashes):
-            index.setdefault(h, (b, r))
+    def _add(self, model_id: str, hashes: pa.Array, vectors: np.ndarray) -> None:
+        self._blocks.setdefault(model_id, []).append(np.ascontiguousarray(vectors, dtype=np.float32))
+        self._hashes.setdefault(model_id, []).append(hashes.cast(pa.string()))
+        self._lookup.pop(model_id, None)
+
+    def _keys(self, model_id: str) -> tuple[pa.Array, np.ndarray]:
+        """All hashes of ``model_id`` (blocks in order) and the first row of each block."""
+        got = self._lookup.get(model_id)
+        if got is None:
+            parts = self._hashes.get(model_id, [])
+            keys = pa.concat_arrays(parts) if parts else pa.array([], pa.string())
+            starts = np.cumsum([0] + [len(p) for p in parts[:-1]], dtype=np.int64)
+            got = self._lookup[model_id] = (keys, starts)
+        return got
+
+    def _find(self, model_id: str, hashes: Sequence[str] | pa.Array) -> np.ndarray:
+        """Per asked hash, its row in :meth:`_keys` (first occurrence), or -1."""
+        keys, _ = self._keys(model_id)
+        asked = hashes if isinstance(hashes, pa.Array) else pa.array(list(hashes), type=pa.string())
+        if not len(asked) or not len(keys):
+            return np.full(len(asked), -1, dtype=np.int64)
+        at = pc.fill_null(pc.index_in(asked, value_set=keys), -1)
+        return np.asarray(at.to_numpy(zero_copy_only=False), dtype=np.int64)
 
     def __len__(self) -> int:
-        return sum(len(v) for v in self._index.values())
+        return sum(len(pc.unique(self._keys(m)[0])) for m in self._hashes)
 
     def __contains__(self, key: tuple[str, str]) -> bool:
         model_id, text_hash = key
-        return text_hash in self._index.get(model_id, {})
+        return bool(self._find(model_id, [text_hash])[0] >= 0)
 
     def get_many(self, model_id: str, hashes: Sequence[str]) -> tuple[np.ndarray, list[np.ndarray | None]]:
         """(found mask, vectors or None per hash)."""
-        index = self._index.get(model_id, {})
-        blocks = self._blocks.get(model_id, [])
-        found = np.zeros(len(hashes), dtype=bool)
-        out: list[np.ndarray | None] = []
-        for i, h in enumerate(hashes):
-            loc = index.get(h)
-            if loc is None:
-                out.append(None)
-            else:
-                found[i] = True
-                out.append(blocks[loc[0]][loc[1]])
+        at = self._find(model_id, hashes)
+        found = at >= 0
+        out: list[np.ndarray | None] = [None] * len(at)
+        if found.any():
+            _, starts = self._keys(model_id)
+            blocks = self._blocks[model_id]
+            rows = np.flatnonzero(found)
+            which = np.searchsorted(starts, at[rows], side="right") - 1
+            for i, b, g in zip(rows.tolist(), which.tolist(), at[rows].tolist()):  # the hits only: row views
+                out[i] = blocks[b][g - starts[b]]
         return found, out
 
     def put_many(self, model_id: str, hashes: Sequence[str], vectors: np.ndarray) -> Path | None:
@@ -127,16 +150,19 @@ class EmbeddingCache:
         if vectors.ndim != 2 or len(hashes) != vectors.shape[0]:
             raise SchemaError("embedding cache", f"got {len(hashes)} hashes for vectors of shape {vectors.shape}")
         with self._lock:
-            index = self._index.get(model_id, {})
-            keep: list[int] = []
-            seen: set[str] = set()
-            for i, h in enumerate(hashes):
-                if h not in index and h not in seen:
-                    keep.append(i)
-                    seen.add(h)
-            if not keep:
+            asked = pa.array(list(hashes), type=pa.string())
+            new_rows = self._find(model_id, asked) < 0
+            if len(asked):
+                # keep the first occurrence of a hash repeated in this call: pc.unique lists the
+                # hashes in order of first appearance, so a row is a first occurrence when its
+                # distinct index exceeds every index before it
+                uniq_at = np.asarray(pc.index_in(asked, value_set=pc.unique(asked)).to_numpy(zero_copy_only=False), dtype=np.int64)
+                seen_before = np.maximum.accumulate(np.concatenate([[-1], uniq_at[:-1]]))
+                new_rows &= uniq_at > seen_before
+            keep = np.flatnonzero(new_rows)
+            if not len(keep):
                 return None
-            new_hashes = [hashes[i] for i in keep]
+            new_hashes = asked.take(pa.array(keep))
             new_vectors = vectors[keep]
             path = self._write_shard(model_id, new_hashes, new_vectors)
             self._add(model_id, new_hashes, new_vectors)
@@ -144,16 +170,16 @@ class EmbeddingCache:
             return path
 
     @staticmethod
-    def _table(model_id: str, hashes: Sequence[str], vectors: np.ndarray) -> pa.Table:
+    def _table(model_id: str, hashes: Sequence[str] | pa.Array, vectors: np.ndarray) -> pa.Table:
         return pa.table(
             {
                 "model_id": pa.array([model_id] * len(hashes), type=pa.string()),
-                "text_hash": pa.array(list(hashes), type=pa.string()),
+                "text_hash": hashes.cast(pa.string()) if isinstance(hashes, pa.Array) else pa.array(list(hashes), type=pa.string()),
                 "vector": vectors_to_arrow(vectors),
             }
         )
 
-    def _write_shard(self, model_id: str, hashes: Sequence[str], vectors: np.ndarray) -> Path:
+    def _write_shard(self, model_id: str, hashes: Sequence[str] | pa.Array, vectors: np.ndarray) -> Path:
         name = f"{_SHARD_PREFIX}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
         return atomic_write_parquet(self._table(model_id, hashes, vectors), self.directory / name)
 
@@ -165,8 +191,8 @@ class EmbeddingCache:
         with self._lock:
             old = sorted(self.directory.glob(f"{_SHARD_PREFIX}*.parquet"))
             new: list[Path] = []
-            for model_id in sorted(self._index):
-                hashes = sorted(self._index[model_id])
+            for model_id in sorted(self._hashes):
+                hashes = pc.unique(self._keys(model_id)[0]).sort().to_pylist()  # the distinct hashes, in code-point order
                 _, vecs = self.get_many(model_id, hashes)
                 if hashes:
                     stacked = np.stack([v for v in vecs if v is not None])
