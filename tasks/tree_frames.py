@@ -27,7 +27,9 @@ LEVEL_COLUMNS = ("node_id", "text", "n_tokens", "doc_ids", "pos")
 
 
 class Level:
-    """One level of one tree: its nodes (a polars frame) and their vectors, rows aligned."""
+    """One level of one tree: its nodes (a polars frame) and their vectors, rows aligned.
+
+    Rows are always in document order, (pos, node_id): :func:`cluster_members` relies on it."""
 
     __slots__ = ("frame", "vectors")
 
@@ -90,10 +92,11 @@ def cluster_members(current: pl.DataFrame, clusters: Sequence[Sequence[tuple[int
     rows = flat[0::2].astype(np.int64)
     probs = np.ascontiguousarray(flat[1::2])
     members = pl.DataFrame({"job": np.repeat(np.arange(first_job, first_job + len(clusters), dtype=np.int64), sizes), "row": rows, "p": probs})
-    return (
-        members.join(current.select(LEVEL_COLUMNS).with_row_index("row").with_columns(pl.col("row").cast(pl.Int64)), on="row", how="left")
-        .sort(["job", "pos", "node_id"], maintain_order=True)
-    )
+    # A level's rows are in (pos, node_id) order (see Level), so sorting by the integer row
+    # gives the document order without comparing strings; the children's columns are then one
+    # gather by row (no join).
+    members = members.sort(["job", "row"], maintain_order=True)
+    return pl.concat([members, current.select(LEVEL_COLUMNS)[members["row"].to_numpy()]], how="horizontal")
 
 
 def summary_inputs(members: pl.DataFrame) -> pl.DataFrame:
