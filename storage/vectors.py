@@ -67,7 +67,8 @@ def write_vectors(directory: Path, nodes: pa.Table, vectors: np.ndarray) -> dict
     if ann:
         from lancedb.index import IvfHnswSq
 
-        table.create_index(metric="cosine", vector_column_name="vector", config=IvfHnswSq(distance_type="cosine"))
+        # lancedb 0.40: the column is positional; ``metric=`` beside ``config=`` was read as a field path
+        table.create_index("vector", config=IvfHnswSq(distance_type="cosine"))
     return {"rows": nodes.num_rows, "dim": int(vectors.shape[1]) if vectors.size else 0, "ann_index": ann}
 
 
@@ -186,11 +187,15 @@ class VectorStore:
             clauses.append(f"array_has_any(doc_ids, [{quoted}])")
         if clauses:
             q = q.where(" AND ".join(clauses), prefilter=True)
-        out = q.select(["node_id", "_distance"]).to_arrow()
-        return [
-            (self.row_of[nid], 1.0 - float(dist))
-            for nid, dist in zip(out.column("node_id").to_pylist(), out.column("_distance").to_pylist())
-        ]
+        out = q.select(["node_id"]).to_arrow()
+        # The index finds the candidates; their scores are the exact cosines from the owned matrix
+        # (the index's ``_distance`` is quantized and on another scale: 2·(1 − cos) here).
+        rows = np.fromiter((self.row_of[nid] for nid in out.column("node_id").to_pylist()), dtype=np.int64)
+        if rows.size == 0:
+            return []
+        s = self.matrix[rows] @ np.asarray(vector, dtype=np.float32)
+        order = np.lexsort((rows, -s))
+        return [(int(rows[i]), float(s[i])) for i in order]
 
 
 def _open_lance(directory: Path) -> object:
