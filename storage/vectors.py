@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from arborag.errors import SchemaError
+from arborag.storage.tables import atomic_path
 from arborag.storage.arrays import arrow_to_vectors, vectors_to_arrow
 
 __all__ = ["ANN_MIN_ROWS", "ARROW_FILE", "VectorStore", "write_vectors", "TABLE_NAME"]
@@ -74,12 +75,8 @@ def write_vectors(directory: Path, nodes: pa.Table, vectors: np.ndarray) -> dict
 
 def _write_arrow(path: Path, rows: pa.Table) -> None:
     """``rows`` as an uncompressed Arrow IPC file (memory-mappable), written atomically."""
-    import os
-
-    tmp = path.with_name(path.name + ".tmp")
-    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, rows.schema) as writer:
+    with atomic_path(path) as tmp, pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, rows.schema) as writer:
         writer.write_table(rows)
-    os.replace(tmp, path)
 
 
 @dataclass(frozen=True, slots=True)
