@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import io
 import json
 import os
@@ -60,12 +62,14 @@ def make_encrypted_pdf(pages: list[str], password: str = "secret") -> bytes:
     return buf.getvalue()
 
 
-def make_docx(title: str, paragraphs: list[str], table: list[list[str]] | None = None) -> bytes:
+def make_docx(title: str | None, paragraphs: Sequence[str] = (), table: Sequence[Sequence[str]] | None = None) -> bytes:
+    """A DOCX with a title heading (none when ``title`` is None), paragraphs and an optional table."""
     from docx import Document
 
     doc = Document()
-    doc.core_properties.title = title
-    doc.add_heading(title, level=1)
+    if title is not None:
+        doc.core_properties.title = title
+        doc.add_heading(title, level=1)
     for p in paragraphs:
         doc.add_paragraph(p)
     if table:

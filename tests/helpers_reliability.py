@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from fake_llm_server import FakeLLMServer, Step, error, reply, slow
+from helpers_ingest import make_docx
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
@@ -161,22 +162,6 @@ def _encrypted_pdf(plain: bytes) -> bytes:
     return buf.getvalue()
 
 
-def _docx(paragraphs: Sequence[str] = (), table: Sequence[Sequence[str]] = ()) -> bytes:
-    from docx import Document
-
-    doc = Document()
-    for p in paragraphs:
-        doc.add_paragraph(p)
-    if table:
-        t = doc.add_table(rows=len(table), cols=len(table[0]))
-        for r, row in enumerate(table):
-            for c, value in enumerate(row):
-                t.cell(r, c).text = value
-    buf = io.BytesIO()
-    doc.save(buf)
-    return buf.getvalue()
-
-
 @dataclass(frozen=True)
 class Expect:
     """What ingesting one hostile entry must give.
@@ -214,7 +199,7 @@ def make_hostile_corpus(root: Path, outside: Path, *, huge_mb: int = 50) -> dict
     put("good.html", "<html><head><title>Bridge report</title></head><body><p>The old bridge was repaired in spring.</p></body></html>",
         Expect("ok", ("old bridge was repaired",)))
     put("good.pdf", good_pdf, Expect("ok", ("heron waits by the quiet river",)))
-    put("good.docx", _docx(["Glaciers carve valleys slowly."]), Expect("ok", ("Glaciers carve valleys slowly",)))
+    put("good.docx", make_docx(None, ["Glaciers carve valleys slowly."]), Expect("ok", ("Glaciers carve valleys slowly",)))
     put("good.csv", "city,river\nParis,Seine\nCairo,Nile\n", Expect("ok", ("city: Cairo; river: Nile",)))
     put("good.jsonl", '{"text": "Owls hunt at dusk across the meadow."}\n', Expect("absent"))  # its record is the document
     ex["good.jsonl#L1"] = Expect("ok", ("Owls hunt at dusk",))
@@ -227,7 +212,7 @@ def make_hostile_corpus(root: Path, outside: Path, *, huge_mb: int = 50) -> dict
     put("rtl.txt", "مرحبا بالعالم. שלום עולם.\n", Expect("ok", ("مرحبا بالعالم", "שלום עולם")))
     put("name with\nnewline.txt", "A file name may hold a line break.\n", Expect("ok", ("file name may hold a line break",)))
     put("ones.txt", "a\n" * 100_000, Expect("ok", ("a\na\na",)))
-    put("table_only.docx", _docx(table=[["planet", "moons"], ["Mars", "two"]]), Expect("ok", ("Mars", "two")))
+    put("table_only.docx", make_docx(None, table=[["planet", "moons"], ["Mars", "two"]]), Expect("ok", ("Mars", "two")))
     put("ragged.csv", "a,b\n1\n2,3,4\n", Expect("ok", ("a: 1",)))
     put("mixed.jsonl", '{"text": "Whales sing in the deep ocean."}\nnot json at all\n', Expect("absent"))
     ex["mixed.jsonl#L1"] = Expect("ok", ("Whales sing in the deep ocean",))
