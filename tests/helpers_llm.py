@@ -24,3 +24,19 @@ def server():
 def api_key(monkeypatch):
     """Every LLM test runs with SECRET in KEY_ENV (so leaks of the key can be checked)."""
     monkeypatch.setenv(KEY_ENV, SECRET)
+
+
+class ScriptedFakeLLM:
+    """Fake LLM completion function: answers from a script in call order (an Exception in the
+    script is raised); records the prompts it was given."""
+
+    def __init__(self, *answers: str | Exception) -> None:
+        self.answers = list(answers)
+        self.prompts: list[str] = []
+
+    def __call__(self, prompt: str, /, *, max_tokens: int) -> str:
+        self.prompts.append(prompt)
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer

@@ -17,21 +17,7 @@ from arborag.tasks.headers import (
     lead_summary,
     section_summary,
 )
-
-
-class ScriptedFakeLLM:
-    """Fake LLM: answers from a script in call order (an Exception is raised); records prompts."""
-
-    def __init__(self, *answers: str | Exception) -> None:
-        self.answers = list(answers)
-        self.prompts: list[str] = []
-
-    def __call__(self, prompt: str, /, *, max_tokens: int) -> str:
-        self.prompts.append(prompt)
-        answer = self.answers.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
+from helpers_llm import ScriptedFakeLLM
 
 
 def _words(text: str, n: int) -> str:  # a stand-in tokenizer: the first n words

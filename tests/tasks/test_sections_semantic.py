@@ -22,21 +22,7 @@ from arborag.tasks.sections_semantic import (
     repair_window,
     window_ranges,
 )
-
-
-class ScriptedFakeLLM:
-    """Fake LLM: answers from a script, in call order; an Exception in the script is raised."""
-
-    def __init__(self, *answers: str | Exception) -> None:
-        self.answers = list(answers)
-        self.prompts: list[str] = []
-
-    def __call__(self, prompt: str, /, *, max_tokens: int) -> str:
-        self.prompts.append(prompt)
-        answer = self.answers.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
+from helpers_llm import ScriptedFakeLLM
 
 
 def _js(*secs: tuple[str, int, int]) -> str:
