@@ -145,7 +145,8 @@ class SparseConfig(_Stage):
 
 
 class QueryConfig(_Stage):
-    mode: Literal["collapsed", "traversal", "sparse", "hybrid"] = Field("collapsed", description="Default retrieval mode.")
+    mode: str = Field("collapsed", description="Default retrieval mode: collapsed | traversal | sparse | hybrid, or a "
+                      "plug-in mode (arborag.query.modes); checked when a query runs.")
     budget: int = Field(2000, ge=1, description="Token budget of retrieved context.")
     k: int = Field(5, ge=1, description="traversal: top-k per level.")
     rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant.")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Literal, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -16,8 +16,8 @@ from arborag.storage.vectors import VectorStore
 
 __all__ = ["Hit", "Index", "Mode", "open_index", "snapshot_embed_config", "snapshot_sparse_config"]
 
-Mode = Literal["collapsed", "traversal", "sparse", "hybrid"]
-_MODES = ("collapsed", "traversal", "sparse", "hybrid")
+#: A retrieval mode: one of :func:`arborag.query.modes.available_modes` (core or plug-in).
+Mode = str
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +153,7 @@ class Index:
         doc_ids: Sequence[str] | None = None,
         lucene: bool = False,
         vector: np.ndarray | None = None,
+        **options: Any,
     ) -> list[Hit]:
         """Retrieve nodes for ``text``.
 
@@ -167,14 +168,24 @@ class Index:
         - ``hybrid``: dense collapsed candidates and sparse candidates fused by reciprocal
           rank fusion (k = config.query.rrf_k), then filled to the budget.
 
+        - any other mode is a plug-in module (:mod:`arborag.query.modes`); ``options`` go to it.
+
         ``levels`` restricts every mode to those tree levels (``[0]`` is the flat, no-tree
         baseline); ``doc_ids`` to nodes drawing on those documents. ``budget=None`` means
         no token cap (traversal) or ``k`` hits (other modes).
         """
-        if mode not in _MODES:
-            raise QueryError(text, f"unknown mode {mode!r}; use one of {', '.join(_MODES)}")
+        from arborag.query.modes import CORE_MODES, available_modes, plugin_module
+
         if not text.strip() and vector is None:
             raise QueryError(text, "the query is empty")
+        if mode not in CORE_MODES:
+            plugin = plugin_module(mode)
+            if plugin is None:
+                raise QueryError(text, f"unknown mode {mode!r}; use one of {', '.join(available_modes())}")
+            return plugin.search(self, text, budget=budget, k=k, levels=levels, doc_ids=doc_ids,
+                                 vector=vector, lucene=lucene, **options)
+        if options:
+            raise QueryError(text, f"mode {mode!r} takes no options ({', '.join(sorted(options))})")
         if mode in ("collapsed", "traversal", "hybrid") and vector is None:
             vector = self.embed_queries([text])[0]
         if mode == "collapsed":
