@@ -92,6 +92,8 @@ class Index:
         self._light = light
         self._embedder = None
         self._sparse = None
+        self._documents = None  # provenance tables, read on first use
+        self._leaf_chunks = None
 
     @property
     def _children(self) -> dict[int, list[int]]:
@@ -114,6 +116,33 @@ class Index:
         close = getattr(sparse, "close", None)
         if close is not None:
             close()
+
+    # -- provenance ------------------------------------------------------------------------
+    def _snapshot_or_working(self, name: str):
+        """Table ``name`` (chunks | documents) as the snapshot recorded it; a snapshot published
+        before snapshots carried provenance falls back to the corpus's working table."""
+        from arborag.storage.tables import read_table
+
+        path = self.snapshot_dir / f"{name}.parquet"
+        return read_table(name, path if path.exists() else self.corpus.table_path(name))
+
+    def documents(self):
+        """The snapshot's documents (``DOCUMENTS`` schema, text included), read once."""
+        if self._documents is None:
+            self._documents = self._snapshot_or_working("documents")
+        return self._documents
+
+    def leaf_chunks(self):
+        """The snapshot's leaf chunks (``CHUNKS`` schema: doc_id, section_id, ordinal,
+        start_char, end_char, header; ``chunk_id`` = the leaf's ``node_id``), read once."""
+        if self._leaf_chunks is None:
+            self._leaf_chunks = self._snapshot_or_working("chunks")
+        return self._leaf_chunks
+
+    def doc_titles(self) -> dict[str, str]:
+        """doc_id -> title (or the file name of its uri when it has none)."""
+        t = self.documents()
+        return {d: (ti or Path(u).name) for d, ti, u in zip(t.column("doc_id").to_pylist(), t.column("title").to_pylist(), t.column("uri").to_pylist())}
 
     # -- properties ------------------------------------------------------------------------
     @property

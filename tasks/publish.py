@@ -1,6 +1,9 @@
 """Stage ``publish``: seal the staged outputs of a build as a snapshot and switch the manifest.
 
 Copies ``nodes``, ``edges``, ``vectors.lance`` and ``sparse`` into a fresh snapshot folder,
+adds the provenance a reader needs without touching the live corpus tables — ``chunks.parquet``
+(the leaf chunks: doc id, section, ordinal, character offsets, header) and ``documents.parquet``
+(the documents those leaves come from, text included, for titles, citations and stitching) —
 publishes the sparse index (an Elasticsearch alias switch; nothing for the embedded engine),
 writes ``info.json`` (build key, config hash, the embedder and sparse backend that built it,
 the run, per-level counts) and switches ``manifest.json`` atomically. The staging folder goes.
@@ -12,15 +15,31 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from arborag.tasks.context import StageContext
 from arborag.tasks.leaves import snapshot_id_for
 from arborag.tasks.nodes import level_counts
 
-__all__ = ["SNAPSHOT_FILES", "run_publish", "tree_counts"]
+__all__ = ["PROVENANCE_FILES", "SNAPSHOT_FILES", "run_publish", "snapshot_provenance", "tree_counts"]
 
 SNAPSHOT_FILES = ("nodes.parquet", "edges.parquet", "vectors.lance", "sparse")
+#: Provenance written into every snapshot by :func:`snapshot_provenance` (readers never need the
+#: live working tables, which a later ingest or update may already have changed).
+PROVENANCE_FILES = ("chunks.parquet", "documents.parquet")
+
+
+def snapshot_provenance(nodes: pa.Table, chunks: pa.Table, documents: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """The leaf chunks of ``nodes`` (level 0; ``node_id`` = ``chunk_id``) and the documents they
+    come from, both sorted (doc_id, ordinal) / (doc_id): semi-joins in polars over Arrow."""
+    import polars as pl
+
+    leaf_ids = pl.from_arrow(nodes.select(["node_id", "level"])).filter(pl.col("level") == 0).select(pl.col("node_id").alias("chunk_id"))
+    ch = pl.from_arrow(chunks).join(leaf_ids, on="chunk_id", how="semi").unique("chunk_id", keep="first", maintain_order=True)
+    ch = ch.sort(["doc_id", "ordinal", "start_char"])
+    docs = pl.from_arrow(documents).join(ch.select("doc_id").unique(), on="doc_id", how="semi").unique("doc_id", keep="last", maintain_order=True)
+    return ch.to_arrow().cast(chunks.schema), docs.sort("doc_id").to_arrow().cast(documents.schema)
 
 
 def tree_counts(nodes_path: Path) -> dict[str, Any]:
@@ -42,6 +61,7 @@ def run_publish(ctx: StageContext, key: str) -> dict[str, Any]:
             shutil.copytree(src, dst)
         else:
             shutil.copy2(src, dst)
+    _write_provenance(ctx, partial)
     publish_sparse_index(partial / "sparse", ctx.config.sparse, snapshot_id=snap_id, corpus_name=ctx.corpus.root.name)
     info = {
         "build_key": key,
@@ -56,3 +76,15 @@ def run_publish(ctx: StageContext, key: str) -> dict[str, Any]:
     ctx.corpus.publish(partial, snap_id, info)
     shutil.rmtree(stage_dir, ignore_errors=True)
     return {"snapshot": snap_id}
+
+
+def _write_provenance(ctx: StageContext, partial: Path) -> None:
+    """``chunks.parquet`` and ``documents.parquet`` of the snapshot in ``partial``."""
+    from arborag.storage.tables import read_table, write_table
+
+    nodes = pq.read_table(partial / "nodes.parquet", columns=["node_id", "level"])
+    chunks = read_table("chunks", ctx.corpus.table_path("chunks"))
+    documents = read_table("documents", ctx.corpus.table_path("documents"))
+    leaf_chunks, docs = snapshot_provenance(nodes, chunks, documents)
+    write_table("chunks", leaf_chunks, partial / "chunks.parquet")
+    write_table("documents", docs, partial / "documents.parquet")

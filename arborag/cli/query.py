@@ -168,10 +168,4 @@ def _search_server(url: str, text: str, *, mode: str, budget: int | None, k: int
 
 
 def _doc_titles(index) -> dict[str, str]:
-    import pyarrow.parquet as pq
-
-    path = index.corpus.table_path("documents")
-    if not path.exists():
-        return {}
-    t = pq.read_table(path, columns=["doc_id", "title", "uri"])
-    return {d: (ti or Path(u).name) for d, ti, u in zip(t.column("doc_id").to_pylist(), t.column("title").to_pylist(), t.column("uri").to_pylist())}
+    return index.doc_titles()
