@@ -18,7 +18,7 @@ Everything here is a pure function of its arguments.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from arborag.config import ArboragConfig, Strategy
@@ -47,12 +47,14 @@ STRATEGY_NAMES: tuple[str, ...] = get_args(Strategy)
 
 @dataclass(frozen=True, slots=True)
 class SystemSpec:
-    """How one system queries the index: ``Index.search(mode=..., levels=...)``."""
+    """How one system queries the index: ``Index.search(mode=..., levels=..., **options)``
+    (``options``: a plug-in mode's keyword arguments, e.g. ``(("preset", "balanced"),)``)."""
 
     name: str
     mode: str
     levels: tuple[int, ...] | None
     description: str
+    options: tuple[tuple[str, Any], ...] = field(default=())
 
 
 SYSTEMS: dict[str, SystemSpec] = {

@@ -108,6 +108,7 @@ def run_queries(
                 kwargs: dict[str, Any] = {"mode": spec.mode, "budget": int(budget), "k": k}
                 if spec.levels is not None:
                     kwargs["levels"] = list(spec.levels)
+                kwargs.update(spec.options)
                 if vector is not None and spec.mode != "sparse":
                     kwargs["vector"] = vector
                 row: dict[str, Any] = {"qid": qid, "strategy": strategy, "system": spec.name, "mode": spec.mode, "budget": int(budget)}
