@@ -20,12 +20,14 @@ from typing import Any
 from arborag.config import SummarizeConfig
 from arborag.errors import LLMError
 from arborag.llm import Completion, LLMClient, Message
+from arborag.llm.prompts import RAPTOR_SUMMARY
 from arborag.tasks.summary_types import Summarizer, SummaryResult
 
 __all__ = ["OpenAISummarizer", "RAPTOR_PROMPT", "RAPTOR_SYSTEM", "build_context", "build_messages"]
 
-RAPTOR_SYSTEM = "You are a helpful assistant."
-RAPTOR_PROMPT = "Write a summary of the following, including as many key details as possible: {context}:"
+# The prompt lives with every other prompt in arborag.llm.prompts; these names stay for callers.
+RAPTOR_SYSTEM = RAPTOR_SUMMARY.system
+RAPTOR_PROMPT = RAPTOR_SUMMARY.user
 _MAX_STATUS_CHARS = 200
 
 
@@ -35,11 +37,12 @@ def build_context(texts: Sequence[str]) -> str:
 
 
 def build_messages(texts: Sequence[str]) -> list[Message]:
-    """The chat messages that ask for a summary of ``texts`` (prompt version ``raptor-v1``)."""
-    return [
-        {"role": "system", "content": RAPTOR_SYSTEM},
-        {"role": "user", "content": RAPTOR_PROMPT.format(context=build_context(texts))},
-    ]
+    """The chat messages that ask for a summary of ``texts`` (prompt ``raptor-summary@raptor-v1``).
+
+    Its calls are cached under the plain ``{model, messages, params}`` key (no prompt tag), as
+    before prompts were versioned, so existing summary caches stay valid; the prompt version is
+    part of the build key through ``summarize.prompt_version``."""
+    return RAPTOR_SUMMARY.messages(context=build_context(texts))
 
 
 class OpenAISummarizer:

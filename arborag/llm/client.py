@@ -93,17 +93,31 @@ class LLMClient(Transport):
 
     # -- public API --------------------------------------------------------------------------
 
-    def cache_key(self, messages: Sequence[Message], params: Mapping[str, Any]) -> str:
-        """``hash_json({model, messages, params})`` — the content address of a call."""
-        return hash_json({"model": self.model, "messages": [dict(m) for m in messages], "params": dict(params)})
+    def cache_key(
+        self, messages: Sequence[Message], params: Mapping[str, Any], prompt_tag: str | None = None
+    ) -> str:
+        """``hash_json({model, messages, params})`` — the content address of a call; with a
+        ``prompt_tag`` (:attr:`arborag.llm.prompts.Prompt.tag`, ``"<name>@<version>"``) the
+        prompt's version is part of the key too."""
+        data: dict[str, Any] = {"model": self.model, "messages": [dict(m) for m in messages], "params": dict(params)}
+        if prompt_tag is not None:
+            data["prompt"] = prompt_tag
+        return hash_json(data)
 
     def complete(
-        self, messages: Sequence[Message], *, max_tokens: int, temperature: float = 0.0, **params: Any
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        prompt_tag: str | None = None,
+        **params: Any,
     ) -> Completion:
-        """One completion (cached). Raises ``LLMError`` after retries, ``BackendUnavailable``."""
+        """One completion (cached). Raises ``LLMError`` after retries, ``BackendUnavailable``.
+        ``prompt_tag`` (not sent) puts the prompt's name and version into the cache key."""
         all_params = {"max_tokens": max_tokens, "temperature": temperature, **params}
         try:
-            return self._complete(list(messages), all_params)
+            return self._complete(list(messages), all_params, True, prompt_tag)
         except AbortBatch as abort:
             raise abort.error from abort.__cause__
         finally:
@@ -116,6 +130,7 @@ class LLMClient(Transport):
         max_tokens: int,
         temperature: float = 0.0,
         progress: Callable[[int], None] | None = None,
+        prompt_tag: str | None = None,
         **params: Any,
     ) -> list[Completion | LLMError]:
         """Complete every conversation of ``batch``, at most ``concurrency`` requests at a time.
@@ -129,7 +144,7 @@ class LLMClient(Transport):
         """
         all_params = {"max_tokens": max_tokens, "temperature": temperature, **params}
         convs = [list(m) for m in batch]
-        keys = [self.cache_key(m, all_params) for m in convs]
+        keys = [self.cache_key(m, all_params, prompt_tag) for m in convs]
         results: list[Completion | LLMError | None] = [None] * len(convs)
         todo: dict[str, list[int]] = {}
         for i, key in enumerate(keys):
@@ -145,7 +160,7 @@ class LLMClient(Transport):
             if todo:
                 with ThreadPoolExecutor(max_workers=min(self.concurrency, len(todo)), thread_name_prefix="llm") as pool:
                     futures: dict[Future[Completion], str] = {
-                        pool.submit(self._complete, convs[idx[0]], all_params, False): key for key, idx in todo.items()
+                        pool.submit(self._complete, convs[idx[0]], all_params, False, prompt_tag): key for key, idx in todo.items()
                     }
                     pending = set(futures)
                     while pending and abort is None:
@@ -220,8 +235,10 @@ class LLMClient(Transport):
             key=key,
         )
 
-    def _complete(self, messages: list[Message], params: dict[str, Any], check_cache: bool = True) -> Completion:
-        key = self.cache_key(messages, params)
+    def _complete(
+        self, messages: list[Message], params: dict[str, Any], check_cache: bool = True, prompt_tag: str | None = None
+    ) -> Completion:
+        key = self.cache_key(messages, params, prompt_tag)
         if check_cache:
             hit = self._from_cache(key)
             if hit is not None:
