@@ -14,7 +14,7 @@ from arborag.errors import QueryError
 from arborag.storage.corpus import Corpus
 from arborag.storage.vectors import VectorStore
 
-__all__ = ["Hit", "Index", "Mode", "open_index", "snapshot_embed_config", "snapshot_sparse_config"]
+__all__ = ["Hit", "Index", "Mode", "greedy_fill", "open_index", "snapshot_embed_config", "snapshot_sparse_config", "top_order"]
 
 #: A retrieval mode: one of :func:`arborag.query.modes.available_modes` (core or plug-in).
 Mode = str
@@ -31,6 +31,12 @@ class Hit:
     text: str
     doc_ids: tuple[str, ...]
     n_tokens: int
+    # optional: set by modes that return a span of one document (``segments``: node_id
+    # "seg:<doc_id>:<first>-<last>" over chunk ordinals), None/empty for a single node
+    title: str | None = None
+    start_char: int | None = None  # character offsets of ``text`` in the document's text
+    end_char: int | None = None
+    chunk_ids: tuple[str, ...] = ()  # the leaf chunks the span covers, in document order
 
 
 #: Embedder settings that change only speed, never the vectors: taken from the current config.
@@ -87,27 +93,13 @@ class Index:
         self.info = info
         self.config = config
         self.vectors = VectorStore.open(snapshot_dir / "vectors.lance")
-        self._children_rows: dict[int, list[int]] | None = None  # read on the first traversal
+        self._edge_rows: tuple[np.ndarray, np.ndarray] | None = None  # read on the first traversal
         self._embed_query = embed_query
         self._light = light
         self._embedder = None
         self._sparse = None
         self._documents = None  # provenance tables, read on first use
         self._leaf_chunks = None
-
-    @property
-    def _children(self) -> dict[int, list[int]]:
-        """Parent row -> child rows (from edges.parquet; only traversal needs it)."""
-        if self._children_rows is None:
-            import pyarrow.parquet as pq
-
-            edges = pq.read_table(self.snapshot_dir / "edges.parquet", columns=["parent_id", "child_id"])
-            children: dict[int, list[int]] = {}
-            row_of = self.vectors.row_of
-            for p, c in zip(edges.column("parent_id").to_pylist(), edges.column("child_id").to_pylist()):
-                children.setdefault(row_of[p], []).append(row_of[c])
-            self._children_rows = children
-        return self._children_rows
 
     def close(self) -> None:
         """Release the sparse index (its files and any private copy); the index can still be
@@ -231,48 +223,123 @@ class Index:
         return Hit(v.node_ids[row], int(v.levels[row]), float(score), v.texts[row], v.doc_ids[row], int(v.n_tokens[row]))
 
     def _fill(self, ranked: Sequence[tuple[int, float]], budget: int | None, k: int) -> list[Hit]:
+        """Best-first fill of an explicit ranking (every entry is considered)."""
+        if not len(ranked):
+            return []
+        rows = np.fromiter((r for r, _ in ranked), dtype=np.int64, count=len(ranked))
+        scores = np.fromiter((s for _, s in ranked), dtype=np.float64, count=len(ranked))
+        return self.fill(rows, scores, budget, k, ordered=True)
+
+    def fill(self, rows: np.ndarray, scores: np.ndarray, budget: int | None, k: int, *, ordered: bool = False) -> list[Hit]:
+        """The hits of a best-first fill: ``rows`` by ``scores`` (higher first; ties by row),
+        each taken when it still fits in ``budget`` tokens, over *every* candidate until the
+        remaining budget is smaller than the smallest candidate not yet seen. ``budget=None``:
+        the ``k`` best. ``ordered=True``: ``rows`` are already best first."""
+        rows = np.asarray(rows, dtype=np.int64)
+        scores = np.nan_to_num(np.asarray(scores, dtype=np.float64), nan=-np.inf)
+        if rows.size == 0:
+            return []
         if budget is None:
-            return [self._hit(r, s) for r, s in ranked[:k]]
-        out: list[Hit] = []
-        used = 0
-        for row, score in ranked:
-            n = int(self.vectors.n_tokens[row])
-            if used + n > budget:
-                continue
-            out.append(self._hit(row, score))
-            used += n
-            if used >= budget:
+            order = np.arange(min(k, rows.size)) if ordered else top_order(rows, scores, min(k, rows.size))
+            return [self._hit(int(rows[i]), float(scores[i])) for i in order]
+        sizes = self.vectors.n_tokens[rows]
+        if ordered:
+            return [self._hit(int(rows[i]), float(scores[i])) for i in greedy_fill(sizes, budget)]
+        # rank lazily: a window of the best candidates, grown x4 only while the budget is open
+        # and some candidate not yet seen could still fit
+        taken: list[np.ndarray] = []
+        remaining = int(budget)
+        done = 0
+        window = min(256, rows.size)
+        while True:
+            top = top_order(rows, scores, window)
+            chunk = top[done:]
+            pos = chunk[greedy_fill(sizes[chunk], remaining)]
+            taken.append(pos)
+            remaining -= int(sizes[pos].sum())
+            done = window
+            if done >= rows.size or remaining <= 0:
                 break
-        return out
+            unseen = np.ones(rows.size, dtype=bool)
+            unseen[top] = False
+            if remaining < int(sizes[unseen].min()):
+                break
+            window = min(window * 4, rows.size)
+        picked = np.concatenate(taken)
+        return [self._hit(int(rows[i]), float(scores[i])) for i in picked]
+
+    def dense_scores(self, vector, *, levels=None, doc_ids=None) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, cosine) of every node the filters allow (exact, one matrix product)."""
+        v = self.vectors
+        m = v.mask(levels=levels, doc_ids=doc_ids)
+        q = np.asarray(vector, dtype=np.float32)
+        if m is None:
+            return np.arange(len(v), dtype=np.int64), (v.matrix @ q).astype(np.float64)
+        rows = np.flatnonzero(m).astype(np.int64)
+        return rows, (v.matrix[rows] @ q).astype(np.float64)
 
     def _dense_ranked(self, vector, *, budget, k, levels, doc_ids) -> list[tuple[int, float]]:
-        # Enough candidates to fill the budget even with the smallest nodes; grow if needed.
-        n = len(self.vectors)
-        want = k if budget is None else max(k, 64)
-        while True:
-            ranked = self.vectors.search(vector, k=min(want, n), levels=levels, doc_ids=doc_ids)
-            if budget is None or want >= n or sum(int(self.vectors.n_tokens[r]) for r, _ in ranked) >= 2 * budget:
-                return ranked
-            want *= 4
+        """Every allowed node, best first (``budget=None``: the top ``k``)."""
+        rows, scores = self.dense_scores(vector, levels=levels, doc_ids=doc_ids)
+        order = top_order(rows, scores, rows.size if budget is not None else min(k, rows.size))
+        return list(zip(rows[order].tolist(), scores[order].tolist()))
 
     def _collapsed(self, vector, *, budget, k, levels, doc_ids) -> list[Hit]:
-        return self._fill(self._dense_ranked(vector, budget=budget, k=k, levels=levels, doc_ids=doc_ids), budget, k)
+        rows, scores = self.dense_scores(vector, levels=levels, doc_ids=doc_ids)
+        return self.fill(rows, scores, budget, k)
+
+    @property
+    def edge_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """(parent rows, child rows) of every edge of the tree (read once from edges.parquet)."""
+        if self._edge_rows is None:
+            import pyarrow.parquet as pq
+
+            edges = pq.read_table(self.snapshot_dir / "edges.parquet", columns=["parent_id", "child_id"])
+            row_of = self.vectors.row_of
+            p = np.fromiter((row_of[x] for x in edges.column("parent_id").to_pylist()), dtype=np.int64, count=edges.num_rows)
+            c = np.fromiter((row_of[x] for x in edges.column("child_id").to_pylist()), dtype=np.int64, count=edges.num_rows)
+            self._edge_rows = (p, c)
+        return self._edge_rows
+
+    def roots(self, allowed: np.ndarray | None = None) -> np.ndarray:
+        """Rows with no parent (among ``allowed`` rows when given): the top of every tree of the
+        forest, whatever its level (a short document's tree tops out lower than a long one's)."""
+        p, c = self.edge_rows
+        n = len(self.vectors)
+        ok = np.ones(n, dtype=bool) if allowed is None else allowed
+        has_parent = np.zeros(n, dtype=bool)
+        has_parent[c[ok[p]]] = True
+        return np.flatnonzero(ok & ~has_parent)
+
+    def children_of(self, rows: np.ndarray) -> np.ndarray:
+        """The distinct child rows of ``rows``, sorted."""
+        p, c = self.edge_rows
+        return np.unique(c[np.isin(p, rows)])
 
     def _traversal(self, vector, *, budget, k, levels, doc_ids) -> list[Hit]:
         v = self.vectors
-        allowed = v.mask(levels=levels, doc_ids=doc_ids)
-        top = self.top_level if allowed is None else int(v.levels[allowed].max()) if allowed.any() else -1
-        if top < 0:
-            return []
-        frontier = np.flatnonzero(v.levels == top)
+        by_level = v.mask(levels=levels)
+        by_doc = v.mask(doc_ids=doc_ids)
+        # start from every tree's root (nodes with no parent within the allowed levels), not only
+        # from the global top level: per-document trees of short documents end lower
+        frontier = self.roots(by_level)
+        if by_doc is not None:
+            frontier = frontier[by_doc[frontier]]
+        q = np.asarray(vector, dtype=np.float32)
         selected: dict[int, float] = {}
+        seen = np.zeros(len(v), dtype=bool)
         while frontier.size:
-            picked = v.search(vector, k=k, rows=frontier)
-            for row, score in picked:
-                if allowed is None or allowed[row]:
-                    selected[row] = score
-            children = sorted({c for row, _ in picked for c in self._children.get(row, ())})
-            frontier = np.asarray(children, dtype=np.int64)
+            seen[frontier] = True
+            s = v.matrix[frontier] @ q
+            pick = top_order(frontier, s, min(k, frontier.size))
+            for i in pick:
+                row = int(frontier[i])
+                if by_level is None or by_level[row]:
+                    selected[row] = float(s[i])
+            frontier = self.children_of(frontier[pick])
+            frontier = frontier[~seen[frontier]]
+            if by_doc is not None:
+                frontier = frontier[by_doc[frontier]]
         ranked = sorted(selected.items(), key=lambda rs: (-rs[1], rs[0]))
         if budget is None:
             return [self._hit(r, s) for r, s in ranked]
@@ -287,14 +354,25 @@ class Index:
             )
         return self._sparse
 
-    def _sparse_ranked(self, text, *, budget, k, levels, doc_ids, lucene) -> list[tuple[int, float]]:
-        want = k if budget is None else max(k, 64)
+    def _sparse_ranked(self, text, *, budget, k, levels, doc_ids, lucene, want: int | None = None) -> list[tuple[int, float]]:
+        want = want or (k if budget is None else max(k, 256))
         hits = self.sparse_index().search(text, k=want, levels=levels, doc_ids=doc_ids, lucene=lucene)
         row_of = self.vectors.row_of
         return [(row_of[h.node_id], float(h.score)) for h in hits if h.node_id in row_of]
 
     def _sparse_search(self, text, *, budget, k, levels, doc_ids, lucene) -> list[Hit]:
-        return self._fill(self._sparse_ranked(text, budget=budget, k=k, levels=levels, doc_ids=doc_ids, lucene=lucene), budget, k)
+        # ask the sparse index for more matches (x4) only while the budget is open and a node
+        # could still fit: every matching node is considered, best first
+        want = k if budget is None else max(k, 256)
+        smallest = int(self.vectors.n_tokens.min()) if len(self.vectors) else 1
+        while True:
+            ranked = self._sparse_ranked(text, budget=budget, k=k, levels=levels, doc_ids=doc_ids, lucene=lucene, want=want)
+            hits = self._fill(ranked, budget, k)
+            if budget is None or len(ranked) < want or want >= len(self.vectors):
+                return hits
+            if budget - sum(h.n_tokens for h in hits) < smallest:
+                return hits
+            want *= 4
 
     def _hybrid(self, text, vector, *, budget, k, levels, doc_ids, lucene) -> list[Hit]:
         from arborag.query.fusion import rrf
@@ -303,6 +381,50 @@ class Index:
         sparse = self._sparse_ranked(text, budget=budget, k=k, levels=levels, doc_ids=doc_ids, lucene=lucene)
         fused = rrf([[r for r, _ in dense], [r for r, _ in sparse]], k=self.config.query.rrf_k)
         return self._fill([(int(r), float(s)) for r, s in fused], budget, k)
+
+
+def top_order(rows: np.ndarray, scores: np.ndarray, m: int) -> np.ndarray:
+    """Positions of the ``m`` best candidates, best first: score descending, then row ascending
+    (deterministic, ties at the cut included by row). One partition plus a sort of ``m``."""
+    n = scores.size
+    m = max(0, min(int(m), n))
+    if m == 0:
+        return np.zeros(0, dtype=np.int64)
+    if m >= n:
+        idx = np.arange(n)
+    else:
+        thr = scores[np.argpartition(-scores, m - 1)[:m]].min()
+        above = np.flatnonzero(scores > thr)
+        ties = np.flatnonzero(scores == thr)
+        ties = ties[np.argsort(rows[ties], kind="stable")][: m - above.size]
+        idx = np.concatenate([above, ties])
+    return idx[np.lexsort((rows[idx], -scores[idx]))]
+
+
+def greedy_fill(sizes: np.ndarray, budget: int) -> np.ndarray:
+    """Positions of ``sizes`` (candidates in rank order) a best-first fill takes: each one that
+    still fits in ``budget``, skipping those that do not; stops when nothing left fits.
+
+    Vectorized by runs: find the next candidate that fits, take the longest run from it whose
+    running sum fits, repeat (one step per skipped-then-resumed run, not per candidate)."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    n = sizes.size
+    out: list[np.ndarray] = []
+    remaining = int(budget)
+    smallest = max(1, int(sizes.min())) if n else 1
+    i = 0
+    while i < n and remaining > 0:
+        fits = sizes[i:] <= remaining
+        j = int(np.argmax(fits))
+        if not fits[j]:
+            break
+        j += i
+        cs = np.cumsum(sizes[j : j + remaining // smallest + 1])
+        cnt = int(np.searchsorted(cs, remaining, side="right"))
+        out.append(np.arange(j, j + cnt))
+        remaining -= int(cs[cnt - 1])
+        i = j + cnt
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
 
 def _light_embedder(cfg: EmbedConfig):
