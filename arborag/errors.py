@@ -10,6 +10,7 @@
     ├── NotBuiltError                a corpus has no published snapshot yet (.corpus)
     │   └── SparseNotBuiltError      no sparse index where one was expected
     ├── QueryError                   a query cannot be run (.query, .position, .reason)
+    ├── CorpusLockedError            another writer holds the corpus lock (.corpus, .owner, .lock_file)
     └── SparseIndexError             a sparse index cannot be built, published or opened
         └── SparseBulkError          Elasticsearch rejected some nodes (.index, .failures, .total)
 
@@ -141,3 +142,21 @@ class SparseNotBuiltError(NotBuiltError):
 
 
 __all__ += ["SparseBulkError", "SparseIndexError", "SparseNotBuiltError"]
+
+
+class CorpusLockedError(ArboragError):
+    """Another writer (ingest, build, update, publish) holds the corpus lock (see arborag.storage.lock)."""
+
+    def __init__(self, corpus: str, owner: str, lock_file: str, waited: float | None = None) -> None:
+        self.corpus = corpus
+        self.owner = owner
+        self.lock_file = lock_file
+        self.waited = waited
+        how = f"still locked after waiting {waited:.0f} s" if waited is not None else "is locked"
+        super().__init__(
+            f"{corpus} {how} by another writer: {owner}. Run again without --no-wait to wait for it, "
+            f"or, if that process is gone on another machine, delete {lock_file} after checking."
+        )
+
+
+__all__ += ["CorpusLockedError"]

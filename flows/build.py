@@ -39,6 +39,7 @@ from arborag.flows.common import config_overrides, current_flow_run_id, new_run_
 from arborag.flows.ingest import INGEST_PIPELINE, discover, run_ingest_stages
 from arborag.flows.stage import Stage, pipeline_fingerprint, record_run, run_stage
 from arborag.storage.corpus import Corpus
+from arborag.storage.lock import corpus_lock
 from arborag.tasks import leaf_vectors, nodes, sparse, vectors
 from arborag.tasks.context import StageContext
 from arborag.tasks.leaves import build_key, estimate_cost, leaves_for, snapshot_id_for
@@ -148,17 +149,20 @@ def build(
     config_overrides: dict[str, dict[str, Any]] | None = None,
     dry_run: bool = False,
     progress: bool = False,
+    lock_wait: bool = True,
 ) -> dict[str, Any]:
     """Build (or update) the tree of ``corpus_dir``, ingesting ``sources`` first (None: none).
 
     The config is ``load_config(config_path, overrides=config_overrides)`` in the process
     running the flow; secrets come from that process's environment. Returns the run summary
     (``snapshot``, ``noop``, ``build_key``, per-stage summaries, ``calls``, ``cached``, ``status``).
+    Runs under the corpus writer lock (``lock_wait=False``: fail at once if another writer holds it).
     """
-    config = load_config(config_path, overrides=config_overrides)
-    ctx = StageContext(Corpus(corpus_dir).ensure(), config, current_flow_run_id() or new_run_id(), progress=progress)
-    files = discover(ctx, sources) if sources else None
-    return build_pipeline(ctx, files, use_prefect=True, dry_run=dry_run)
+    with corpus_lock(corpus_dir, wait=lock_wait, purpose="build"):
+        config = load_config(config_path, overrides=config_overrides)
+        ctx = StageContext(Corpus(corpus_dir).ensure(), config, current_flow_run_id() or new_run_id(), progress=progress)
+        files = discover(ctx, sources) if sources else None
+        return build_pipeline(ctx, files, use_prefect=True, dry_run=dry_run)
 
 
 def run_build(
@@ -169,22 +173,26 @@ def run_build(
     use_prefect: bool = True,
     dry_run: bool = False,
     progress: bool = True,
+    lock_wait: bool = True,
 ) -> dict[str, Any]:
     """Run the build for ``sources`` into ``corpus_dir``; returns a small summary dict.
 
     ``use_prefect=False`` runs the same pipeline without an orchestrator (tests, notebooks);
     otherwise the :func:`build` flow runs in-process with ``config`` as JSON overrides.
     Sources are discovered here, once (a missing one fails before Prefect starts).
+    One writer at a time: the build waits for the corpus lock (``lock_wait=False``: raise
+    :class:`~arborag.errors.CorpusLockedError` at once instead).
     """
     t0 = time.perf_counter()
-    ctx = StageContext(Corpus(corpus_dir).ensure(), config, new_run_id(), progress=progress)
-    files = discover(ctx, [str(s) for s in sources]) if sources else None
-    if not use_prefect:
-        out = build_pipeline(ctx, files, use_prefect=False, dry_run=dry_run)
-    else:
-        out = plain_json(build(
-            corpus_dir=str(ctx.corpus.root), sources=files, config_overrides=config_overrides(config),
-            dry_run=dry_run, progress=progress,
-        ))
+    with corpus_lock(corpus_dir, wait=lock_wait, purpose="build"):
+        ctx = StageContext(Corpus(corpus_dir).ensure(), config, new_run_id(), progress=progress)
+        files = discover(ctx, [str(s) for s in sources]) if sources else None
+        if not use_prefect:
+            out = build_pipeline(ctx, files, use_prefect=False, dry_run=dry_run)
+        else:
+            out = plain_json(build(
+                corpus_dir=str(ctx.corpus.root), sources=files, config_overrides=config_overrides(config),
+                dry_run=dry_run, progress=progress,
+            ))
     out["seconds"] = round(time.perf_counter() - t0, 2)
     return out

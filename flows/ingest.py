@@ -35,6 +35,7 @@ from arborag.flows.common import cache_key_from_stats, config_overrides, current
 from arborag.flows.stage import Stage, pipeline_fingerprint, record_run, run_stage
 from arborag.hashing import hash_json
 from arborag.storage.corpus import Corpus
+from arborag.storage.lock import corpus_lock
 from arborag.tasks.chunks import chunks_fingerprint, run_chunks
 from arborag.tasks.context import StageContext, table_fingerprint
 from arborag.tasks.documents import discover_sources, run_documents
@@ -152,20 +153,23 @@ def ingest_and_segment(
     strategy: Strategy | None = None,
     segment: bool = True,
     progress: bool = False,
+    lock_wait: bool = True,
 ) -> dict[str, Any]:
     """Ingest ``sources`` (``None``: ingest nothing) into ``corpus_dir`` and segment (if ``segment``).
 
     The config is ``load_config(config_path, overrides=config_overrides)`` (defaults <
     arborag.yaml < ``ARBORAG_*`` < overrides) in the process running the flow; secrets come
-    from that process's environment.
+    from that process's environment. Runs under the corpus writer lock (``lock_wait=False``:
+    fail at once if another writer holds it).
     """
     config = load_config(config_path, overrides=config_overrides)
     corpus = Corpus(corpus_dir)
     _check_inputs(corpus, sources is not None, segment)
-    ctx = StageContext(corpus.ensure(), config, current_flow_run_id() or new_run_id(), progress=progress)
-    files = discover(ctx, sources) if sources is not None else None
-    chosen = (strategy or config.segment.strategy) if segment else None
-    return ingest_pipeline(ctx, files, strategy=chosen, use_prefect=True)
+    with corpus_lock(corpus_dir, wait=lock_wait, purpose="ingest"):
+        ctx = StageContext(corpus.ensure(), config, current_flow_run_id() or new_run_id(), progress=progress)
+        files = discover(ctx, sources) if sources is not None else None
+        chosen = (strategy or config.segment.strategy) if segment else None
+        return ingest_pipeline(ctx, files, strategy=chosen, use_prefect=True)
 
 
 def run_ingest_and_segment(
@@ -177,6 +181,7 @@ def run_ingest_and_segment(
     segment: bool = True,
     use_prefect: bool = True,
     progress: bool = False,
+    lock_wait: bool = True,
 ) -> dict[str, Any]:
     """Ingest ``sources`` into ``corpus_dir`` and (when ``segment``) segment the documents.
 
@@ -189,6 +194,7 @@ def run_ingest_and_segment(
 
     Raises:
         IngestError: a source does not exist, or there is nothing to segment; nothing is written.
+        CorpusLockedError: ``lock_wait=False`` and another writer holds the corpus lock.
         ArboragError: any other typed failure of a stage (the run is recorded as failed).
     """
     corpus = Corpus(corpus_dir)
@@ -196,12 +202,13 @@ def run_ingest_and_segment(
     _check_inputs(corpus, bool(srcs), segment)
     ctx = StageContext(corpus, config, new_run_id(), progress=progress)
     files = discover(ctx, srcs) if srcs else None  # fails on a missing source before anything starts
-    if not use_prefect:
-        ctx.corpus.ensure()
-        chosen = (strategy or config.segment.strategy) if segment else None
-        return ingest_pipeline(ctx, files, strategy=chosen, use_prefect=False)
-    out = ingest_and_segment(
-        corpus_dir=str(corpus.root), sources=files, config_overrides=config_overrides(config),
-        strategy=strategy, segment=segment, progress=progress,
-    )
+    with corpus_lock(corpus.root, wait=lock_wait, purpose="ingest"):
+        if not use_prefect:
+            ctx.corpus.ensure()
+            chosen = (strategy or config.segment.strategy) if segment else None
+            return ingest_pipeline(ctx, files, strategy=chosen, use_prefect=False)
+        out = ingest_and_segment(
+            corpus_dir=str(corpus.root), sources=files, config_overrides=config_overrides(config),
+            strategy=strategy, segment=segment, progress=progress,
+        )
     return plain_json(out)

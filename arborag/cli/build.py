@@ -37,6 +37,7 @@ def register(app: typer.Typer) -> None:
         follow_external_symlinks: bool = typer.Option(
             False, "--follow-external-symlinks", help="Follow symlinks that lead out of a source folder (skipped and reported by default)."
         ),
+        no_wait: bool = typer.Option(False, "--no-wait", help="Fail at once if another writer (build, update, ingest) holds the corpus lock, instead of waiting for it."),
         config: Optional[Path] = CONFIG_OPTION,
     ) -> None:
         offline_env()
@@ -51,7 +52,7 @@ def register(app: typer.Typer) -> None:
         from arborag.flows.build import run_build
 
         try:
-            out = run_build([str(s) for s in (sources or [])], corpus, cfg, use_prefect=not no_prefect, dry_run=dry_run)
+            out = run_build([str(s) for s in (sources or [])], corpus, cfg, use_prefect=not no_prefect, dry_run=dry_run, lock_wait=not no_wait)
         except (ArboragError, OSError) as exc:  # OSError: disk full, read-only corpus
             fail(exc)
         if dry_run:

@@ -84,7 +84,7 @@ def _print_run(out: dict[str, Any], as_json: bool) -> None:
 
 def run_ingest_command(
     sources: list[str], corpus: Path, config: Optional[Path], overrides: dict[str, dict[str, Any]], *,
-    strategy: Optional[Strategy], segment: bool, no_prefect: bool, as_json: bool,
+    strategy: Optional[Strategy], segment: bool, no_prefect: bool, as_json: bool, no_wait: bool = False,
 ) -> None:
     """Run ingest (and/or segment) as the CLI does: config, the flow, the summary, the exit code."""
     offline_env()
@@ -95,7 +95,7 @@ def run_ingest_command(
     try:
         out = run_ingest_and_segment(
             sources, corpus, cfg, strategy=strategy, segment=segment, use_prefect=not no_prefect,
-            progress=not as_json,
+            progress=not as_json, lock_wait=not no_wait,
         )
     except (ArboragError, OSError) as exc:  # OSError: disk full, read-only corpus
         fail(exc)
@@ -140,8 +140,9 @@ def register(app: typer.Typer) -> None:
             False, "--follow-external-symlinks", help="Follow symlinks that lead out of a source folder (skipped and reported by default)."
         ),
         as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON (no progress bar)."),
+        no_wait: bool = typer.Option(False, "--no-wait", help="Fail at once if another writer (build, update, ingest) holds the corpus lock, instead of waiting for it."),
         config: Optional[Path] = CONFIG_OPTION,
     ) -> None:
         overrides = {"ingest": {"include": include or None, "exclude": exclude or None, "max_file_mb": max_file_mb,
                                 "follow_external_symlinks": follow_external_symlinks or None}}
-        run_ingest_command(list(sources), corpus, config, overrides, strategy=strategy, segment=segment, no_prefect=no_prefect, as_json=as_json)
+        run_ingest_command(list(sources), corpus, config, overrides, strategy=strategy, segment=segment, no_prefect=no_prefect, as_json=as_json, no_wait=no_wait)

@@ -1,0 +1,113 @@
+"""Helpers of tests/ops: a lock held by another real process, and a local Prefect server.
+
+Nothing here imports arborag at module level (the processes it starts do).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from helpers_reliability import REPO, cli_env, wait_for
+
+PYTHON = sys.executable
+
+__all__ = ["HOLD_LOCK", "free_port", "hold_lock", "prefect_server", "stop"]
+
+# hold the corpus lock in a separate process until the file argv[3] exists (or argv[4] seconds pass)
+HOLD_LOCK = r"""
+import sys, time
+from pathlib import Path
+from arborag.storage.lock import corpus_lock
+corpus, purpose, release, limit = sys.argv[1], sys.argv[2], Path(sys.argv[3]), float(sys.argv[4])
+with corpus_lock(corpus, purpose=purpose, heartbeat=0.2):
+    print("HELD", flush=True)
+    end = time.monotonic() + limit
+    while not release.exists() and time.monotonic() < end:
+        time.sleep(0.05)
+print("RELEASED", flush=True)
+"""
+
+
+@contextlib.contextmanager
+def hold_lock(corpus: Path, *, purpose: str = "test-holder", limit: float = 60.0) -> Iterator[tuple[subprocess.Popen, Path]]:
+    """Another process holding ``corpus``'s lock; yields (process, release file); always stopped."""
+    release = corpus.parent / f".release-{os.getpid()}-{time.monotonic_ns()}"
+    proc = subprocess.Popen(
+        [PYTHON, "-c", HOLD_LOCK, str(corpus), purpose, str(release), str(limit)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=str(REPO),
+    )
+    try:
+        line = proc.stdout.readline()
+        assert line.strip() == "HELD", f"the holder did not take the lock: {line!r} {proc.stderr.read() if proc.poll() is not None else ''}"
+        yield proc, release
+    finally:
+        release.touch()
+        stop(proc, grace=10)
+        release.unlink(missing_ok=True)
+
+
+def stop(proc: subprocess.Popen, *, grace: float = 10.0) -> None:
+    """Stop a process we started: wait ``grace`` s if it is finishing, then SIGTERM, then SIGKILL."""
+    if proc.poll() is None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace)
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM) if _own_group(proc) else proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL) if _own_group(proc) else proc.kill()
+        proc.wait(timeout=30)
+
+
+def _own_group(proc: subprocess.Popen) -> bool:
+    try:
+        return os.getpgid(proc.pid) == proc.pid
+    except ProcessLookupError:
+        return False
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def prefect_server(home: Path, *, timeout: float = 90.0) -> Iterator[str]:
+    """A real ``prefect server start`` on 127.0.0.1 with PREFECT_HOME=``home``; yields its API URL; always stopped."""
+    import httpx
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/api"
+    env = cli_env(PREFECT_HOME=str(home), PREFECT_API_URL=url, PREFECT_SERVER_API_HOST="127.0.0.1",
+                  PREFECT_SERVER_API_PORT=str(port), PREFECT_UI_ENABLED="false")
+    log = open(home / "server.log", "w")
+    proc = subprocess.Popen(
+        [str(Path(PYTHON).parent / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(home), start_new_session=True,
+    )
+
+    def healthy() -> bool:
+        try:
+            return httpx.get(f"{url}/health", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        if not wait_for(healthy, timeout=timeout, interval=0.5, proc=proc):
+            raise AssertionError(f"prefect server did not start in {timeout} s:\n{(home / 'server.log').read_text()[-3000:]}")
+        yield url
+    finally:
+        stop(proc, grace=0)
+        log.close()
