@@ -31,6 +31,7 @@ __all__ = [
     "Strategy",
     "SummarizeConfig",
     "TreeConfig",
+    "UpdateConfig",
     "DEFAULT_DELIMITERS",
     "load_config",
 ]
@@ -134,6 +135,13 @@ class TreeConfig(_Stage):
     scope: Literal["corpus", "document"] = Field("corpus", description="One tree over the corpus, or one per document.")
 
 
+class UpdateConfig(_Stage):
+    prune: bool = Field(True, description="`arborag update`: documents whose uri is gone from the sources leave the index (ingest stays additive).")
+    max_drift: float = Field(
+        0.2, ge=0, le=1, description="Share of leaves changed incrementally since the last full fit past which `update` re-fits the whole tree."
+    )
+
+
 class SparseConfig(_Stage):
     backend: Literal["embedded", "elasticsearch"] = Field("embedded", description="BM25 backend.")
     es_url: str | None = Field(None, description="Elasticsearch URL (or ARBORAG_ES_URL).")
@@ -172,6 +180,7 @@ class ArboragConfig(BaseSettings):
     sparse: SparseConfig = Field(default_factory=SparseConfig)
     query: QueryConfig = Field(default_factory=QueryConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    update: UpdateConfig = Field(default_factory=UpdateConfig)
 
     @classmethod
     def settings_customise_sources(

@@ -16,6 +16,7 @@ from arborag.cli import inspect as _inspect
 from arborag.cli import query as _query
 from arborag.cli import segment as _segment
 from arborag.cli import sql as _sql
+from arborag.cli import update as _update
 from arborag.serve import cli as _serve  # FastAPI/uvicorn are imported inside the command
 
 app = typer.Typer(
@@ -32,7 +33,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
-for _module in (_ingest, _segment, _sql, _build, _query, _inspect, _serve, _evaluate):
+for _module in (_ingest, _segment, _sql, _build, _query, _inspect, _serve, _evaluate, _update):
     _module.register(app)
 
 

@@ -1,0 +1,100 @@
+"""`arborag update`: bring a built corpus in line with its sources (added, changed, deleted documents)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from arborag.cli.common import CONFIG_OPTION, EXIT_PARTIAL, config_from, console, fail, offline_env
+from arborag.errors import ArboragError
+
+
+def register(app: typer.Typer) -> None:
+    @app.command(
+        "update",
+        help=(
+            "Update a built corpus from its sources without rebuilding the tree.\n\n"
+            "Compares the sources with the corpus's documents by uri and content hash — added, "
+            "changed, deleted (uri gone; --no-prune keeps them), unchanged — prints the plan, then "
+            "assigns new leaves to the fitted clusters, removes deleted ones, re-summarizes only the "
+            "clusters whose membership changed (level by level) and publishes a new snapshot "
+            "atomically. The SOURCES are the whole corpus: a document whose file is gone is deleted "
+            "from every level, the vectors and the sparse index. Past update.max_drift (20% of the "
+            "leaves changed since the last full fit) it rebuilds the whole tree and says why.\n\n"
+            "Example:\n\n"
+            "  arborag update examples/corpus/ --corpus /tmp/demo --dry-run\n\n"
+            "  arborag update examples/corpus/ --corpus /tmp/demo --no-prefect"
+        ),
+    )
+    def update(
+        sources: list[Path] = typer.Argument(..., help="Files or folders the corpus should hold (all of them)."),
+        corpus: Path = typer.Option(..., "--corpus", "-c", help="Corpus directory (built before; a new one is built in full)."),
+        prune: bool = typer.Option(True, "--prune/--no-prune", help="Delete documents whose uri is gone from the sources (default on)."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and the estimated embedding and summary work; change nothing."),
+        no_prefect: bool = typer.Option(False, "--no-prefect", help="Run the stages without Prefect (no orchestration, no UI)."),
+        config: Optional[Path] = CONFIG_OPTION,
+    ) -> None:
+        offline_env()
+        cfg = config_from(config, {"update": {"prune": prune}})
+        from arborag.flows.update import run_update
+
+        srcs = [str(s) for s in sources]
+        try:
+            plan = run_update(srcs, corpus, cfg, prune=prune, dry_run=True, use_prefect=False)
+            _print_plan(plan.get("plan") or {})
+            if dry_run:
+                return
+            out = run_update(srcs, corpus, cfg, prune=prune, use_prefect=not no_prefect, progress=True)
+        except (ArboragError, OSError) as exc:
+            fail(exc)
+        _print_result(out)
+        if out.get("status") == "partial":
+            raise typer.Exit(EXIT_PARTIAL)
+
+
+def _print_plan(plan: dict[str, Any]) -> None:
+    t = Table(title="Update plan (by uri)")
+    for col in ("added", "changed", "deleted", "unchanged", "failed"):
+        t.add_column(col, justify="right")
+    t.add_row(*(str(plan.get(k, 0)) for k in ("added", "changed", "deleted", "unchanged", "failed")))
+    console.print(t)
+    for kind in ("added", "changed", "deleted", "failed"):
+        uris = plan.get(f"{kind}_uris") or []
+        if uris:
+            more = plan.get(kind, 0) - len(uris)
+            console.print(f"{kind}: " + ", ".join(uris) + (f" (+{more} more)" if more > 0 else ""), highlight=False)
+    if plan.get("deleted") and not plan.get("pruned", True):
+        console.print("[yellow]--no-prune[/]: deleted uris stay in the corpus")
+    est = plan.get("estimate") or {}
+    if est:
+        console.print(
+            f"estimated work: {est.get('new_leaves', 0)} new leaves to embed, {est.get('gone_leaves', 0)} leaves to remove, "
+            f"at most {est.get('summaries', 0)} summaries to rewrite "
+            + ("(" + ", ".join(f"level {r['level']}: {r['summaries']}" for r in est.get("levels", [])) + ")" if est.get("levels") else "")
+            + f"; ~{est.get('embed_texts', 0)} texts to embed"
+        )
+        if est.get("note"):
+            console.print(est["note"])
+
+
+def _print_result(out: dict[str, Any]) -> None:
+    mode = out.get("mode")
+    if mode == "noop":
+        console.print(f"[green]unchanged[/]: {out.get('reason')} (snapshot {out.get('snapshot')})")
+        return
+    if mode == "full":
+        console.print(f"[yellow]full rebuild[/]: {out.get('reason')}")
+    else:
+        console.print(f"incremental: {out.get('reason')}")
+    tree = out.get("tree-update") or {}
+    touched = tree.get("clusters_touched") or {}
+    if touched:
+        console.print("clusters touched per level: " + ", ".join(f"{lv}: {n}" for lv, n in touched.items()))
+    calls = out.get("calls", {})
+    console.print(
+        f"[green]published[/] snapshot {out.get('snapshot')}; summaries written: {calls.get('summaries', 0)}; "
+        f"texts embedded: {calls.get('embedded_texts', 0)}; {out.get('seconds', '?')} s"
+    )

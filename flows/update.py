@@ -1,0 +1,226 @@
+"""The update flow: bring a built corpus in line with its sources without rebuilding the tree.
+
+Orchestration only. Inside the corpus writer lock:
+
+1. ``plan`` (:func:`arborag.tasks.update.run_update_documents`): read the sources into the
+   ``documents`` table (ingest machinery), diff by uri and content hash — added, changed,
+   deleted, unchanged, failed — and prune deleted uris (``prune``; ``ingest`` stays additive).
+   ``dry_run`` stops here with the plan and the estimated embedding and summary work.
+2. ``segment`` (the ingest flow's stage): the chunks of the documents now held.
+3. Decide (:func:`decide`): nothing changed → no-op; no published tree, a tree without fitted
+   clusters, a changed tree config, or drift past ``update.max_drift`` → a full rebuild
+   (:data:`arborag.flows.build.TREE_PIPELINE`), saying why; otherwise
+4. :data:`UPDATE_PIPELINE` = (embed, tree-update, vectors, sparse, publish), run by the build's
+   :func:`~arborag.flows.build.run_tree_stages`: the leaves' vectors (the embedding cache
+   holds every unchanged one), the local tree update
+   (:func:`arborag.tasks.tree_update.run_tree_update`: only clusters whose membership changed
+   are re-summarized), then the same vector, sparse and publish stages as a build — the new
+   snapshot is published by the same atomic manifest switch.
+
+The update key is ``hash("update", previous snapshot, build key of the leaves)``: a rerun after a
+crash resumes at the first stage whose staged outputs are missing.
+
+Entry points: :func:`update` (module-level Prefect flow, JSON parameters; ``flows/update.py:update``)
+and :func:`run_update` (Python: CLI, tests, benchmarks, the scheduler).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from arborag.config import ArboragConfig, load_config
+from arborag.env import offline_env
+from arborag.errors import IngestError
+from arborag.flows.build import PUBLISH, TREE_PIPELINE, _reuse_snapshot, run_tree_stages
+from arborag.flows.common import config_overrides, current_flow_run_id, new_run_id, plain_json
+from arborag.flows.ingest import discover, segment_stage
+from arborag.flows.stage import Stage, pipeline_fingerprint, record_run, run_stage
+from arborag.hashing import hash_json
+from arborag.storage.corpus import Corpus
+from arborag.tasks import leaf_vectors, sparse, tree_update, vectors
+from arborag.tasks.context import StageContext
+from arborag.tasks.leaves import build_key, leaves_for, tree_config
+from arborag.tasks.update import run_update_documents
+
+offline_env()  # Prefect reads its settings when imported
+from prefect import flow, task  # noqa: E402
+
+__all__ = ["FLOW_NAME", "UPDATE_PIPELINE", "decide", "run_update", "update", "update_pipeline"]
+
+FLOW_NAME = "arborag-update"
+
+plan_documents = task(name="plan", log_prints=False)(run_update_documents)
+embed_leaves = task(name="embed", log_prints=False)(leaf_vectors.run_leaf_vectors)
+update_nodes = task(name="tree-update", log_prints=False)(tree_update.run_tree_update)
+write_vectors = task(name="vectors", log_prints=False)(vectors.run_vectors)
+index_sparse = task(name="sparse", log_prints=False)(sparse.run_sparse)
+
+PLAN = Stage("plan", plan_documents, retries=1)
+UPDATE_PIPELINE: tuple[Stage, ...] = (
+    Stage("embed", embed_leaves, retries=2, outputs=leaf_vectors.OUTPUTS, resume=True),
+    Stage("tree-update", update_nodes, retries=3, outputs=tree_update.OUTPUTS, resume=True),
+    Stage("vectors", write_vectors, outputs=vectors.OUTPUTS, resume=True),
+    Stage("sparse", index_sparse, retries=3, outputs=sparse.OUTPUTS, resume=True),
+    PUBLISH,
+)
+
+
+@contextlib.contextmanager
+def _writer_lock(ctx: StageContext) -> Iterator[None]:
+    """The corpus writer lock (one writer at a time; re-entrant in this process)."""
+    try:
+        from arborag.storage.lock import corpus_lock
+    except ImportError:  # the lock lands with its own change; until then one writer is the caller's job
+        yield
+        return
+    with corpus_lock(ctx.corpus.root, wait=True, purpose="update"):
+        yield
+
+
+def decide(ctx: StageContext, leaves: Any) -> tuple[str, str]:
+    """``("noop" | "incremental" | "full", why)`` for the current leaves against the published tree."""
+    man = ctx.corpus.manifest()
+    if man is None or not (ctx.corpus.snapshots_dir / man["snapshot"]).is_dir():
+        return "full", "no published tree yet"
+    snap = ctx.corpus.snapshots_dir / man["snapshot"]
+    info = json.loads((snap / "info.json").read_text(encoding="utf-8"))
+    if tree_update.same_leaves(snap, leaves) and info.get("tree_config") in (None, tree_config(ctx.config)):
+        return "noop", "the published tree already holds exactly these leaves"
+    if not (snap / tree_update.CLUSTERS_DIR).is_dir():
+        return "full", "the published tree has no fitted clusters to update (built before incremental updates)"
+    if info.get("tree_config") != tree_config(ctx.config):
+        return "full", "the tree config (embedder, clustering, summarizer, scope) differs from the published tree's"
+    if ctx.config.tree.scope != "corpus":
+        return "full", "per-document trees are rebuilt (tree.scope = document)"
+    drift = tree_update.drift_after(snap, info, leaves)
+    if drift["share"] > ctx.config.update.max_drift:
+        return "full", (f"{drift['changed']} of {drift['fitted']} leaves ({drift['share']:.0%}) changed since the last full fit, "
+                        f"over update.max_drift = {ctx.config.update.max_drift:.0%}: re-fitting the whole tree")
+    return "incremental", f"{drift['changed']} of {drift['fitted']} leaves ({drift['share']:.0%}) changed since the last full fit"
+
+
+def _full_rebuild(ctx: StageContext, leaves: Any, *, use_prefect: bool, out: dict[str, Any]) -> None:
+    key = out["build_key"] = build_key(leaves, ctx.config, pipeline_fingerprint(TREE_PIPELINE))
+    reused = _reuse_snapshot(ctx, key)
+    if reused is not None:
+        out["snapshot"], out["reused"] = reused
+        return
+    run_tree_stages(ctx, TREE_PIPELINE, key, use_prefect=use_prefect, out=out)
+    out["snapshot"] = out["publish"]["snapshot"]
+
+
+def update_pipeline(ctx: StageContext, files: list[str], *, prune: bool, use_prefect: bool, dry_run: bool = False) -> dict[str, Any]:
+    """Run the update over discovered ``files``; record the run (not for a dry run)."""
+    started = datetime.now(timezone.utc)
+    out: dict[str, Any] = {"corpus": str(ctx.corpus.root), "run_id": ctx.run_id, "cached": [], "dry_run": dry_run}
+    status, message = "ok", ""
+    lock = contextlib.nullcontext() if dry_run else _writer_lock(ctx)
+    try:
+        with lock:
+            plan, _ = run_stage(ctx, PLAN, use_prefect=use_prefect, cache_key=f"plan-{ctx.run_id}", files=files, prune=prune, dry_run=dry_run)
+            out["plan"] = plan
+            if dry_run:
+                return out
+            strategy = ctx.config.segment.strategy
+            out["segment"], _ = segment_stage(ctx, strategy, use_prefect=use_prefect)
+            leaves = ctx.shared("leaves", lambda: leaves_for(ctx.corpus.read("chunks"), strategy))
+            if leaves.num_rows == 0:
+                raise IngestError(str(ctx.corpus.root), "no chunks left to build a tree from: the sources hold no readable, non-empty document")
+            mode, why = decide(ctx, leaves)
+            out["mode"], out["reason"] = mode, why
+            out["full_rebuild"] = mode == "full"
+            out["noop"] = mode == "noop"
+            if mode == "noop":
+                out["snapshot"] = (ctx.corpus.manifest() or {}).get("snapshot")
+            elif mode == "full":
+                _full_rebuild(ctx, leaves, use_prefect=use_prefect, out=out)
+            else:
+                prev = (ctx.corpus.manifest() or {})["snapshot"]
+                key = out["update_key"] = hash_json(["update", prev, build_key(leaves, ctx.config, pipeline_fingerprint(UPDATE_PIPELINE))])
+                ctx.resources["previous_snapshot"] = prev
+                run_tree_stages(ctx, UPDATE_PIPELINE, key, use_prefect=use_prefect, out=out)
+                out["snapshot"] = out["publish"]["snapshot"]
+            message = why
+            failed = int(plan.get("failed", 0) or 0)
+            if failed:
+                status = "partial"
+                message = f"{why}; {failed} source(s) could not be read (their earlier documents are kept)"
+        return out
+    except BaseException as exc:
+        status, message = "failed", f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        out["calls"] = ctx.counters.as_dict()
+        out["status"] = status
+        out["stage_seconds"] = dict(ctx.counters.seconds)
+        out["tokens"] = {"in": ctx.counters.tokens_in, "out": ctx.counters.tokens_out}
+        if not dry_run:
+            plan_counts = {k: v for k, v in (out.get("plan") or {}).items() if k in ("added", "changed", "deleted", "unchanged", "failed", "new_docs", "gone_docs")}
+            tree = ctx.counters.stages.get("tree-update") or {}
+            counts = {
+                **ctx.counters.stages, **plan_counts, "mode": out.get("mode"), "full_rebuild": bool(out.get("full_rebuild")),
+                "reason": out.get("reason"), "clusters_touched": tree.get("clusters_touched", {}),
+                "summaries_rewritten": ctx.counters.summaries, "tokens_in": ctx.counters.tokens_in, "tokens_out": ctx.counters.tokens_out,
+                "calls": out["calls"], "cached": out["cached"], "seconds": out["stage_seconds"],
+            }
+            record_run(ctx, "update", started=started, finished=datetime.now(timezone.utc), status=status, message=message, counts=counts)
+
+
+@flow(name=FLOW_NAME, log_prints=False)
+def update(
+    corpus_dir: str,
+    sources: list[str],
+    config_path: str | None = None,
+    config_overrides: dict[str, dict[str, Any]] | None = None,
+    prune: bool = True,
+    dry_run: bool = False,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Update ``corpus_dir`` to hold exactly what ``sources`` hold now (``prune=False``: only add and change).
+
+    The config is ``load_config(config_path, overrides=config_overrides)`` in the process running
+    the flow. Returns the run summary (``plan``, ``mode`` = noop | incremental | full, ``reason``,
+    ``snapshot``, per-stage summaries, ``calls``, ``status``).
+    """
+    config = load_config(config_path, overrides=config_overrides)
+    ctx = StageContext(Corpus(corpus_dir).ensure(), config, current_flow_run_id() or new_run_id(), progress=progress)
+    files = discover(ctx, sources)
+    return update_pipeline(ctx, files, prune=prune, use_prefect=True, dry_run=dry_run)
+
+
+def run_update(
+    sources: Sequence[str | Path],
+    corpus_dir: str | Path,
+    config: ArboragConfig,
+    *,
+    prune: bool = True,
+    dry_run: bool = False,
+    use_prefect: bool = False,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Update ``corpus_dir`` from ``sources``; returns the run summary (see :func:`update`).
+
+    ``use_prefect=False`` runs the same pipeline without an orchestrator; otherwise the
+    :func:`update` flow runs in-process with ``config`` as JSON overrides. Sources are
+    discovered here first (a missing one fails before anything is read or locked).
+    """
+    t0 = time.perf_counter()
+    if not sources:
+        raise IngestError(str(corpus_dir), "give the sources the corpus should mirror: arborag update SOURCE... --corpus DIR")
+    ctx = StageContext(Corpus(corpus_dir).ensure(), config, new_run_id(), progress=progress)
+    files = discover(ctx, [str(s) for s in sources])
+    if not use_prefect:
+        out = update_pipeline(ctx, files, prune=prune, use_prefect=False, dry_run=dry_run)
+    else:
+        out = plain_json(update(
+            corpus_dir=str(ctx.corpus.root), sources=[str(s) for s in sources], config_overrides=config_overrides(config),
+            prune=prune, dry_run=dry_run, progress=progress,
+        ))
+    out["seconds"] = round(time.perf_counter() - t0, 2)
+    return out

@@ -1,0 +1,179 @@
+"""Stage ``plan`` of ``arborag update``: the documents table after an update, and the plan that says why.
+
+The pure function :func:`plan_documents` reads the sources into the existing ``documents`` table
+with the ingest machinery (:func:`arborag.tasks.documents.build_documents`: unchanged files are
+not parsed again, a changed file replaces its document), classifies every uri with
+:func:`arborag.tasks.documents_diff.diff_documents` (added / changed / deleted / unchanged /
+failed) and, when ``prune`` is on, removes the deleted uris with the ingest merge's own
+``detach`` (a document goes when no uri holds its content any more; a duplicate uri that goes
+is struck from ``metadata.duplicate_uris``). ``ingest`` stays additive; only ``update`` prunes.
+
+The sources of an update are the whole corpus: a uri of the documents table that the sources do
+not hold any more is *deleted* (``--dry-run`` shows which before anything happens).
+
+The runner :func:`run_update_documents` writes the table (only when it changed) and returns the
+plan's counts; :func:`update_estimate` says what the tree will cost (new leaves to embed,
+clusters to re-summarize per level, at most).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from arborag.config import ArboragConfig
+from arborag.tasks.context import StageContext, table_fingerprint
+from arborag.tasks.documents import build_documents
+from arborag.tasks.documents_diff import DocumentsDiff, diff_documents
+from arborag.tasks.ingest.existing import RECORD_URI_PATTERN
+from arborag.tasks.ingest.merge import DocumentState
+from arborag.tasks.ingest.records import IngestReport
+
+__all__ = ["UpdatePlan", "incoming_uris", "plan_documents", "prune_documents", "run_update_documents", "update_estimate"]
+
+
+@dataclass(frozen=True)
+class UpdatePlan:
+    """The documents table after the update and the per-uri diff that produced it."""
+
+    documents: pa.Table  # DOCUMENTS: the table to write
+    diff: DocumentsDiff
+    report: IngestReport
+    pruned: bool
+
+    def as_dict(self, *, examples: int = 20) -> dict[str, Any]:
+        """Counts plus the first uris of each class (for the printed plan and ``runs``)."""
+        out: dict[str, Any] = dict(self.diff.counts)
+        out["pruned"] = self.pruned
+        for kind in ("added", "changed", "deleted", "failed"):
+            out[f"{kind}_uris"] = self.diff.__getattribute__(kind).column("uri").to_pylist()[:examples]
+        return out
+
+
+def incoming_uris(documents: pa.Table, files: Sequence[str], failed: Sequence[str]) -> pa.Table:
+    """``uri, doc_id, status`` of every uri that ``files`` hold in ``documents`` (ok rows, their
+    ``duplicate_uris``, error rows; a JSONL record ``FILE#L<n>`` belongs to ``FILE``).
+
+    A uri that failed to read in this run (``failed``) has status ``error`` even where the
+    table keeps the document read from it before (a failing file is not a delete).
+    """
+    df = pl.from_arrow(documents.select(["doc_id", "uri", "status", "metadata"]))
+    assert isinstance(df, pl.DataFrame)
+    ok = df.filter(pl.col("status") == "ok")
+    found = pl.col("metadata").str.json_path_match("$.duplicate_uris")
+    dups = (
+        ok.select("doc_id", pl.when(found.str.starts_with("[")).then(found).otherwise(pl.lit("[]")).str.json_decode(pl.List(pl.String)).alias("uri"))
+        .explode("uri")
+        .drop_nulls("uri")
+    )
+    pairs = pl.concat([
+        ok.select("uri", "doc_id", pl.lit("ok").alias("status")),
+        dups.select("uri", "doc_id", pl.lit("ok").alias("status")),
+        df.filter(pl.col("status") == "error").select("uri", pl.lit(None, dtype=pl.String).alias("doc_id"), pl.lit("error").alias("status")),
+    ])
+    files_s = pl.Series("f", list(files), dtype=pl.String)
+    file_of = pl.col("uri").str.replace(RECORD_URI_PATTERN, "$1")
+    mine = pairs.filter(pl.col("uri").is_in(files_s) | file_of.is_in(files_s))
+    failed_s = pl.Series("x", list(failed), dtype=pl.String)
+    mine = mine.with_columns(pl.when(pl.col("uri").is_in(failed_s)).then(pl.lit("error")).otherwise(pl.col("status")).alias("status"))
+    # one row per uri: an error this run wins over the document kept from before
+    mine = mine.sort(["uri", "status"], descending=[False, False]).unique("uri", keep="first", maintain_order=True)
+    return mine.to_arrow()
+
+
+def prune_documents(documents: pa.Table, deleted_uris: Sequence[str]) -> pa.Table:
+    """``documents`` without ``deleted_uris`` (the ingest merge's ``detach`` for each)."""
+    if not deleted_uris:
+        return documents
+    state = DocumentState(documents, list(deleted_uris), IngestReport())
+    for uri in deleted_uris:
+        state.detach(uri)
+    return state.to_table()
+
+
+def plan_documents(existing: pa.Table, files: Sequence[str], cfg: ArboragConfig, *, prune: bool, progress: Any = None) -> UpdatePlan:
+    """Read ``files`` into ``existing``, diff by uri and content hash, prune deleted uris (``prune``)."""
+    table, report = build_documents(list(files), cfg.ingest, existing=existing, progress=progress)
+    incoming = incoming_uris(table, files, [f.uri for f in report.failed])
+    diff = diff_documents(existing, incoming)
+    if prune and diff.deleted.num_rows:
+        table = prune_documents(table, diff.deleted.column("uri").to_pylist())
+    return UpdatePlan(documents=table, diff=diff, report=report, pruned=prune)
+
+
+def run_update_documents(ctx: StageContext, files: list[str], prune: bool, dry_run: bool = False) -> dict[str, Any]:
+    """Plan the update of ``files`` and (unless ``dry_run``) write the documents table; the plan's counts."""
+    from arborag.progress import progress_bar
+
+    existing = ctx.corpus.read("documents")
+    with progress_bar("read sources", len(files), enabled=ctx.progress) as advance:
+        plan = plan_documents(existing, files, ctx.config, prune=prune, progress=advance)
+    written = False if dry_run else ctx.write_if_changed("documents", plan.documents, existing)
+    summary = {
+        **plan.as_dict(),
+        "written": written,
+        "fingerprint": table_fingerprint(ctx.corpus.table_path("documents")),
+        "new_doc_ids": plan.diff.new_doc_ids.to_pylist(),
+        "gone_doc_ids": plan.diff.gone_doc_ids.to_pylist(),
+    }
+    if dry_run:
+        summary["estimate"] = estimate_work(ctx, plan)
+    ctx.counters.stages["plan"] = {k: v for k, v in summary.items() if not k.endswith("_uris") and k not in ("new_doc_ids", "gone_doc_ids", "estimate")}
+    return summary
+
+
+def estimate_work(ctx: StageContext, plan: UpdatePlan) -> dict[str, Any]:
+    """What the update would cost: new leaves to embed, leaves that go, and per level at most
+    how many clusters are re-summarized (from the published snapshot's tree)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from arborag.tasks.chunks import build_chunks
+
+    docs = plan.documents.filter(pc.is_in(plan.documents.column("doc_id"), value_set=plan.diff.new_doc_ids))
+    new_chunks = build_chunks(docs, ctx.config.segment)
+    n_new = new_chunks.num_rows
+    tokens = float(np.mean(new_chunks.column("n_tokens").to_numpy())) if n_new else 0.0
+    out: dict[str, Any] = {"new_leaves": n_new, "gone_leaves": 0, "levels": [], "summaries": 0, "embed_texts": n_new}
+    man = ctx.corpus.manifest()
+    snap = ctx.corpus.snapshots_dir / man["snapshot"] if man else None
+    if snap is None or not (snap / "chunks.parquet").exists():
+        out["note"] = "no published snapshot with provenance yet: the update builds the whole tree (see `arborag build --dry-run`)"
+        return out
+    chunks = pq.read_table(snap / "chunks.parquet", columns=["chunk_id", "doc_id"])
+    gone = chunks.filter(pc.is_in(chunks.column("doc_id"), value_set=plan.diff.gone_doc_ids)).column("chunk_id")
+    edges = pq.read_table(snap / "edges.parquet", columns=["parent_id", "child_id", "level"])
+    first = edges.filter(pc.equal(edges.column("level"), 1))
+    parents = pc.count_distinct(first.filter(pc.is_in(first.column("child_id"), value_set=gone.combine_chunks())).column("parent_id")).as_py()
+    levels = {int(k): int(v) for k, v in ((man or {}).get("counts") or {}).get("levels", {}).items()}
+    rows = update_estimate(n_new, int(parents or 0), [levels[lv] for lv in sorted(levels) if lv >= 1], ctx.config.summarize.max_tokens, tokens)
+    out.update(gone_leaves=len(gone), levels=rows, summaries=sum(r["summaries"] for r in rows))
+    out["embed_texts"] = n_new + out["summaries"]
+    return out
+
+
+_EST_MEMBERSHIP = 1.1
+
+
+def update_estimate(new_leaves: int, gone_leaf_parents: int, clusters_per_level: Sequence[int], summary_tokens: int, leaf_tokens: float) -> list[dict[str, Any]]:
+    """At most how many clusters each level re-summarizes: level 1 gets the parents of the leaves
+    that leave plus ~1.1 clusters per new leaf; each level above gets ~1.1 per changed child —
+    never more than the level's clusters. Returns per level ``{level, summaries, tokens_in}``."""
+    rows = []
+    touched = float(gone_leaf_parents + np.ceil(new_leaves * _EST_MEMBERSHIP))
+    per_node = leaf_tokens
+    for level, n_clusters in enumerate(clusters_per_level, start=1):
+        touched = min(float(n_clusters), touched)
+        if touched <= 0:
+            break
+        size = 5.0
+        rows.append({"level": level, "summaries": int(touched), "tokens_in": int(touched * size * per_node)})
+        touched = np.ceil(touched * _EST_MEMBERSHIP)
+        per_node = float(summary_tokens)
+    return rows
+
