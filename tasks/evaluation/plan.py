@@ -10,6 +10,7 @@ One run compares retrieval *systems* (how the index is queried) and segmentation
 | collapsed | collapsed | all | RAPTOR collapsed tree (every level, best-first to the budget) |
 | traversal | traversal | all | RAPTOR tree traversal (top-k per level, root to leaves) |
 | hybrid | hybrid | all | dense + BM25 fused by reciprocal rank fusion |
+| multi | multi | all | the question + 3 variants (LLM, or RM3 feedback offline), each hybrid, fused by RRF |
 
 The first strategy gets every system; the others only those in ``strategy_systems``.
 Everything here is a pure function of its arguments.
@@ -40,7 +41,7 @@ __all__ = [
     "systems_by_strategy",
 ]
 
-SystemName = Literal["flat", "bm25", "collapsed", "traversal", "hybrid"]
+SystemName = Literal["flat", "bm25", "collapsed", "traversal", "hybrid", "multi"]
 SYSTEM_NAMES: tuple[str, ...] = get_args(SystemName)
 STRATEGY_NAMES: tuple[str, ...] = get_args(Strategy)
 
@@ -63,6 +64,7 @@ SYSTEMS: dict[str, SystemSpec] = {
     "collapsed": SystemSpec("collapsed", "collapsed", None, "RAPTOR collapsed tree, all levels"),
     "traversal": SystemSpec("traversal", "traversal", None, "RAPTOR tree traversal, top-k per level"),
     "hybrid": SystemSpec("hybrid", "hybrid", None, "dense + BM25, reciprocal rank fusion"),
+    "multi": SystemSpec("multi", "multi", None, "multi-query: question + 3 variants (LLM, offline RM3 feedback), hybrid each, RRF"),
 }
 BASELINE = "flat"
 

@@ -1,0 +1,108 @@
+"""Fixtures of the searcher tests (tests/searchers): a small word-level snapshot with a fake
+embedder, and the demo corpus built once per session with the real embedder."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from arborag.config import SparseConfig
+from arborag.storage.corpus import Corpus
+from arborag.storage.schemas import EDGES, NODES
+from arborag.storage.sparse import build_sparse_index
+from arborag.storage.tables import write_table
+from arborag.storage.vectors import write_vectors
+
+REPO = Path(__file__).resolve().parents[1]
+FAKE_DIM = 512
+
+# A two-hop corpus: the novel's page names its author; only the author's page says where she
+# was born. Nothing in the question ("Where was the author of Xanadu born?") names her.
+HOP_TEXTS = {
+    "xanadu": "Xanadu is a novel written by Mira Solberg and published in 1990 by Fjord Press.",
+    "solberg": "Mira Solberg was raised in Bergen, Norway, and studied literature in Oslo.",
+    "kubla": "Kubla Khan is a poem by Samuel Taylor Coleridge about the summer palace Xanadu of the Mongol ruler.",
+    "film": "Xanadu is a 1980 musical film starring Olivia Newton-John and Gene Kelly.",
+    "bergen": "Bergen is a city on the west coast of Norway, known for its fish market.",
+    "press": "Fjord Press is a small publisher of Scandinavian fiction and poetry.",
+    "rain": "Rain falls often on the west coast, where weather changes fast.",
+    "market": "The fish market sells salmon, crab and shrimp to tourists every morning.",
+}
+
+
+def fake_embed(texts: list[str]) -> np.ndarray:
+    """FAKE embedder: a bag of content words (stop words dropped) hashed into FAKE_DIM buckets, unit length."""
+    from arborag.query.prf import terms
+
+    out = np.zeros((len(texts), FAKE_DIM), dtype=np.float32)
+    for i, text in enumerate(texts):
+        for word in terms(text):
+            out[i, zlib.crc32(word.encode()) % FAKE_DIM] += 1.0
+        n = np.linalg.norm(out[i])
+        if n:
+            out[i] /= n
+    return out
+
+
+def publish_texts(corpus_dir: Path, texts: dict[str, str], snapshot_id: str = "snap-search") -> Corpus:
+    """Publish a one-level snapshot of ``texts`` (node_id -> text) with fake vectors and a sparse index."""
+    corpus = Corpus(corpus_dir).ensure()
+    ids = list(texts)
+    nodes = pa.Table.from_pylist(
+        [
+            {"node_id": i, "level": 0, "text": texts[i], "n_tokens": len(texts[i].split()), "doc_ids": [f"doc-{i}"],
+             "summary_of": None, "summarizer": "leaf", "summary_status": "leaf", "created_by_run": "t"}
+            for i in ids
+        ],
+        schema=NODES,
+    )
+    partial = corpus.partial_dir(snapshot_id)
+    write_table("nodes", nodes, partial / "nodes.parquet")
+    write_table("edges", pa.Table.from_pylist([], schema=EDGES), partial / "edges.parquet")
+    write_vectors(partial / "vectors.lance", nodes, fake_embed([texts[i] for i in ids]))
+    build_sparse_index(nodes, partial / "sparse", SparseConfig(), snapshot_id=snapshot_id)
+    corpus.publish(partial, snapshot_id, {"build_key": "k", "corpus_name": "hops"})
+    return corpus
+
+
+@pytest.fixture
+def hops_index(tmp_path, monkeypatch):
+    """The two-hop snapshot, opened with the fake embedder and no LLM configured."""
+    from arborag.config import load_config
+    from arborag.query import open_index
+
+    for var in ("ARBORAG_LLM_BASE_URL", "ARBORAG_LLM_MODEL", "ARBORAG_SUMMARIZE__BACKEND", "ARBORAG_SUMMARIZE__BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    publish_texts(tmp_path / "hops", HOP_TEXTS)
+    index = open_index(tmp_path / "hops", config=load_config(), embed_query=fake_embed)
+    yield index
+    index.close()
+
+
+DEMO_DIR = Path(os.environ.get("ARBORAG_TEST_DEMO_DIR", "")) if os.environ.get("ARBORAG_TEST_DEMO_DIR") else None
+
+
+@pytest.fixture(scope="session")
+def demo_corpus(tmp_path_factory) -> Path:
+    """The demo corpus (examples/corpus/cinderella.txt) built once per session with the real
+    embedder and the extractive summarizer (~30 s). ``ARBORAG_TEST_DEMO_DIR`` reuses a built one."""
+    if DEMO_DIR is not None and (DEMO_DIR / "published.json").exists():
+        return DEMO_DIR
+    src = tmp_path_factory.mktemp("demo_src")
+    (src / "cinderella.txt").write_text((REPO / "examples" / "corpus" / "cinderella.txt").read_text(encoding="utf-8"), encoding="utf-8")
+    out = tmp_path_factory.mktemp("demo") / "corpus"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ARBORAG_")}
+    env.update(OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "arborag.cli.app", "build", str(src), "--corpus", str(out), "--no-prefect"],
+        capture_output=True, text=True, env=env, timeout=600, cwd=str(out.parent),
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out
