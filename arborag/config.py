@@ -26,6 +26,8 @@ __all__ = [
     "EvalConfig",
     "IngestConfig",
     "QueryConfig",
+    "RerankConfig",
+    "SegmentsConfig",
     "SegmentConfig",
     "SparseConfig",
     "Strategy",
@@ -164,6 +166,28 @@ class EvalConfig(_Stage):
     budgets: list[int] = Field(default_factory=lambda: [500, 1000, 2000], description="Token budgets evaluated.")
 
 
+class RerankConfig(_Stage):
+    kind: Literal["cosine", "cross_encoder", "llm"] = Field(
+        "cosine", description="Reranker of leaf candidates (SPEC §6 rerank): cosine (offline default: the query against the "
+        "full-chunk vectors), cross_encoder (a local sentence-transformers CrossEncoder at model_path) or llm (0-10 ratings "
+        "from the LLM of summarize.*; a failed or malformed rating falls back to cosine)."
+    )
+    model_path: str | None = Field(None, description="cross_encoder: local model directory (nothing is downloaded).")
+    a: float = Field(0.4, gt=0, description="Beta CDF calibration shape a (dsRAG: 0.4 for Cohere-like scores).")
+    b: float = Field(0.4, gt=0, description="Beta CDF calibration shape b.")
+    top_n: int = Field(30, ge=1, description="cross_encoder / llm: how many of the best dense candidates are rescored "
+                       "(the rest keep their cosine relevance, after them).")
+    batch_size: int = Field(32, ge=1, description="cross_encoder: pairs per forward pass.")
+    max_passage_chars: int = Field(4000, ge=100, description="llm: a passage is cut to this many characters in the prompt.")
+
+
+class SegmentsConfig(_Stage):
+    preset: Literal["balanced", "precision", "find_all"] = Field(
+        "balanced", description="`--mode segments` (dsRAG RSE, SPEC §6) preset: balanced, precision or find_all."
+    )
+    candidates: int = Field(200, ge=1, description="Leaf candidates (dense, best first) whose relevance RSE sees.")
+
+
 class ArboragConfig(BaseSettings):
     """The root config. Every field has a default; nothing is required."""
 
@@ -181,6 +205,8 @@ class ArboragConfig(BaseSettings):
     query: QueryConfig = Field(default_factory=QueryConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     update: UpdateConfig = Field(default_factory=UpdateConfig)
+    rerank: RerankConfig = Field(default_factory=RerankConfig)
+    segments: SegmentsConfig = Field(default_factory=SegmentsConfig)
 
     @classmethod
     def settings_customise_sources(

@@ -29,6 +29,7 @@ PLUGIN_MODES: dict[str, str] = {
     "multi": "arborag.query.multi",        # multi-query retrieval + fusion (SPEC §6)
     "level": "arborag.query.level",        # LevelRAG searchers (SPEC §7)
     "segments": "arborag.query.segments",  # relevant segment extraction (SPEC §6, dsRAG)
+    "rerank": "arborag.query.rerank",      # leaves rescored by the configured reranker, calibrated (SPEC §6)
 }
 
 

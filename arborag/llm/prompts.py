@@ -257,3 +257,17 @@ LEVEL_VERIFY = register(
         max_tokens=160,
     )
 )
+
+# -- query: LLM relevance rating for reranking (SPEC §6 rerank; arborag.query.rerank) -------------
+
+RERANK_RELEVANCE = register(
+    Prompt(
+        name="rerank-relevance",
+        version="rerank-v1",
+        user=(
+            "Rate how relevant the passage is to the query, from 0 (unrelated) to 10 (answers it "
+            "completely). Reply with the number only.\n\nQuery: {query}\n\nPassage:\n{passage}\n\nRating:"
+        ),
+        max_tokens=4,
+    )
+)

@@ -124,19 +124,23 @@ class ScriptedFakeLLM:
         return "0"
 
 
-def test_llm_reranker_parses_ratings_and_scores_failures_zero() -> None:
+def test_llm_reranker_parses_ratings_and_marks_failures_nan() -> None:
     fake = ScriptedFakeLLM({
         "alpha": "8",
         "beta": " Rating: 3.5/10",
         "gamma": "no idea",
         "delta": LLMError("fake-model", "server said 500 after 3 retries"),
         "omega": "15",
+        "zeta": TimeoutError("read timed out"),
     })
     assert isinstance(fake, Complete)
     rr = LLMReranker(fake, model="fake-model")
-    scores = rr.rerank("which letter?", ["alpha text", "beta text", "gamma text", "delta text", "omega text"])
-    assert scores == pytest.approx([8.0, 3.5, 0.0, 0.0, 10.0])
-    assert rr.failures == 2
-    assert len(fake.prompts) == 5 and "Query: which letter?" in fake.prompts[0]
-    assert calibrate(scores, "llm")[0] == pytest.approx(beta.cdf(0.8, 0.4, 0.4))
+    scores = rr.rerank("which letter?", ["alpha text", "beta text", "gamma text", "delta text", "omega text", "zeta text"])
+    assert scores[:2] == pytest.approx([8.0, 3.5])
+    assert np.isnan(scores[2:]).all()  # malformed, failed call, off the 0-10 scale, timeout
+    assert rr.failures == 4 and len(rr.failure_reasons) == 4
+    assert "malformed" in rr.failure_reasons[0] and "LLMError" in rr.failure_reasons[1]
+    assert "outside 0-10" in rr.failure_reasons[2] and "TimeoutError" in rr.failure_reasons[3]
+    assert len(fake.prompts) == 6 and "Query: which letter?" in fake.prompts[0]
+    assert calibrate(scores[:1], "llm")[0] == pytest.approx(beta.cdf(0.8, 0.4, 0.4))
     assert rr.name == "llm:fake-model:rerank-v1"
