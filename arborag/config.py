@@ -36,6 +36,7 @@ __all__ = [
     "UpdateConfig",
     "DEFAULT_DELIMITERS",
     "load_config",
+    "LevelConfig",
 ]
 
 Strategy = Literal["sentence", "ffs", "dfs", "dds", "rcs"]
@@ -188,6 +189,25 @@ class SegmentsConfig(_Stage):
     candidates: int = Field(200, ge=1, description="Leaf candidates (dense, best first) whose relevance RSE sees.")
 
 
+class LevelConfig(_Stage):
+    """``--mode level`` (LevelRAG searchers, SPEC §7; arborag.query.level). The LLM is the endpoint of summarize.*."""
+
+    searchers: list[Literal["sparse", "dense"]] = Field(
+        default_factory=lambda: ["sparse", "dense"], description="Low-level searchers run per sub-question (web: see web_provider)."
+    )
+    scope: Literal["tree", "leaves"] = Field("tree", description="Search the collapsed tree (summaries included) or leaves only.")
+    max_rounds: int = Field(3, ge=1, le=3, description="High-level rounds: decomposition + at most 2 supplements.")
+    sparse_rounds: int = Field(3, ge=1, le=3, description="Sparse searcher: rewrite + feedback refinements.")
+    dense_rounds: int = Field(3, ge=1, le=3, description="Dense searcher: HyDE passage + rewrites.")
+    max_sub_questions: int = Field(4, ge=1, le=8, description="Sub-questions per decomposition or supplement.")
+    candidates: int = Field(20, ge=1, description="Hits asked of the engine per low-level query.")
+    show: int = Field(4, ge=1, description="Hits shown to the LLM per feedback step.")
+    web_provider: Literal["none", "searxng"] = Field("none", description="Web searcher provider (off by default).")
+    web_url: str | None = Field(None, description="SearXNG base URL, e.g. http://127.0.0.1:8888 (its JSON API must be enabled).")
+    web_k: int = Field(5, ge=1, description="Web results per sub-question.")
+    web_timeout_s: float = Field(10.0, gt=0, description="Web provider request timeout.")
+
+
 class ArboragConfig(BaseSettings):
     """The root config. Every field has a default; nothing is required."""
 
@@ -207,6 +227,7 @@ class ArboragConfig(BaseSettings):
     update: UpdateConfig = Field(default_factory=UpdateConfig)
     rerank: RerankConfig = Field(default_factory=RerankConfig)
     segments: SegmentsConfig = Field(default_factory=SegmentsConfig)
+    level: LevelConfig = Field(default_factory=LevelConfig)
 
     @classmethod
     def settings_customise_sources(
