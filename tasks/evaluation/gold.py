@@ -3,6 +3,15 @@
 A dataset's ``evidence.parquet`` (``storage.schemas.EVIDENCE``) names files and titles; a built
 corpus knows documents by content hash. :func:`resolve_gold` joins the two (polars) so scoring
 can tell whether a retrieved leaf comes from a gold document.
+
+Page-level gold (FinanceBench: ``<doc_name>#page=<n>``, ``n`` counted from 0 as FinanceBench's
+``evidence_page_num``): :func:`evidence_page_texts` cuts the text of that page out of the
+ingested document (its ``metadata.page_starts``, written by the PDF reader), and
+:func:`gold_items` matches retrieved texts against the *page* instead of the evidence snippet.
+With the ``doc+text`` match a retrieved text then hits the evidence page when it comes from the
+gold document and at least half of its word 5-grams lie on the page, or it holds at least half of
+the page's (``metrics.text_overlap >= 0.5``) — so a ~100-token leaf anywhere on the page counts,
+and so does a long segment that contains the page; a segment that only grazes it does not.
 """
 
 from __future__ import annotations
@@ -11,12 +20,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+import json
+import re
+
 import polars as pl
 import pyarrow as pa
 
 from arborag.tasks.metrics import GoldItem, normalize_answer
 
-__all__ = ["gold_items", "resolve_gold"]
+__all__ = ["evidence_page_texts", "gold_items", "page_of", "resolve_gold"]
+
+_PAGE_ID = re.compile(r"#page=(\d+)$")
 
 
 def _uri_name(uri: str) -> str:
@@ -74,10 +88,56 @@ def resolve_gold(evidence: pa.Table, documents: pa.Table) -> dict[str, frozenset
     return out
 
 
-def gold_items(gold_ids: Sequence[str], gold_texts: Sequence[str] | None, gold_docs: dict[str, frozenset[str]]) -> list[GoldItem]:
-    """The :class:`~arborag.tasks.metrics.GoldItem` list of one query row."""
+def page_of(gold_id: str) -> int | None:
+    """The 0-based page number of a page-level gold id (``"<doc>#page=<n>"``), else None."""
+    m = _PAGE_ID.search(gold_id)
+    return int(m.group(1)) if m else None
+
+
+def evidence_page_texts(evidence: pa.Table, documents: pa.Table, gold_docs: dict[str, frozenset[str]]) -> dict[str, str]:
+    """gold id -> the text of its evidence page, for page-level gold ids whose document
+    (``gold_docs``, from :func:`resolve_gold`) records ``page_starts`` in its metadata.
+
+    Page ``n`` runs from ``page_starts[n]`` to ``page_starts[n + 1]`` (the page separator is
+    stripped). A gold id whose page cannot be located (no page number, a document without page
+    offsets, a page past the end) is left out: scoring then uses the evidence text as before."""
+    wanted = {g: page_of(g) for g in evidence.column("gold_id").to_pylist()}
+    wanted = {g: n for g, n in wanted.items() if n is not None and gold_docs.get(g)}
+    if not wanted:
+        return {}
+    need = set().union(*(gold_docs[g] for g in wanted))
+    docs = pl.from_arrow(documents.select(["doc_id", "text", "metadata", "status"])).filter(
+        (pl.col("status") == "ok") & pl.col("doc_id").is_in(list(need))
+    )
+    pages: dict[str, list[str]] = {}
+    for doc_id, text, meta in docs.select("doc_id", "text", "metadata").iter_rows():  # a handful of documents
+        try:
+            starts = list(json.loads(meta or "{}").get("page_starts") or [])
+        except (ValueError, AttributeError):
+            starts = []
+        text = text or ""
+        bounds = [*starts, len(text)]
+        pages[doc_id] = [text[bounds[i] : bounds[i + 1]].strip() for i in range(len(starts))]
+    out: dict[str, str] = {}
+    for g, n in wanted.items():
+        for d in sorted(gold_docs[g]):
+            if d in pages and n < len(pages[d]) and pages[d][n]:
+                out[g] = pages[d][n]
+                break
+    return out
+
+
+def gold_items(
+    gold_ids: Sequence[str],
+    gold_texts: Sequence[str] | None,
+    gold_docs: dict[str, frozenset[str]],
+    page_texts: dict[str, str] | None = None,
+) -> list[GoldItem]:
+    """The :class:`~arborag.tasks.metrics.GoldItem` list of one query row; a gold id with a
+    located evidence page (``page_texts``) is matched by the page's text."""
     texts = list(gold_texts or [])
+    pages = page_texts or {}
     return [
-        GoldItem(gold_id=g, doc_ids=gold_docs.get(g, frozenset()), text=texts[i] if i < len(texts) else "")
+        GoldItem(gold_id=g, doc_ids=gold_docs.get(g, frozenset()), text=pages.get(g) or (texts[i] if i < len(texts) else ""))
         for i, g in enumerate(gold_ids)
     ]

@@ -11,6 +11,10 @@ One run compares retrieval *systems* (how the index is queried) and segmentation
 | traversal | traversal | all | RAPTOR tree traversal (top-k per level, root to leaves) |
 | hybrid | hybrid | all | dense + BM25 fused by reciprocal rank fusion |
 | multi | multi | all | the question + 3 variants (LLM, or RM3 feedback offline), each hybrid, fused by RRF |
+| segments | segments | [0] | dsRAG relevant segment extraction (balanced preset): contiguous runs of reranked leaves, stitched from the document |
+| segments-precision | segments | [0] | the same with the precision preset |
+| segments-find_all | segments | [0] | the same with the find_all preset |
+| rerank | rerank | [0] | leaves rescored by the configured reranker (``rerank.kind``; cosine keeps flat's order), best calibrated first |
 
 The first strategy gets every system; the others only those in ``strategy_systems``.
 Everything here is a pure function of its arguments.
@@ -41,7 +45,7 @@ __all__ = [
     "systems_by_strategy",
 ]
 
-SystemName = Literal["flat", "bm25", "collapsed", "traversal", "hybrid", "multi"]
+SystemName = Literal["flat", "bm25", "collapsed", "traversal", "hybrid", "multi", "segments", "segments-precision", "segments-find_all", "rerank"]
 SYSTEM_NAMES: tuple[str, ...] = get_args(SystemName)
 STRATEGY_NAMES: tuple[str, ...] = get_args(Strategy)
 
@@ -65,6 +69,11 @@ SYSTEMS: dict[str, SystemSpec] = {
     "traversal": SystemSpec("traversal", "traversal", None, "RAPTOR tree traversal, top-k per level"),
     "hybrid": SystemSpec("hybrid", "hybrid", None, "dense + BM25, reciprocal rank fusion"),
     "multi": SystemSpec("multi", "multi", None, "multi-query: question + 3 variants (LLM, offline RM3 feedback), hybrid each, RRF"),
+    "segments": SystemSpec("segments", "segments", (0,), "dsRAG RSE (balanced): contiguous runs of reranked leaves",
+                           (("preset", "balanced"),)),
+    "segments-precision": SystemSpec("segments-precision", "segments", (0,), "dsRAG RSE, precision preset", (("preset", "precision"),)),
+    "segments-find_all": SystemSpec("segments-find_all", "segments", (0,), "dsRAG RSE, find_all preset", (("preset", "find_all"),)),
+    "rerank": SystemSpec("rerank", "rerank", (0,), "leaves rescored by the configured reranker (rerank.kind), calibrated"),
 }
 BASELINE = "flat"
 

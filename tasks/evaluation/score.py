@@ -19,7 +19,7 @@ from arborag.storage.corpus import Corpus
 from arborag.storage.schemas import HITS, RESULTS
 from arborag.tasks import metrics as M
 from arborag.tasks.datasets import PreparedDataset
-from arborag.tasks.evaluation.gold import gold_items, resolve_gold
+from arborag.tasks.evaluation.gold import evidence_page_texts, gold_items, resolve_gold
 from arborag.tasks.evaluation.write import write_results
 
 __all__ = ["PredictionKey", "run_score", "score_hits", "score_row", "unresolved_gold"]
@@ -80,11 +80,13 @@ def score_hits(
     match: M.MatchMode,
     config_hashes: dict[str, str] | None = None,
     predictions: dict[PredictionKey, str] | None = None,
+    gold_pages: dict[str, dict[str, str]] | None = None,
 ) -> pa.Table:
     """One RESULTS row per HITS row whose question is in ``queries`` (hits order kept).
 
     ``gold_docs[strategy]`` maps gold ids to doc_ids of that strategy's built corpus;
-    ``predictions`` maps (qid, strategy, system, budget) to an LLM answer."""
+    ``predictions`` maps (qid, strategy, system, budget) to an LLM answer; ``gold_pages[strategy]``
+    maps page-level gold ids to their page text (:func:`~arborag.tasks.evaluation.gold.evidence_page_texts`)."""
     q = pl.from_arrow(queries.select(["qid", "answers", "gold_ids", "gold_texts", "type"])).unique("qid", keep="last", maintain_order=True)
     h = pl.from_arrow(hits.select(HITS.names)).with_row_index("_row")
     df = h.join(q, on="qid", how="inner").sort("_row")
@@ -96,7 +98,7 @@ def score_hits(
         answers = answers or []
         if qid not in applicable:
             applicable[qid] = M.answer_applicable(answers, gold_texts)
-        golds = gold_items(gold_ids or [], gold_texts, gold_docs.get(strategy, {}))
+        golds = gold_items(gold_ids or [], gold_texts, gold_docs.get(strategy, {}), (gold_pages or {}).get(strategy))
         scored.append(score_row(levels or [], texts or [], doc_ids or [], golds, answers, applicable=applicable[qid],
                                 failed=error is not None, match=match, prediction=predictions.get((qid, strategy, system, budget))))
     metrics = pl.DataFrame(scored, schema=_NUMERIC) if scored else pl.DataFrame(schema=_NUMERIC)
@@ -134,9 +136,12 @@ def run_score(
     queries = prepared.queries()
     evidence = prepared.evidence()
     gold_docs: dict[str, dict[str, frozenset[str]]] = {}
+    gold_pages: dict[str, dict[str, str]] = {}
     unresolved: dict[str, int] = {}
     for strategy, rec in records.items():
-        gold_docs[strategy] = resolve_gold(evidence, Corpus(rec["corpus_dir"]).read("documents"))
+        documents = Corpus(rec["corpus_dir"]).read("documents")
+        gold_docs[strategy] = resolve_gold(evidence, documents)
+        gold_pages[strategy] = evidence_page_texts(evidence, documents, gold_docs[strategy])
         unresolved[strategy] = unresolved_gold(queries, gold_docs[strategy])
     tables = [pq.read_table(p) for p in hits_paths.values() if Path(p).exists()]
     hits = pa.concat_tables([t.cast(HITS) for t in tables]) if tables else HITS.empty_table()
@@ -148,6 +153,7 @@ def run_score(
         match=prepared.match,
         config_hashes={s: r["config_hash"] for s, r in records.items()},
         predictions=predictions,
+        gold_pages=gold_pages,
     )
     write_results(results, out_dir)
     return results, {"unresolved_gold": unresolved}
