@@ -44,7 +44,9 @@ def register(app: typer.Typer) -> None:
             "Examples:\n\n"
             "  arborag query \"How did Cinderella reach her happy ending?\" --corpus /tmp/demo\n\n"
             "  arborag query '+\"golden slipper\" -stepmother' --mode sparse --lucene --corpus /tmp/demo --json\n\n"
-            "  arborag query \"glass slipper\" --server http://127.0.0.1:8000   (a running `arborag serve`)"
+            "  arborag query \"glass slipper\" --server http://127.0.0.1:8000   (a running `arborag serve`)\n\n"
+            "  arborag query \"Where was the author of Xanadu born?\" --mode level --trace --corpus /tmp/demo   "
+            "(LevelRAG searchers; needs ARBORAG_LLM_BASE_URL, else an offline plan; --trace prints the search tree)"
         ),
     )
     def query(
@@ -55,7 +57,8 @@ def register(app: typer.Typer) -> None:
         k: Optional[int] = typer.Option(None, "--k", help="traversal: nodes kept per level (default: query.k, 5)."),
         levels: Optional[str] = typer.Option(None, "--levels", help="Comma-separated tree levels to search, e.g. 0 for leaves only."),
         lucene: bool = typer.Option(False, "--lucene", help="sparse/hybrid: run TEXT as Lucene query syntax (+must -not \"phrase\" term^2 field:x)."),
-        as_json: bool = typer.Option(False, "--json", help="Print hits as JSON."),
+        as_json: bool = typer.Option(False, "--json", help="Print hits as JSON; a mode that records a trace (level) prints {mode, hits, trace}."),
+        show_trace: bool = typer.Option(False, "--trace", help="level: print the search trace (sub-questions, queries as sent, hits, verdicts, tokens) as a tree."),
         server: Optional[str] = typer.Option(
             None, "--server", help="Base URL of a running `arborag serve` (e.g. http://127.0.0.1:8000); "
             "the bearer token comes from ARBORAG_SERVE_TOKEN. Instead of --corpus."),
@@ -71,16 +74,27 @@ def register(app: typer.Typer) -> None:
         if (corpus is None) == (server is None):
             err_console.print("[bold red]error:[/] give either --corpus DIR or --server URL")
             raise typer.Exit(2)
+        trace = None
         try:
             if server is not None:
                 rows, titles = _search_server(server, text, mode=mode, budget=budget, k=k, levels=lv, lucene=lucene)
+                if show_trace:
+                    err_console.print("[yellow]warning:[/] --trace needs a local --corpus (the server does not send traces)")
             else:
                 assert corpus is not None
-                rows, titles = _search_local(corpus, cfg, text, mode=mode, budget=budget, k=k, levels=lv,
-                                             lucene=lucene, want_titles=not as_json)
+                rows, titles, trace = _search_local(corpus, cfg, text, mode=mode, budget=budget, k=k, levels=lv,
+                                                    lucene=lucene, want_titles=not as_json)
         except ArboragError as exc:
             fail(exc)
+        if as_json and trace is not None:
+            _print_json_with_trace(rows, trace, mode=mode)
+            return
         _print(rows, titles, mode=mode, budget=budget, as_json=as_json)
+        if show_trace and not as_json:
+            if trace is None:
+                console.print(f"[dim]mode {mode} records no search trace[/]")
+            else:
+                _print_trace(trace)
 
 
 def _print(hits: list[_Row], titles: dict[str, str], *, mode: str, budget: int | None, as_json: bool) -> None:
@@ -110,7 +124,7 @@ def _print(hits: list[_Row], titles: dict[str, str], *, mode: str, budget: int |
 
 
 def _search_local(corpus: Path, cfg: Any, text: str, *, mode: str, budget: int | None, k: int,
-                  levels: list[int] | None, lucene: bool, want_titles: bool) -> tuple[list[_Row], dict[str, str]]:
+                  levels: list[int] | None, lucene: bool, want_titles: bool) -> tuple[list[_Row], dict[str, str], Any]:
     from arborag.query import open_index
 
     index = open_index(corpus, config=cfg, light=True)
@@ -123,7 +137,7 @@ def _search_local(corpus: Path, cfg: Any, text: str, *, mode: str, budget: int |
         err_console.print(f"[yellow]warning:[/] {exc}\nretrying as a plain match of the words")
         hits = index.search(text, mode=mode, budget=budget, k=k, levels=levels, lucene=False)  # type: ignore[arg-type]
     rows = [_Row(h.node_id, h.level, h.score, h.n_tokens, tuple(h.doc_ids), h.text) for h in hits]
-    return rows, (_doc_titles(index) if want_titles else {})
+    return rows, (_doc_titles(index) if want_titles else {}), getattr(hits, "trace", None)
 
 
 def _search_server(url: str, text: str, *, mode: str, budget: int | None, k: int,
@@ -169,3 +183,84 @@ def _search_server(url: str, text: str, *, mode: str, budget: int | None, k: int
 
 def _doc_titles(index) -> dict[str, str]:
     return index.doc_titles()
+
+# -- search traces (--trace, --json) of modes that record one (level) ----------------------------------
+
+
+def _trace_dict(trace: Any) -> Any:
+    if hasattr(trace, "to_dict"):
+        return trace.to_dict()
+    import dataclasses
+
+    return dataclasses.asdict(trace) if dataclasses.is_dataclass(trace) else repr(trace)
+
+
+def _print_json_with_trace(hits: list[_Row], trace: Any, *, mode: str) -> None:
+    typer.echo(json.dumps({
+        "mode": mode,
+        "hits": [{"node_id": h.node_id, "level": h.level, "score": round(h.score, 6), "n_tokens": h.n_tokens,
+                  "doc_ids": list(h.doc_ids), "text": h.text} for h in hits],
+        "trace": _trace_dict(trace),
+    }, ensure_ascii=False, indent=2, default=str))
+
+
+def _clip(text: str, n: int = 120) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _print_trace(trace: Any) -> None:
+    """A level trace as a rich Tree: rounds > sub-questions > searchers > queries as sent."""
+    from rich.markup import escape
+    from rich.tree import Tree
+
+    if not hasattr(trace, "sub_questions"):
+        from rich.pretty import Pretty
+
+        console.print(Pretty(_trace_dict(trace)))
+        return
+    head = (f"[bold]level[/] {escape(_clip(trace.question, 100))!s} — plan [bold]{trace.plan}[/], "
+            f"{trace.rounds} round(s), {len(trace.calls)} LLM calls, {trace.tokens_in} tokens in / "
+            f"{trace.tokens_out} out, {trace.seconds:.1f} s; searchers {', '.join(trace.searchers)}; scope {trace.scope}")
+    root = Tree(head)
+    if trace.notice:
+        root.add(f"[yellow]{escape(trace.notice)}[/]")
+    verdicts = {v.round: v for v in trace.verdicts}
+    for rnd in range(1, trace.rounds + 1):
+        branch = root.add(f"[bold]round {rnd}[/]")
+        for sq in (s for s in trace.sub_questions if s.round == rnd):
+            node = branch.add(f"[cyan]sub-question[/] {escape(sq.text)}")
+            for run in sq.runs:
+                srch = node.add(f"[magenta]{run.searcher}[/]")
+                for a in run.attempts:
+                    hits = " ".join(f"{nid[:10]}({score:.2f})" for nid, score in a.hits[:5])
+                    more = f" +{len(a.hits) - 5}" if len(a.hits) > 5 else ""
+                    verdict = {"enough": " [green]✓ enough[/]", "not enough": " [red]✗ not enough[/]"}.get(a.verdict or "", "")
+                    line = f"r{a.round} {a.action} {escape('[' + a.syntax + ']')} [bold]{escape(_clip(a.query, 140))}[/]"
+                    if a.error:
+                        at = f" at {a.error_position}" if a.error_position is not None else ""
+                        line += f" [red]error{at}: {escape(_clip(a.error, 120))}[/]"
+                    else:
+                        line += f" → {len(a.hits)} hits {escape(hits)}{more}"
+                    line += verdict
+                    if a.note:
+                        line += f" [dim]({escape(a.note)})[/]"
+                    srch.add(line)
+            node.add(f"[green]found:[/] {escape(_clip(sq.summary, 200))}")
+        v = verdicts.get(rnd)
+        if v is not None:
+            txt = "[green]enough[/]" if v.enough else "[red]not enough[/]"
+            extra = f" — {escape(_clip(v.reason, 160))}" if v.reason else ""
+            if v.supplements:
+                extra += f"; supplements: {escape('; '.join(v.supplements))}"
+            if v.dropped:
+                extra += f"; dropped (already asked): {escape('; '.join(v.dropped))}"
+            branch.add(f"[bold]verdict[/] {txt}{extra}")
+    if trace.calls:
+        calls = root.add("[bold]LLM calls[/]")
+        for c in trace.calls:
+            line = f"{c.step} {c.prompt}: {c.tokens_in}→{c.tokens_out} tokens, {c.seconds:.1f} s" + (" (cached)" if c.cached else "")
+            if c.error:
+                line += f" [red]{escape(_clip(c.error, 160))}[/]"
+            calls.add(line)
+    console.print(root)
