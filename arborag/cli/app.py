@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import typer
 
+from arborag.cli import ask as _ask
 from arborag.cli import build as _build
 from arborag.cli import evaluate as _evaluate
 from arborag.cli import ingest as _ingest
@@ -16,6 +17,7 @@ from arborag.cli import inspect as _inspect
 from arborag.cli import query as _query
 from arborag.cli import segment as _segment
 from arborag.cli import sql as _sql
+from arborag.cli import schedule as _schedule
 from arborag.cli import update as _update
 from arborag.serve import cli as _serve  # FastAPI/uvicorn are imported inside the command
 
@@ -33,7 +35,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
-for _module in (_ingest, _segment, _sql, _build, _query, _inspect, _serve, _evaluate, _update):
+for _module in (_ingest, _segment, _sql, _build, _query, _inspect, _serve, _evaluate, _update, _ask, _schedule):
     _module.register(app)
 
 

@@ -22,13 +22,15 @@ def register(app: typer.Typer) -> None:
             "inputs and config is a no-op; caches make changed builds pay only for what changed.\n\n"
             "Example:\n\n"
             "  arborag build examples/corpus/ --corpus /tmp/demo\n\n"
-            "  arborag build docs/ --corpus /tmp/c --strategy dds --dry-run"
+            "  arborag build docs/ --corpus /tmp/c --strategy dds --dry-run\n\n"
+            "  arborag build docs/ --corpus /tmp/c --sections structural"
         ),
     )
     def build(
         sources: list[Path] = typer.Argument(None, help="Files or folders to ingest first (optional: omit to rebuild from the corpus's documents)."),
         corpus: Path = typer.Option(..., "--corpus", "-c", help="Corpus directory (created if missing)."),
         strategy: Optional[str] = typer.Option(None, "--strategy", "-s", help="Leaf segmenter: sentence|ffs|dfs|dds|rcs (default: config, sentence)."),
+        sections: Optional[str] = typer.Option(None, "--sections", help="Chunk inside sections, with AutoContext headers: none|structural|semantic (default: config, none). structural is offline; semantic uses the LLM of summarize.*."),
         summarizer: Optional[str] = typer.Option(None, "--summarizer", help="extractive (default, offline) or openai (needs ARBORAG_LLM_BASE_URL)."),
         per_document: bool = typer.Option(False, "--per-document", help="Build one tree per document instead of one over the corpus."),
         seed: Optional[int] = typer.Option(None, "--seed", help="Random seed of UMAP/GMM (same seed + input => same tree)."),
@@ -44,6 +46,7 @@ def register(app: typer.Typer) -> None:
         overrides = {
             "ingest": {"follow_external_symlinks": follow_external_symlinks or None},
             "segment": {"strategy": strategy},
+            "sections": {"strategy": sections},
             "summarize": {"backend": summarizer},
             "tree": {"scope": "document" if per_document else None},
             "cluster": {"seed": seed},

@@ -1,0 +1,233 @@
+"""Answers with citations (``arborag ask``): retrieve, number the passages, ask the LLM, check.
+
+:func:`ask` retrieves with any mode, turns the hits into numbered :class:`Source` passages
+(node id, level, documents with title and uri, character offsets of a leaf in its document
+from the snapshot's ``chunks.parquet``) and asks the LLM (prompt ``answer-with-citations``) for
+a structured :class:`~arborag.llm.structured.CitedAnswer`. The result is an :class:`Answer`:
+
+- ``answered`` — the model says the passages support an answer and cites at least one passage
+  that exists (citations to numbers that were not given are dropped, with a warning);
+- ``refused`` — the model says the passages do not support an answer, or its reply cites
+  nothing it was given: arborag says so instead of showing an unsupported claim;
+- ``no_llm`` — no LLM is configured: answering needs one (:data:`~arborag.llm.configured.HOW_TO_CONFIGURE`);
+  the retrieved passages and their sources are still returned;
+- ``failed`` — the LLM call failed after its retries (the reason is kept); passages returned.
+
+:func:`answer_from_sources` is the LLM step alone (testable with a scripted fake);
+:func:`build_sources` the provenance step alone. Tokens spent (retrieval-time LLM calls of
+``multi`` included) and their cost at ``summarize.price_*_per_1k`` are on the answer.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from arborag.llm.types import Usage
+
+if TYPE_CHECKING:
+    from arborag.llm.types import ChatLLM
+    from arborag.query.index import Hit, Index
+
+__all__ = ["Answer", "DocRef", "Source", "answer_from_sources", "ask", "build_sources", "context_text"]
+
+Status = Literal["answered", "refused", "no_llm", "failed"]
+_CITE = re.compile(r"\[(\d+)\]")
+
+
+@dataclass(frozen=True, slots=True)
+class DocRef:
+    """A source document of a passage: id, title (or file name), uri."""
+
+    doc_id: str
+    title: str
+    uri: str
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Passage ``[n]`` given to the LLM: a retrieved node and where it comes from. A leaf has
+    its character span ``start_char``/``end_char`` in its document (and a section ``header``);
+    a summary node spans several documents and has no offsets."""
+
+    n: int
+    node_id: str
+    level: int
+    score: float
+    n_tokens: int
+    text: str
+    docs: tuple[DocRef, ...]
+    start_char: int | None = None
+    end_char: int | None = None
+    header: str | None = None
+
+    def label(self) -> str:
+        """``title`` (+ ``chars a-b`` for a leaf, ``summary, level L`` otherwise)."""
+        titles = ", ".join(d.title for d in self.docs[:3]) + (" …" if len(self.docs) > 3 else "")
+        where = f"chars {self.start_char}-{self.end_char}" if self.start_char is not None else f"summary, level {self.level}"
+        return f"{titles or '?'} ({where})"
+
+
+@dataclass(slots=True)
+class Answer:
+    """The outcome of one question (module doc). ``citations`` are passage numbers; ``cited``
+    the sources they point at."""
+
+    question: str
+    status: Status
+    answer: str
+    citations: list[int]
+    sources: list[Source]
+    mode: str
+    model: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    cost: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+    parse_status: str = ""
+    seconds: float = 0.0
+    retrieval: dict[str, Any] | None = None  # a plug-in mode's trace, as data
+
+    @property
+    def cited(self) -> list[Source]:
+        by_n = {s.n: s for s in self.sources}
+        return [by_n[c] for c in self.citations if c in by_n]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["cited"] = [s.node_id for s in self.cited]
+        return data
+
+
+def build_sources(index: Index, hits: Sequence[Hit]) -> list[Source]:
+    """Hits as numbered sources (1..n, in rank order) with titles, uris and leaf offsets."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    node_ids = [h.node_id for h in hits]
+    doc_ids = sorted({d for h in hits for d in h.doc_ids})
+    spans: dict[str, tuple[int, int, str | None]] = {}
+    if node_ids:
+        chunks = index.leaf_chunks().select(["chunk_id", "start_char", "end_char", "header"])
+        chunks = chunks.filter(pc.is_in(chunks.column("chunk_id"), pa.array(node_ids, pa.string())))
+        for cid, s, e, hdr in zip(*(chunks.column(c).to_pylist() for c in ("chunk_id", "start_char", "end_char", "header"))):
+            spans[cid] = (int(s), int(e), hdr)
+    docs: dict[str, DocRef] = {}
+    if doc_ids:
+        from pathlib import PurePath
+
+        table = index.documents().select(["doc_id", "title", "uri"])
+        table = table.filter(pc.is_in(table.column("doc_id"), pa.array(doc_ids, pa.string())))
+        for d, ti, u in zip(*(table.column(c).to_pylist() for c in ("doc_id", "title", "uri"))):
+            docs[d] = DocRef(d, ti or PurePath(u or d).name, u or "")
+    out: list[Source] = []
+    for n, h in enumerate(hits, start=1):
+        start, end, header = spans.get(h.node_id, (None, None, None)) if h.level == 0 else (None, None, None)
+        refs = tuple(docs.get(d, DocRef(d, d[:12], "")) for d in h.doc_ids)
+        out.append(Source(n, h.node_id, int(h.level), float(h.score), int(h.n_tokens), h.text, refs, start, end, header))
+    return out
+
+
+def context_text(sources: Sequence[Source]) -> str:
+    """The numbered passages as the prompt shows them: ``[n] (title) text``."""
+    parts = []
+    for s in sources:
+        title = ", ".join(d.title for d in s.docs[:3])
+        parts.append(f"[{s.n}] ({title}) {' '.join(s.text.split())}" if title else f"[{s.n}] {' '.join(s.text.split())}")
+    return "\n\n".join(parts)
+
+
+def answer_from_sources(
+    llm: ChatLLM,
+    question: str,
+    sources: Sequence[Source],
+    *,
+    mode: str = "",
+    usage: Usage | None = None,
+    max_tokens: int | None = None,
+) -> Answer:
+    """Ask ``llm`` to answer ``question`` from ``sources`` with citations; never raises for a
+    failed call or a malformed reply (module doc for the statuses)."""
+    from arborag.llm.prompts import ANSWER_WITH_CITATIONS
+    from arborag.llm.structured import CitedAnswer, ask_structured
+
+    usage = usage if usage is not None else Usage()
+    model = getattr(llm, "model", None)
+    base = dict(question=question, sources=list(sources), mode=mode, model=model, usage=usage)
+    if not sources:
+        return Answer(status="refused", answer="Nothing was retrieved for this question, so there is nothing to answer from.",
+                      citations=[], **base)
+    got = ask_structured(llm, ANSWER_WITH_CITATIONS, CitedAnswer, fallback=None, usage=usage, max_tokens=max_tokens,
+                         context=context_text(sources), question=question)
+    if got.value is None:
+        if got.status.startswith("fallback: call failed"):
+            return Answer(status="failed", answer=f"The LLM could not be asked: {got.status[len('fallback: call failed: '):]}",
+                          citations=[], parse_status=got.status, **base)
+        return Answer(status="refused", answer="The LLM's reply could not be read as an answer; not shown as one.",
+                      citations=[], parse_status=got.status, warnings=[f"unreadable reply: {got.text[:300]!r}"], **base)
+    reply = got.value
+    valid = {s.n for s in sources}
+    claimed = list(dict.fromkeys([*reply.citations, *(int(c) for c in _CITE.findall(reply.answer))]))
+    warnings = [f"citation [{c}] points at no passage (dropped)" for c in claimed if c not in valid]
+    citations = [c for c in claimed if c in valid]
+    if not reply.supported:
+        return Answer(status="refused", answer=reply.answer.strip() or "The retrieved context does not support an answer.",
+                      citations=[], parse_status=got.status, warnings=warnings, **base)
+    if not citations:
+        warnings.append(f"the model answered without citing a passage: {reply.answer.strip()[:300]!r}")
+        return Answer(status="refused", answer="The model's answer cites none of the retrieved passages, so it is not shown as supported.",
+                      citations=[], parse_status=got.status, warnings=warnings, **base)
+    return Answer(status="answered", answer=reply.answer.strip(), citations=citations, parse_status=got.status,
+                  warnings=warnings, **base)
+
+
+def ask(
+    index: Index,
+    question: str,
+    *,
+    llm: ChatLLM | None,
+    mode: str = "collapsed",
+    budget: int | None = 2000,
+    k: int = 5,
+    levels: Sequence[int] | None = None,
+    max_tokens: int | None = None,
+    **options: Any,
+) -> Answer:
+    """Retrieve with ``mode`` and answer with ``llm`` (None: status ``no_llm``, the passages
+    still returned). ``multi`` gets the same ``llm`` for its variants."""
+    from arborag.llm.configured import HOW_TO_CONFIGURE
+
+    started = time.perf_counter()
+    usage = Usage()
+    if mode == "multi" and llm is not None:
+        options.setdefault("llm", llm)
+    hits = index.search(question, mode=mode, budget=budget, k=k, levels=levels, **options)
+    retrieval = _retrieval_trace(hits, usage)
+    sources = build_sources(index, hits)
+    if llm is None:
+        ans = Answer(question=question, status="no_llm", answer="Answering needs an LLM, and none is configured. " + HOW_TO_CONFIGURE,
+                     citations=[], sources=sources, mode=mode, usage=usage)
+    else:
+        ans = answer_from_sources(llm, question, sources, mode=mode, usage=usage, max_tokens=max_tokens)
+    ans.retrieval = retrieval
+    cfg = index.config.summarize
+    ans.cost = usage.cost(cfg.price_in_per_1k, cfg.price_out_per_1k)
+    ans.seconds = time.perf_counter() - started
+    return ans
+
+
+def _retrieval_trace(hits: Any, usage: Usage) -> dict[str, Any] | None:
+    """A plug-in mode's trace as data; its LLM tokens are added to ``usage``."""
+    trace = getattr(hits, "trace", None)
+    if trace is None:
+        return None
+    inner = getattr(trace, "usage", None)
+    if isinstance(inner, Usage):
+        usage.merge(inner)
+    else:  # e.g. level's trace: token totals only
+        usage.tokens_in += int(getattr(trace, "tokens_in", 0) or 0)
+        usage.tokens_out += int(getattr(trace, "tokens_out", 0) or 0)
+    to_dict = getattr(trace, "to_dict", None)
+    return to_dict() if callable(to_dict) else None
