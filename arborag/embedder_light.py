@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from arborag.config import EmbedConfig
-from arborag.embedder import _l2_normalise, resolve_model_path
+from arborag.embedder import _l2_normalise, long_text_windows, max_seq_length, model_id_for, resolve_model_path
 
 __all__ = ["LightEmbedder", "light_supported"]
 
@@ -71,7 +71,8 @@ class LightEmbedder:
     def __init__(self, cfg: EmbedConfig) -> None:
         self.cfg = cfg
         self.path, self.name = resolve_model_path(cfg.model)
-        self.model_id = f"{self.name}@{cfg.dtype}"
+        self.max_len = max_seq_length(self.path)
+        self.model_id = model_id_for(self.name, cfg, self.max_len)
         self._state: dict[str, Any] | None = None
         self._lock = threading.Lock()
 
@@ -98,6 +99,9 @@ class LightEmbedder:
         max_len = int(st_config.get("max_seq_length") or config.get("max_position_embeddings", 512))
         tokenizer = Tokenizer.from_file(str(self.path / "tokenizer.json"))
         tokenizer.no_padding()
+        whole = Tokenizer.from_file(str(self.path / "tokenizer.json"))  # untruncated: offsets of long texts
+        whole.no_padding()
+        whole.no_truncation()
         tokenizer.enable_truncation(max_length=max_len)
         dtype = torch.bfloat16 if self.cfg.dtype == "bfloat16" else torch.float32
         weights = {k: v.to(dtype) if v.is_floating_point() else v
@@ -105,6 +109,8 @@ class LightEmbedder:
         weights = {k.removeprefix("bert."): v for k, v in weights.items()}
         return {
             "tokenizer": tokenizer,
+            "whole": whole,
+            "max_len": max_len,
             "w": weights,
             "layers": int(config["num_hidden_layers"]),
             "heads": int(config["num_attention_heads"]),
@@ -162,18 +168,42 @@ class LightEmbedder:
 
     # -- embedding ----------------------------------------------------------------------------
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """float32 ``(len(texts), dim)`` L2-normalised vectors, one forward pass per text."""
+        """float32 ``(len(texts), dim)`` L2-normalised vectors, one forward pass per text (per
+        window of a text over the model's limit, averaged as :class:`~arborag.embedder.Embedder` does)."""
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         import torch
 
-        tok = self._load()["tokenizer"]
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        state = self._load()
+        tok = state["tokenizer"]
+        pieces, owner = self._pieces(texts, state)
+        out = np.empty((len(pieces), self.dim), dtype=np.float32)
         with torch.inference_mode():
-            for i, enc in enumerate(tok.encode_batch(texts)):
+            for i, enc in enumerate(tok.encode_batch(pieces)):
                 out[i] = self._forward(enc.ids, enc.type_ids).float().cpu().numpy()[0]
-        return _l2_normalise(out)
+        out = _l2_normalise(out)
+        if len(pieces) == len(texts):
+            return out
+        summed = np.zeros((len(texts), out.shape[1]), dtype=np.float64)
+        np.add.at(summed, owner, out.astype(np.float64))
+        return _l2_normalise(summed)
+
+    def _pieces(self, texts: list[str], state: dict[str, Any]) -> tuple[list[str], np.ndarray]:
+        """The texts to run (long texts cut into windows under ``long_text = "mean"``) and their owners."""
+        max_len = int(state["max_len"])
+        pieces: list[str] = []
+        owner: list[int] = []
+        for i, text in enumerate(texts):
+            wins = [text]
+            if self.cfg.long_text == "mean" and len(text) > (max_len - 2) // 4:
+                enc = state["whole"].encode(text, add_special_tokens=False)
+                if len(enc.ids) > max_len - 2:
+                    offs = enc.offsets
+                    wins = long_text_windows(text, [a for a, _ in offs], [b for _, b in offs], max_len, self.cfg.long_text_overlap)
+            pieces.extend(wins)
+            owner.extend([i] * len(wins))
+        return pieces, np.asarray(owner, dtype=np.int64)
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         return self.embed(texts)

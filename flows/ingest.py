@@ -1,9 +1,12 @@
-"""The ``ingest_and_segment`` flow: sources → ``documents`` table → ``chunks`` table.
+"""The ``ingest_and_segment`` flow: sources → ``documents`` → ``sections`` → ``doc_context`` → ``chunks``.
 
 Orchestration only. The pipeline is :data:`INGEST_PIPELINE`; each entry's task calls a stage
-runner in ``tasks/`` (``run_documents`` beside ``build_documents``, ``run_chunks`` beside
-``build_chunks``). Under Prefect each stage is cached on a content key — the source files'
-size and modification time for ingest, the documents table's bytes for segment — plus the
+runner in ``tasks/`` (``run_documents`` beside ``build_documents``, ``run_sections`` beside
+``sections_for``, ``run_doc_context`` beside ``build_doc_context``, ``run_chunks`` beside
+``build_chunks``). The ``sections`` and ``context`` stages run with ``segment`` (they shape the
+chunks: borders and AutoContext headers); with ``sections.strategy = none`` and headers off they
+are skipped (or empty the table an earlier run wrote). Under Prefect each stage is cached on a content key — the source files'
+size and modification time for ingest, the bytes of the tables a stage reads otherwise — plus the
 stage's config section and the code fingerprint of its runner modules
 (:func:`arborag.flows.stage.pipeline_fingerprint`). A cache hit counts only while the table it
 produced is still the one on disk.
@@ -39,6 +42,8 @@ from arborag.storage.lock import corpus_lock
 from arborag.tasks.chunks import chunks_fingerprint, run_chunks
 from arborag.tasks.context import StageContext, table_fingerprint
 from arborag.tasks.documents import discover_sources, run_documents
+from arborag.tasks.headers import run_doc_context
+from arborag.tasks.sections_stage import run_sections
 
 offline_env()  # Prefect reads its settings when imported
 from prefect import flow, task  # noqa: E402
@@ -49,11 +54,15 @@ FLOW_NAME = "ingest_and_segment"
 
 ingest_documents = task(name="ingest-documents", log_prints=False)(run_documents)
 segment_chunks = task(name="segment-chunks", log_prints=False)(run_chunks)
+section_documents = task(name="sections", log_prints=False)(run_sections)
+document_context = task(name="context", log_prints=False)(run_doc_context)
 
-# table reads/writes can fail transiently on network file systems
+# table reads/writes can fail transiently on network file systems; LLM calls retry in the client
 INGEST = Stage("ingest", ingest_documents, retries=2)
+SECTIONS = Stage("sections", section_documents, retries=1)
+CONTEXT = Stage("context", document_context, retries=1)
 SEGMENT = Stage("segment", segment_chunks, retries=1)
-INGEST_PIPELINE: tuple[Stage, ...] = (INGEST, SEGMENT)
+INGEST_PIPELINE: tuple[Stage, ...] = (INGEST, SECTIONS, CONTEXT, SEGMENT)
 
 
 def discover(ctx: StageContext, sources: Sequence[str]) -> list[str]:
@@ -79,16 +88,57 @@ def ingest_stage(ctx: StageContext, files: list[str], *, use_prefect: bool) -> t
     return (cached_ingest_summary(summary) if cached else summary), cached
 
 
+def _llm_config(ctx: StageContext) -> dict[str, Any]:
+    """The LLM settings that change what the sections/context stages produce."""
+    return {k: v for k, v in ctx.config.summarize.model_dump(mode="json").items() if k in ("base_url", "llm_model")}
+
+
+def table_stage(ctx: StageContext, stage: Stage, table: str, inputs: Sequence[str], cfg: Any, *, use_prefect: bool) -> tuple[dict[str, Any], bool]:
+    """Run a stage that rewrites one working ``table`` from ``inputs`` tables (keyed on their bytes + ``cfg``)."""
+    fps = [table_fingerprint(ctx.corpus.table_path(name)) for name in inputs]
+    key = hash_json([stage.name, str(ctx.corpus.root), fps, cfg, pipeline_fingerprint((stage,))])
+    path = ctx.corpus.table_path(table)
+    summary, cached = run_stage(
+        ctx, stage, use_prefect=use_prefect, cache_key=key,
+        done=lambda s: s is not None and s.get("fingerprint") == table_fingerprint(path),
+    )
+    return ({**summary, "written": False} if cached else summary), cached
+
+
+def sections_stage(ctx: StageContext, *, use_prefect: bool) -> tuple[dict[str, Any], bool]:
+    """Run the ``sections`` stage over the ok documents."""
+    cfg = [ctx.config.sections.model_dump(mode="json"), ctx.config.context.llm, _llm_config(ctx)]
+    return table_stage(ctx, SECTIONS, "sections", ["documents"], cfg, use_prefect=use_prefect)
+
+
+def context_stage(ctx: StageContext, *, use_prefect: bool) -> tuple[dict[str, Any], bool]:
+    """Run the ``context`` stage (document titles and summaries for the chunk headers)."""
+    from arborag.tasks.headers import headers_enabled
+
+    cfg = [ctx.config.context.model_dump(mode="json"), headers_enabled(ctx.config), _llm_config(ctx)]
+    return table_stage(ctx, CONTEXT, "doc_context", ["documents"], cfg, use_prefect=use_prefect)
+
+
 def segment_stage(ctx: StageContext, strategy: str, *, use_prefect: bool) -> tuple[dict[str, Any], bool]:
-    """Run the ``segment`` stage with ``strategy`` over the ok documents."""
-    cfg = ctx.config.segment.model_dump(mode="json")
-    docs = table_fingerprint(ctx.corpus.table_path("documents"))
+    """Run the ``segment`` stage with ``strategy`` over the ok documents (inside their sections, with headers)."""
+    from arborag.tasks.headers import headers_enabled
+
+    cfg = [ctx.config.segment.model_dump(mode="json"), ctx.config.sections.strategy, headers_enabled(ctx.config)]
+    docs = [table_fingerprint(ctx.corpus.table_path(name)) for name in ("documents", "sections", "doc_context")]
     key = hash_json(["segment", str(ctx.corpus.root), docs, cfg, strategy, pipeline_fingerprint((SEGMENT,))])
     summary, cached = run_stage(
         ctx, SEGMENT, use_prefect=use_prefect, cache_key=key, strategy=strategy,
         done=lambda s: s is not None and s.get("fingerprint") == chunks_fingerprint(ctx.corpus.read("chunks"), strategy),
     )
     return ({**summary, "written": False} if cached else summary), cached
+
+
+def _wanted(ctx: StageContext, table: str) -> bool:
+    """Run the sections/context stage when it is on, or to empty the table it wrote when it was."""
+    from arborag.tasks.headers import headers_enabled
+
+    on = ctx.config.sections.strategy != "none" if table == "sections" else headers_enabled(ctx.config)
+    return on or ctx.corpus.table_path(table).exists()
 
 
 def run_ingest_stages(
@@ -101,6 +151,10 @@ def run_ingest_stages(
     for stage in INGEST_PIPELINE:
         if stage is INGEST and files is not None:
             summary, cached = ingest_stage(ctx, files, use_prefect=use_prefect)
+        elif stage is SECTIONS and strategy is not None and _wanted(ctx, "sections"):
+            summary, cached = sections_stage(ctx, use_prefect=use_prefect)
+        elif stage is CONTEXT and strategy is not None and _wanted(ctx, "doc_context"):
+            summary, cached = context_stage(ctx, use_prefect=use_prefect)
         elif stage is SEGMENT and strategy is not None:
             summary, cached = segment_stage(ctx, strategy, use_prefect=use_prefect)
         else:

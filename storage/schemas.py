@@ -9,7 +9,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 __all__ = [
-    "SCHEMAS", "DOCUMENTS", "SECTIONS", "CHUNKS", "NODES", "EDGES", "RUNS", "QUERIES", "EMBEDDING_DIM",
+    "SCHEMAS", "DOCUMENTS", "SECTIONS", "DOC_CONTEXT", "CHUNKS", "NODES", "EDGES", "RUNS", "QUERIES", "EMBEDDING_DIM",
     "EVIDENCE", "HITS", "RESULTS", "EVAL_SCHEMAS",
 ]
 
@@ -41,6 +41,19 @@ SECTIONS = pa.schema(
         pa.field("end_line", pa.int32()),
         pa.field("title", pa.string()),
         pa.field("summary", pa.string()),
+        pa.field("start_char", pa.int64()),  # the sections of a document tile [0, n_chars) exactly
+        pa.field("end_char", pa.int64()),
+        pa.field("strategy", pa.string()),  # structural | semantic
+    ]
+)
+
+# AutoContext (SPEC §4): one row per document whose chunks carry headers.
+DOC_CONTEXT = pa.schema(
+    [
+        pa.field("doc_id", pa.string(), nullable=False),
+        pa.field("title", pa.string()),
+        pa.field("title_source", pa.string()),  # metadata | heading | llm | fallback
+        pa.field("summary", pa.string()),  # "This document is about: ..." (may be empty)
     ]
 )
 
@@ -111,6 +124,7 @@ QUERIES = pa.schema(
 SCHEMAS: dict[str, pa.Schema] = {
     "documents": DOCUMENTS,
     "sections": SECTIONS,
+    "doc_context": DOC_CONTEXT,
     "chunks": CHUNKS,
     "nodes": NODES,
     "edges": EDGES,

@@ -85,8 +85,10 @@ __all__ = [
     "params_hash",
     "run_chunks",
     "segment_offsets",
+    "section_spans",
     "segment_text",
     "strategy_params",
+    "with_headers",
 ]
 
 STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
@@ -230,6 +232,46 @@ def segment_text(
     return segment_offsets(text, starts, ends, strategy, cfg)
 
 
+def _sections_by_doc(sections: pa.Table | None) -> dict[str, tuple[list[str], np.ndarray, np.ndarray]]:
+    """doc_id -> (section ids, start chars, end chars), sorted by start."""
+    if sections is None or sections.num_rows == 0:
+        return {}
+    df = frame(sections.select(["doc_id", "section_id", "start_char", "end_char"])).sort(["doc_id", "start_char"])
+    out: dict[str, tuple[list[str], np.ndarray, np.ndarray]] = {}
+    for (doc_id,), part in df.group_by(["doc_id"], maintain_order=True):
+        out[str(doc_id)] = (part["section_id"].to_list(), part["start_char"].to_numpy(), part["end_char"].to_numpy())
+    return out
+
+
+def section_spans(
+    text: str, starts: IntArray, ends: IntArray, strategy: Strategy, cfg: SegmentConfig,
+    bounds: tuple[list[str], np.ndarray, np.ndarray] | None,
+) -> list[tuple[Span, str | None]]:
+    """``(span, section_id)`` of one document: inside each section when ``cfg.within_sections``
+    (a section is segmented like a document of its own; spans shifted back), else over the whole
+    text with each span given the section its start falls in. ``bounds=None``: no sections."""
+    if bounds is None:
+        return [(sp, None) for sp in segment_offsets(text, starts, ends, strategy, cfg)]
+    ids, a_chars, b_chars = bounds
+    starts = np.asarray(starts, dtype=np.int64)
+    ends = np.asarray(ends, dtype=np.int64)
+    if not cfg.within_sections:
+        spans = segment_offsets(text, starts, ends, strategy, cfg)
+        where = np.searchsorted(a_chars, np.fromiter((sp.start for sp in spans), dtype=np.int64, count=len(spans)), side="right") - 1
+        return [(sp, ids[max(int(k), 0)]) for sp, k in zip(spans, where)]
+    out: list[tuple[Span, str | None]] = []
+    lo = np.searchsorted(starts, a_chars, side="left")
+    hi = np.searchsorted(starts, b_chars, side="left")
+    for sid, a, b, i0, i1 in zip(ids, a_chars.tolist(), b_chars.tolist(), lo.tolist(), hi.tolist()):
+        if i1 <= i0:
+            continue  # a section with no tokens (blank lines) holds no chunk
+        sub_s = starts[i0:i1] - a
+        sub_e = np.minimum(ends[i0:i1], b) - a
+        for sp in segment_offsets(text[a:b], sub_s, sub_e, strategy, cfg):
+            out.append((Span(sp.start + a, sp.end + a, sp.n_tokens), sid))
+    return out
+
+
 def build_chunks(
     documents: pa.Table,
     cfg: SegmentConfig,
@@ -237,12 +279,17 @@ def build_chunks(
     strategy: Strategy | None = None,
     tokenizer: Tokenizer | None = None,
     progress: Callable[[int], None] | None = None,
+    sections: pa.Table | None = None,
 ) -> pa.Table:
     """The CHUNKS table of every ``status == "ok"`` document of a DOCUMENTS table.
 
     ``strategy`` defaults to ``cfg.strategy``. ``chunk_id = short_id(doc_id, strategy,
     params_hash, start, end)`` (so changing a window changes the ids); ``ordinal`` counts from
-    0 per document; ``text == doc.text[start:end]``; ``header = ""``; ``section_id = None``.
+    0 per document; ``text == doc.text[start:end]``; ``header = ""``. Without ``sections`` (a
+    SECTIONS table) ``section_id = None`` and the ids are what they always were; with sections
+    every chunk carries the ``section_id`` it lies in, and with ``cfg.within_sections`` (the
+    default) no chunk crosses a section border (the sections strategy then enters the params
+    hash, so those ids differ). A document without sections rows is segmented whole.
     Rows with another status (errors) are skipped. ``progress(n)`` receives the number of
     documents (skipped ones included) handled since its previous call; the calls sum to the
     number of rows.
@@ -251,6 +298,10 @@ def build_chunks(
     check_params(strat, cfg)
     tok = tokenizer or get_tokenizer()
     phash = params_hash(strat, cfg, tok)
+    by_doc = _sections_by_doc(sections)
+    if by_doc and cfg.within_sections:
+        kinds = sorted({str(k) for k in sections.column("strategy").to_pylist()}) if sections is not None else []
+        phash = hash_json({"params": phash, "within_sections": kinds})
     docs = conform("documents", documents)
     cols: dict[str, list[Any]] = {name: [] for name in CHUNKS.names}
     pending = 0
@@ -258,10 +309,12 @@ def build_chunks(
         part = docs.slice(start, _SLICE_ROWS).select(["doc_id", "status", "text"])
         ok = part.filter(pc.and_(pc.equal(part.column("status"), "ok"), pc.greater(pc.binary_length(part.column("text")), 0)))
         for doc_id, text in zip(ok.column("doc_id").to_pylist(), ok.column("text").to_pylist(), strict=True):
-            for ordinal, span in enumerate(segment_text(text, strat, cfg, tokenizer=tok)):
+            t_starts, t_ends = tok.offsets(text)
+            pairs = section_spans(text, t_starts, t_ends, strat, cfg, by_doc.get(doc_id))
+            for ordinal, (span, section_id) in enumerate(pairs):
                 cols["chunk_id"].append(short_id(doc_id, strat, phash, span.start, span.end))
                 cols["doc_id"].append(doc_id)
-                cols["section_id"].append(None)
+                cols["section_id"].append(section_id)
                 cols["ordinal"].append(ordinal)
                 cols["start_char"].append(span.start)
                 cols["end_char"].append(span.end)
@@ -282,22 +335,45 @@ def build_chunks(
 # Stage runner
 # ---------------------------------------------------------------------------------------------
 def chunks_fingerprint(chunks: pa.Table, strategy: str) -> str:
-    """Hash of the chunk ids of one strategy (ids hash doc, strategy, params and span)."""
-    ids = frame(chunks.select(["strategy", "chunk_id"])).filter(pl.col("strategy") == strategy).select(pl.col("chunk_id").sort())
-    return hash_string_columns(ids.to_arrow(), ["chunk_id"])
+    """Hash of the chunk ids and headers of one strategy (ids hash doc, strategy, params and
+    span; headers are what the segment stage adds besides)."""
+    rows = frame(chunks.select(["strategy", "chunk_id", "header"])).filter(pl.col("strategy") == strategy)
+    rows = rows.select(["chunk_id", pl.col("header").fill_null("")]).sort("chunk_id")
+    return hash_string_columns(rows.to_arrow(), ["chunk_id", "header"])
+
+
+def with_headers(chunks: pa.Table, doc_context: pa.Table, sections: pa.Table | None) -> pa.Table:
+    """``chunks`` with its ``header`` column composed (SPEC §4 template) from the documents'
+    titles and summaries (a DOC_CONTEXT table) and the chunks' sections (titles, summaries)."""
+    from arborag.tasks.headers import chunk_headers
+
+    if chunks.num_rows == 0:
+        return chunks
+    headers = chunk_headers(chunks, doc_context, sections)
+    return chunks.set_column(chunks.schema.get_field_index("header"), chunks.schema.field("header"), headers)
 
 
 def run_chunks(ctx: StageContext, strategy: str) -> dict[str, Any]:
     """Segment the ok documents with ``strategy``; replace that strategy's rows of ``chunks``.
 
-    The other strategies' rows stay; the table is sorted by (strategy, doc_id, ordinal) and
-    written only when it changed (a no-op run leaves the file untouched).
+    With ``sections.strategy`` other than ``none`` the ``sections`` table is read and chunks
+    carry their ``section_id`` (inside sections unless ``segment.within_sections`` is off); with
+    headers on (:func:`arborag.tasks.headers.headers_enabled`) the ``header`` column is composed
+    from ``doc_context`` and ``sections``. The other strategies' rows stay; the table is sorted
+    by (strategy, doc_id, ordinal) and written only when it changed (a no-op run leaves the
+    file untouched).
     """
+    from arborag.tasks.headers import headers_enabled
+
     corpus = ctx.corpus
     docs = frame(corpus.read("documents")).filter(pl.col("status") == "ok")
     existing = corpus.read("chunks")
+    sections = corpus.read("sections") if ctx.config.sections.strategy != "none" else None
     with progress_bar(f"segment ({strategy})", docs.height, enabled=ctx.progress) as advance:
-        new = build_chunks(to_table(docs, "documents"), ctx.config.segment, strategy=strategy, progress=advance)  # type: ignore[arg-type]
+        new = build_chunks(to_table(docs, "documents"), ctx.config.segment, strategy=strategy, progress=advance,  # type: ignore[arg-type]
+                           sections=sections)
+    if headers_enabled(ctx.config):
+        new = with_headers(new, corpus.read("doc_context"), sections)
     merged = (
         pl.concat([frame(existing).filter(pl.col("strategy") != strategy), frame(new)], how="vertical_relaxed")
         .sort(["strategy", "doc_id", "ordinal"], maintain_order=True)

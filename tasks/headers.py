@@ -30,12 +30,20 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from arborag.errors import ArboragError
+from arborag.errors import ArboragError, ConfigError
 from arborag.tasks.sections_semantic import Complete
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from arborag.config import ArboragConfig
+    from arborag.tasks.context import StageContext
 
 __all__ = [
     "DOC_PART",
@@ -44,7 +52,11 @@ __all__ = [
     "SECTION_PART",
     "SECTION_SUMMARY_PREFIX",
     "HeaderStats",
+    "build_doc_context",
     "chunk_headers",
+    "headers_enabled",
+    "llm_complete",
+    "run_doc_context",
     "compose_header",
     "document_summary",
     "document_title",
@@ -114,7 +126,7 @@ def document_title(
     """``(title, source)`` with source ``metadata`` | ``heading`` | ``llm`` | ``fallback``."""
     stem = PurePosixPath(uri.rstrip("/")).stem if uri else ""
     meta = (metadata_title or "").strip()
-    if meta and meta != stem:
+    if meta and meta != stem and any(ch.isalpha() for ch in meta):  # not the file name, not an accession number
         return meta, "metadata"
     head = truncate(text, max_tokens)
     if m := _ATX.search(head):
@@ -127,7 +139,8 @@ def document_title(
 
 
 # -- summaries --------------------------------------------------------------------------------
-_SENTENCE = re.compile(r"[^.!?。！？]+[.!?。！？]+[\"'”’)\]]*|[^.!?。！？]+$")
+# a sentence ends at . ! ? (+ closing quotes/brackets) before whitespace, or at a CJK stop: "$3.2" is not cut
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[.!?][\"'”’)\]])\s+|(?<=[。！？])")
 
 
 def lead_summary(text: str, *, title: str = "", max_chars: int = 240) -> str:
@@ -146,11 +159,13 @@ def lead_summary(text: str, *, title: str = "", max_chars: int = 240) -> str:
             break
     flat = " ".join(body or skipped[:1])
     out = ""
-    for m in _SENTENCE.finditer(flat):
-        sent = m.group().strip()
+    for piece in _SENTENCE_END.split(flat):
+        sent = piece.strip()
+        if not sent:
+            continue
         if out and len(out) + 1 + len(sent) > max_chars:
             break
-        out = f"{out} {sent}".strip()
+        out = f"{out}{'' if out.endswith(('。', '！', '？')) else ' '}{sent}".strip()
     if len(out) > max_chars:
         out = out[:max_chars].rsplit(" ", 1)[0] + "…"
     return out
@@ -235,3 +250,80 @@ def chunk_headers(chunks: pa.Table, documents: pa.Table, sections: pa.Table | No
     header = pl.concat_str([doc, sec], separator="\n\n", ignore_nulls=True).fill_null("")
     out = frame.sort("_row").select(header.alias("header"))
     return out.to_arrow().column("header").combine_chunks().cast(pa.string())
+
+
+# -- the doc_context table and its stage ------------------------------------------------------
+def headers_enabled(config: "ArboragConfig") -> bool:
+    """``context.headers``, where None means: on exactly when sections are on."""
+    on = config.context.headers
+    return (config.sections.strategy != "none") if on is None else bool(on)
+
+
+def llm_complete(config: "ArboragConfig", cache_dir: "Path | None", *, why: str) -> Complete:
+    """A :class:`Complete` over the LLM of ``summarize.*`` (calls cached under ``cache_dir``).
+
+    Raises ConfigError when no endpoint is configured (``why`` says which setting asked for it).
+    """
+    cfg = config.summarize
+    if not cfg.base_url:
+        raise ConfigError(
+            f"{why} needs an LLM: set summarize.base_url (or ARBORAG_LLM_BASE_URL) to an OpenAI-compatible endpoint, "
+            "or use the offline default"
+        )
+    from arborag.llm import LLMClient
+
+    client = LLMClient.from_config(cfg, cache_dir=cache_dir)
+
+    def complete(prompt: str, /, *, max_tokens: int) -> str:
+        return client.complete([{"role": "user", "content": prompt}], max_tokens=max_tokens).text
+
+    return complete
+
+
+def _head(text: str, max_tokens: int) -> str:
+    """A character prefix long enough to hold ``max_tokens`` tokens (tokenizing 5 MB to keep 8k tokens is waste)."""
+    return text[: max_tokens * 12]
+
+
+def build_doc_context(
+    documents: pa.Table,
+    *,
+    complete: Complete | None = None,
+    title_tokens: int = 4000,
+    summary_tokens: int = 8000,
+    stats: HeaderStats | None = None,
+) -> pa.Table:
+    """One ``doc_context`` row (doc_id, title, title_source, summary) per ``ok`` document of a
+    DOCUMENTS table: :func:`document_title` and :func:`document_summary` (LLM when ``complete``)."""
+    from arborag.storage.schemas import DOC_CONTEXT
+
+    docs = documents.filter(pc.equal(documents.column("status"), "ok")).select(["doc_id", "uri", "title", "text"])
+    rows: dict[str, list[Any]] = {n: [] for n in DOC_CONTEXT.names}
+    for doc_id, uri, meta_title, text in zip(*(docs.column(c).to_pylist() for c in ("doc_id", "uri", "title", "text"))):
+        text = text or ""
+        title, source = document_title(_head(text, title_tokens), metadata_title=meta_title, uri=uri, complete=complete,
+                                       max_tokens=title_tokens, stats=stats)
+        summary = document_summary(_head(text, summary_tokens), title=title, complete=complete, max_tokens=summary_tokens, stats=stats)
+        for name, value in zip(DOC_CONTEXT.names, (doc_id, title, source, summary)):
+            rows[name].append(value)
+    return pa.Table.from_pydict(rows, schema=DOC_CONTEXT)
+
+
+def run_doc_context(ctx: "StageContext") -> dict[str, Any]:
+    """Stage ``context``: the ``doc_context`` table (empty when headers are off)."""
+    from arborag.tasks.context import table_fingerprint
+
+    corpus = ctx.corpus
+    existing = corpus.read("doc_context")
+    stats = HeaderStats()
+    if headers_enabled(ctx.config):
+        complete = llm_complete(ctx.config, corpus.cache_dir / "llm", why="context.llm") if ctx.config.context.llm else None
+        table = build_doc_context(corpus.read("documents"), complete=complete, title_tokens=ctx.config.context.title_tokens,
+                                  summary_tokens=ctx.config.context.summary_tokens, stats=stats)
+    else:
+        table = existing.schema.empty_table()
+    written = ctx.write_if_changed("doc_context", table, existing)
+    summary = {"documents": table.num_rows, "llm_calls": stats.llm_calls, "llm_failures": stats.llm_failures,
+               "written": written, "fingerprint": table_fingerprint(corpus.table_path("doc_context"))}
+    ctx.counters.stages["context"] = summary
+    return summary

@@ -23,8 +23,15 @@ Headings from raw bytes are found in the text by their whitespace-normalized, ca
 before the first heading becomes its own section (titled by its first line) unless it is blank;
 a heading with no body merges into the next section (titles joined with " — ").
 
-The Arrow schema here, :data:`SECTIONS_SCHEMA`, is ``storage.schemas.SECTIONS`` plus
-``start_char``, ``end_char``, ``strategy``; it is local until it moves to ``storage/schemas.py``.
+Ingest records the headings of HTML, DOCX and PDF sources in ``documents.metadata``
+(``"headings": [[title, level, page], ...]``, page null except for PDF outlines), so the
+sectioner needs no source bytes; for a document ingested before that, the stage reads the
+source file again when it still exists.
+
+The rows are ``storage.schemas.SECTIONS`` (:data:`SECTIONS_SCHEMA` is the same object).
+:func:`run_sections` is the ``sections`` stage: ``sections.strategy`` = ``none`` (empty table),
+``structural`` or ``semantic`` (the LLM of ``summarize.*``, :mod:`arborag.tasks.sections_semantic`),
+optionally with a summary per section (:func:`arborag.tasks.headers.section_summary`).
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ __all__ = [
     "Heading",
     "Section",
     "block_sections",
+    "block_title",
     "build_sections",
     "docx_headings",
     "html_headings",
@@ -61,10 +69,7 @@ __all__ = [
     "structural_sections",
 ]
 
-SECTIONS_SCHEMA = pa.schema(
-    list(SECTIONS)
-    + [pa.field("start_char", pa.int64()), pa.field("end_char", pa.int64()), pa.field("strategy", pa.string())]
-)
+SECTIONS_SCHEMA = SECTIONS  # one schema, in storage/schemas.py
 MAX_TITLE_CHARS = 100
 
 
@@ -258,8 +263,30 @@ def _pdf_to_headings(text: str, entries: list[tuple[str, int, int]], page_starts
 
 
 # -- blocks fallback --------------------------------------------------------------------------
+def _heading_like(line: str) -> bool:
+    """A short line that reads like a heading: starts with a capital, mostly letters, at most
+    12 words, not ending like a sentence or a clause."""
+    t = line.strip()
+    if not (3 <= len(t) <= 80) or not t[0].isupper() or t[-1] in ".,;:" or len(t.split()) > 12:
+        return False
+    chars = [c for c in t if not c.isspace()]
+    return sum(c.isalpha() for c in chars) >= 0.6 * len(chars)
+
+
+def block_title(block: Sequence[str], *, look: int = 12) -> str:
+    """A block's title: its first Markdown heading; else, among its first ``look`` non-empty
+    lines, the first heading-like line of two or more words, else of one word; else its first line."""
+    md = next((m.group(2) for ln in block if (m := _ATX.match(ln))), None)
+    if md:
+        return md
+    lines = [ln for ln in block if ln.strip()][:look]
+    like = [ln for ln in lines if _heading_like(ln)]
+    return next((ln for ln in like if len(ln.split()) >= 2), like[0] if like else (lines[0] if lines else ""))
+
+
 def block_sections(text: str, *, target_chars: int = 4000) -> list[Section]:
-    """Blank-line blocks grouped until ``target_chars``; titled by first heading or first line."""
+    """Blank-line blocks grouped until ``target_chars`` (text with no blank lines: lines, cut once
+    a group reaches 1.5 x ``target_chars``); titled by :func:`block_title`."""
     lines = text.split("\n")
     heads: list[Heading] = []
     size, start, fresh = 0, 0, True
@@ -268,16 +295,14 @@ def block_sections(text: str, *, target_chars: int = 4000) -> list[Section]:
             start, fresh = i, False
         size += len(line) + 1
         boundary = not line.strip() or i == len(lines) - 1
-        if boundary and size >= target_chars and not fresh:
+        if not fresh and ((boundary and size >= target_chars) or size >= 1.5 * target_chars):
             heads.append(Heading(start, "", 1))
             size, fresh = 0, True
     group_starts = [h.line for h in heads] or [0]
     titled: list[Heading] = []
     for k, a in enumerate(group_starts):
         b = group_starts[k + 1] if k + 1 < len(group_starts) else len(lines)
-        block = lines[a:b]
-        md = next((m.group(2) for ln in block if (m := _ATX.match(ln))), None)
-        titled.append(Heading(0 if k == 0 else a, md or next((ln for ln in block if ln.strip()), ""), 1))
+        titled.append(Heading(0 if k == 0 else a, block_title(lines[a:b]), 1))
     return sections_from_headings(text, titled)
 
 
@@ -286,7 +311,10 @@ def structural_sections(doc: DocInput, *, target_chars: int = 4000) -> list[Sect
     """Sections of one document from its own structure (see the module docs)."""
     text, mime, raw = doc.text, (doc.mime or ""), doc.raw
     heads: list[Heading] = []
-    if raw is not None and mime == "application/pdf":
+    recorded = (doc.metadata or {}).get("headings")
+    if isinstance(recorded, list) and recorded and raw is None:
+        heads = _recorded_headings(text, recorded, mime, (doc.metadata or {}).get("page_starts"))
+    elif raw is not None and mime == "application/pdf":
         heads = _pdf_to_headings(text, pdf_headings(raw), (doc.metadata or {}).get("page_starts"))
     elif raw is not None and mime.endswith("wordprocessingml.document"):
         heads = locate_headings(text, docx_headings(raw))
@@ -297,6 +325,14 @@ def structural_sections(doc: DocInput, *, target_chars: int = 4000) -> list[Sect
     if len(heads) < 2:
         return block_sections(text, target_chars=target_chars)
     return sections_from_headings(text, heads)
+
+
+def _recorded_headings(text: str, recorded: list[Any], mime: str, page_starts: Sequence[int] | None) -> list[Heading]:
+    """Headings recorded at ingest (``[title, level, page]``) located in the text."""
+    rows = [(str(r[0]), int(r[1]), r[2] if len(r) > 2 else None) for r in recorded if isinstance(r, list) and len(r) >= 2]
+    if mime == "application/pdf" and rows and all(isinstance(p, int) for _, _, p in rows):
+        return _pdf_to_headings(text, [(t, lvl, int(p)) for t, lvl, p in rows], page_starts)
+    return locate_headings(text, [(t, lvl) for t, lvl, _ in rows])
 
 
 def build_sections(

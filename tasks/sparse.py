@@ -2,6 +2,9 @@
 
 Built under ``sparse.partial`` and renamed on success, so its existence means "done": a build
 that failed here (say, Elasticsearch was down) resumes at this stage.
+
+A leaf is indexed with its AutoContext header in front of its text (SPEC §4: the header is
+indexed with the chunk); the node text returned by a search stays the chunk text.
 """
 
 from __future__ import annotations
@@ -9,13 +12,30 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
+import pyarrow as pa
+
 from arborag.storage.tables import read_table
 from arborag.tasks.context import StageContext
-from arborag.tasks.leaves import snapshot_id_for
+from arborag.tasks.leaves import load_leaves, snapshot_id_for
 
-__all__ = ["OUTPUTS", "run_sparse"]
+__all__ = ["OUTPUTS", "run_sparse", "with_leaf_headers"]
 
 OUTPUTS = ("sparse",)
+
+
+def with_leaf_headers(nodes: pa.Table, leaves: pa.Table) -> pa.Table:
+    """``nodes`` plus a ``header`` column: the leaf's chunk header (by ``node_id = chunk_id``),
+    null for summary nodes and leaves without one. Row order is kept."""
+    import polars as pl
+
+    if "header" not in leaves.column_names or leaves.num_rows == 0:
+        return nodes
+    heads = pl.from_arrow(leaves.select(["chunk_id", "header"])).filter(pl.col("header").is_not_null() & (pl.col("header") != ""))
+    if heads.height == 0:
+        return nodes
+    ids = pl.from_arrow(nodes.select(["node_id"])).with_row_index("_row")
+    joined = ids.join(heads.unique("chunk_id", keep="first").rename({"chunk_id": "node_id"}), on="node_id", how="left").sort("_row")
+    return nodes.append_column("header", joined["header"].to_arrow().cast(pa.string()))
 
 
 def run_sparse(ctx: StageContext, key: str) -> dict[str, Any]:
@@ -23,7 +43,7 @@ def run_sparse(ctx: StageContext, key: str) -> dict[str, Any]:
     from arborag.storage.sparse import build_sparse_index  # looked up per call (tests stand in for it)
 
     stage_dir = ctx.staging_dir(key)
-    nodes = read_table("nodes", stage_dir / "nodes.parquet", missing_ok=False)
+    nodes = with_leaf_headers(read_table("nodes", stage_dir / "nodes.parquet", missing_ok=False), load_leaves(ctx))
     out, tmp = stage_dir / OUTPUTS[0], stage_dir / "sparse.partial"
     for d in (out, tmp):
         if d.exists():

@@ -34,6 +34,7 @@ def read_html(src: SourceFile, raw: bytes) -> Extracted:
     title = good_title(title_tag.get_text()) if title_tag else None
     if title is None and (h1 := soup.find("h1")) is not None:
         title = good_title(h1.get_text())
+    headings = [[" ".join(h.get_text(" ").split()), int(h.name[1]), None] for h in soup.find_all(["h1", "h2", "h3", "h4", "h5", "h6"])]
     for tag in soup(_HTML_DROP):
         tag.decompose()
     for br in soup.find_all("br"):
@@ -47,6 +48,7 @@ def read_html(src: SourceFile, raw: bytes) -> Extracted:
         tag.insert_before("\n\n")
         tag.insert_after("\n\n")
     body = normalize_text(soup.get_text())
+    meta = {**meta, "headings": [h for h in headings if h[0]]}  # for the structural sectioner
     return Extracted(src.uri, body, title or src.path.stem, MIME_TYPES[".html"], meta, tuple(warnings))
 
 
@@ -65,6 +67,7 @@ def read_pdf(src: SourceFile, raw: bytes) -> Extracted:
         pages = [normalize_text(page.extract_text() or "") for page in reader.pages]
         info = reader.metadata
         title = good_title(info.get("/Title")) if info else None
+        outline = _pdf_outline(reader)
     except IngestError:
         raise
     except Exception as exc:  # pypdf signals broken files with many exception types
@@ -75,7 +78,7 @@ def read_pdf(src: SourceFile, raw: bytes) -> Extracted:
             text += "\n\n"
         starts.append(len(text))
         text += page_text
-    meta: dict[str, Any] = {"n_pages": len(pages), "page_starts": starts}
+    meta: dict[str, Any] = {"n_pages": len(pages), "page_starts": starts, "headings": outline}
     if not text.strip():
         raise IngestError(src.uri, "no extractable text (a scanned or image-only PDF? OCR is not supported)")
     return Extracted(src.uri, text, title or src.path.stem, MIME_TYPES[".pdf"], meta)
@@ -89,10 +92,14 @@ def read_docx(src: SourceFile, raw: bytes) -> Extracted:
 
         doc = Document(io.BytesIO(raw))
         parts: list[str] = []
+        headings: list[list[Any]] = []
         n_tables = 0
         for block in doc.iter_inner_content():
             if isinstance(block, Paragraph):
                 parts.append(block.text)
+                level = _docx_heading_level(block)
+                if level is not None and block.text.strip():
+                    headings.append([" ".join(block.text.split()), level, None])
             elif isinstance(block, Table):
                 n_tables += 1
                 parts.append("")
@@ -109,4 +116,35 @@ def read_docx(src: SourceFile, raw: bytes) -> Extracted:
     except Exception as exc:  # zipfile, lxml and python-docx errors all mean a broken file
         raise IngestError(src.uri, f"not a readable DOCX file ({type(exc).__name__}: {exc})") from None
     text = normalize_text("\n".join(parts))
-    return Extracted(src.uri, text, title or src.path.stem, MIME_TYPES[".docx"], {"n_tables": n_tables})
+    return Extracted(src.uri, text, title or src.path.stem, MIME_TYPES[".docx"], {"n_tables": n_tables, "headings": headings})
+
+
+def _docx_heading_level(paragraph: Any) -> int | None:
+    """0 for a ``Title`` paragraph, N for ``Heading N``, else None."""
+    style = (paragraph.style.name if paragraph.style is not None else "") or ""
+    if style == "Title":
+        return 0
+    m = re.fullmatch(r"Heading (\d)", style)
+    return int(m.group(1)) if m else None
+
+
+def _pdf_outline(reader: Any) -> list[list[Any]]:
+    """``[title, level, page_index]`` of every outline (bookmark) entry, in outline order; a
+    broken outline is no outline (the sectioner falls back to blocks)."""
+    out: list[list[Any]] = []
+
+    def walk(items: list[Any], level: int) -> None:
+        for item in items:
+            if isinstance(item, list):
+                walk(item, level + 1)
+                continue
+            page = reader.get_destination_page_number(item)
+            title = " ".join(str(getattr(item, "title", "") or "").split())
+            if title and page is not None and page >= 0:
+                out.append([title, level, int(page)])
+
+    try:
+        walk(list(reader.outline), 1)
+    except Exception:  # pypdf raises many types for malformed outlines
+        return []
+    return out

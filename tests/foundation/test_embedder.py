@@ -22,8 +22,10 @@ def embedders() -> dict[str, Embedder]:
 
 def test_model_id_and_dim_without_loading():
     e = Embedder(EmbedConfig())
-    assert e.model_id == "all-MiniLM-L6-v2@bfloat16"
-    assert Embedder(EmbedConfig(dtype="float32")).model_id == "all-MiniLM-L6-v2@float32"
+    # the long-text policy is part of the id (mean of 256-token windows sharing 32 tokens)
+    assert e.model_id == "all-MiniLM-L6-v2@bfloat16+mean256o32"
+    assert Embedder(EmbedConfig(dtype="float32")).model_id == "all-MiniLM-L6-v2@float32+mean256o32"
+    assert Embedder(EmbedConfig(long_text="truncate")).model_id == "all-MiniLM-L6-v2@bfloat16"
     assert e.dim == 384 and not e.loaded
 
 
