@@ -27,7 +27,7 @@ from arborag.storage.vectors import write_vectors
 from arborag.tokenizer import count_tokens
 from tests.helpers_query import FakeQueryEmbedder, unit
 
-__all__ = ["D1_SPANS", "D1_TEXT", "D2_TEXT", "FakeQueryEmbedder", "publish_segments_snapshot"]
+__all__ = ["D1_SPANS", "D1_TEXT", "D2_TEXT", "FakeQueryEmbedder", "make_tiny_cross_encoder", "publish_segments_snapshot"]
 
 D1_TEXT = "".join(f"Sentence {i:02d} of the first document tells part {i}. " for i in range(12))
 D2_TEXT = "".join(f"Line {i} of document two is about beta things. " for i in range(4))
@@ -82,3 +82,23 @@ def publish_segments_snapshot(root: Path, *, headers: bool = True) -> Corpus:
     write_vectors(partial / "vectors.lance", node_table, np.stack(vecs))
     corpus.publish(partial, "seg1", {"build_key": "k", "corpus_name": "c"})
     return corpus
+
+
+def make_tiny_cross_encoder(directory: Path) -> Path:
+    """A **randomly initialised** 1-layer BERT with one output label and a tiny WordPiece vocab
+    (transformers ``BertConfig`` + ``BertForSequenceClassification``), saved as a local
+    cross-encoder directory. Nothing is downloaded; its scores mean nothing (plumbing tests only)."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    directory.mkdir(parents=True, exist_ok=True)
+    words = ["sentence", "of", "the", "first", "document", "tells", "part", "line", "two", "is", "about", "beta", "things",
+             "alpha", ".", "0", "1", "2", "3", "4"]
+    (directory / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
+    tok = BertTokenizerFast(vocab_file=str(directory / "vocab.txt"))
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=32, max_position_embeddings=128, num_labels=1)
+    BertForSequenceClassification(cfg).save_pretrained(directory)
+    tok.save_pretrained(directory)
+    return directory
