@@ -47,7 +47,8 @@ import numpy as np
 
 from arborag.errors import QueryError
 from arborag.query.level.high import HighLevelSearcher, fill_budget
-from arborag.query.level.llm import StepLLM, llm_from_config
+from arborag.llm.configured import llm_from_config
+from arborag.query.level.llm import StepLLM
 from arborag.query.level.searchers import DenseSearcher, SearchContext, SparseSearcher, WebSearcher
 from arborag.query.level.trace import LevelHits, LevelTrace
 
@@ -73,6 +74,17 @@ def _say_offline_once(text: str) -> None:
         log.warning(text)
 
 
+def _configured_llm(index):
+    """The configured endpoint's client, one per index (calls cached in ``<corpus>/cache/llm``,
+    like ``multi`` and ``ask``), or None."""
+    key = index.config.summarize.model_dump_json()
+    memo = getattr(index, "_level_llm", None)
+    if memo is None or memo[0] != key:
+        memo = (key, llm_from_config(index.config, cache_dir=index.corpus.cache_dir / "llm"))
+        index._level_llm = memo
+    return memo[1]
+
+
 def search(index, text: str, *, budget: int | None, k: int, levels: Sequence[int] | None,
            doc_ids: Sequence[str] | None, vector: np.ndarray | None, lucene: bool, **options: Any) -> LevelHits:
     """LevelRAG search of ``text``: hits best first (filled to ``budget`` tokens) with ``.trace``."""
@@ -89,7 +101,7 @@ def search(index, text: str, *, budget: int | None, k: int, levels: Sequence[int
 
     llm = options.get("llm")
     if llm is None:
-        llm = llm_from_config(index.config)
+        llm = _configured_llm(index)
     elif llm is False:
         llm = None
     if llm is None:
@@ -101,7 +113,7 @@ def search(index, text: str, *, budget: int | None, k: int, levels: Sequence[int
     if scope == "leaves":
         levels = [0] if levels is None else [lv for lv in levels if lv == 0]
     ctx = SearchContext(index, step, levels, doc_ids, candidates=int(opt["candidates"]), show=int(opt["show"]),
-                        rrf_k=int(index.config.query.rrf_k))
+                        rrf_k=int(index.config.query.rrf_k), question=text, question_vector=vector)
     names = list(opt["searchers"])
     searchers: list[Any] = []
     for name in names:

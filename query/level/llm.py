@@ -9,15 +9,14 @@ the client's retries (timeouts, 5xx), when the reply cannot be parsed, or when t
 unreachable — then :attr:`StepLLM.down` is set and every later step is skipped (the offline plan
 takes over). The caller decides the fallback of each step.
 
-:func:`llm_from_config` builds the client from the config (the endpoint of ``summarize.*``,
-i.e. ``ARBORAG_LLM_BASE_URL`` / ``ARBORAG_LLM_MODEL``); with none configured ``level`` runs its
-offline plan.
+The client itself comes from :func:`arborag.llm.configured.llm_from_config` (the endpoint of
+``summarize.*``, i.e. ``ARBORAG_LLM_BASE_URL`` / ``ARBORAG_LLM_MODEL``); with none configured
+``level`` runs its offline plan.
 """
 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import AliasChoices, Field, field_validator
@@ -27,11 +26,10 @@ from arborag.llm.structured import StructuredReply, numbered_lines, parse_reply
 from arborag.query.level.trace import LevelTrace, LLMCall
 
 if TYPE_CHECKING:
-    from arborag.config import ArboragConfig
     from arborag.llm.prompts import Prompt
     from arborag.llm.types import ChatLLM
 
-__all__ = ["DenseFeedback", "Passage", "SparseFeedback", "StepLLM", "Supplement", "TextReply", "llm_from_config"]
+__all__ = ["DenseFeedback", "Passage", "SparseFeedback", "StepLLM", "Supplement", "TextReply"]
 
 T = TypeVar("T", bound=StructuredReply)
 
@@ -193,20 +191,3 @@ class StepLLM:
         elif result.status != "ok":
             call.error = None if result.status.startswith("repaired") else result.status
         return result.value
-
-
-def llm_configured(config: ArboragConfig) -> bool:
-    """True when the config names an LLM endpoint (``summarize.base_url`` / ``ARBORAG_LLM_BASE_URL``,
-    or ``summarize.backend: openai``)."""
-    s = config.summarize
-    return bool(s.base_url) or s.backend == "openai"
-
-
-def llm_from_config(config: ArboragConfig, *, cache_dir: str | Path | None = None) -> ChatLLM | None:
-    """An :class:`~arborag.llm.LLMClient` for the configured endpoint, or None when none is
-    configured. Creating it contacts nothing (the first request does)."""
-    if not llm_configured(config):
-        return None
-    from arborag.llm import LLMClient
-
-    return LLMClient.from_config(config.summarize, cache_dir=cache_dir)

@@ -22,7 +22,7 @@ offline Lucene rewrite (:func:`offline_lucene`) and the dense searcher the sub-q
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Sequence
 
 from arborag.errors import BackendUnavailable, QueryError
@@ -63,7 +63,8 @@ class SearchContext:
     show: int = 4  # hits shown to the LLM for feedback
     show_words: int = 60  # words of each hit shown
     rrf_k: int = 60
-    extra: dict[str, Any] = field(default_factory=dict)
+    question: str = ""  # the user's question and its vector (precomputed by the caller, e.g. the evaluation)
+    question_vector: Any = None
 
     def context(self, hits: Sequence[Hit]) -> str:
         lines = []
@@ -195,7 +196,8 @@ class DenseSearcher:
         c = self.ctx
         att = Attempt(round=round_, query=text, syntax="text", action=action)
         run.attempts.append(att)
-        hits = c.index.search(text, mode="collapsed", budget=None, k=c.candidates, levels=c.levels, doc_ids=c.doc_ids)
+        vector = c.question_vector if text == c.question else None
+        hits = c.index.search(text, mode="collapsed", budget=None, k=c.candidates, levels=c.levels, doc_ids=c.doc_ids, vector=vector)
         att.hits = [(h.node_id, h.score) for h in hits]
         return hits
 

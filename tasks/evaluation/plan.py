@@ -11,6 +11,7 @@ One run compares retrieval *systems* (how the index is queried) and segmentation
 | traversal | traversal | all | RAPTOR tree traversal (top-k per level, root to leaves) |
 | hybrid | hybrid | all | dense + BM25 fused by reciprocal rank fusion |
 | multi | multi | all | the question + 3 variants (LLM, or RM3 feedback offline), each hybrid, fused by RRF |
+| level | level | all | LevelRAG: sub-questions, sparse Lucene rewrites + dense HyDE with feedback (LLM; offline plan without) |
 | segments | segments | [0] | dsRAG relevant segment extraction (balanced preset): contiguous runs of reranked leaves, stitched from the document |
 | segments-precision | segments | [0] | the same with the precision preset |
 | segments-find_all | segments | [0] | the same with the find_all preset |
@@ -45,7 +46,7 @@ __all__ = [
     "systems_by_strategy",
 ]
 
-SystemName = Literal["flat", "bm25", "collapsed", "traversal", "hybrid", "multi", "segments", "segments-precision", "segments-find_all", "rerank"]
+SystemName = Literal["flat", "bm25", "collapsed", "traversal", "hybrid", "multi", "segments", "segments-precision", "segments-find_all", "rerank", "level"]
 SYSTEM_NAMES: tuple[str, ...] = get_args(SystemName)
 STRATEGY_NAMES: tuple[str, ...] = get_args(Strategy)
 
@@ -74,6 +75,7 @@ SYSTEMS: dict[str, SystemSpec] = {
     "segments-precision": SystemSpec("segments-precision", "segments", (0,), "dsRAG RSE, precision preset", (("preset", "precision"),)),
     "segments-find_all": SystemSpec("segments-find_all", "segments", (0,), "dsRAG RSE, find_all preset", (("preset", "find_all"),)),
     "rerank": SystemSpec("rerank", "rerank", (0,), "leaves rescored by the configured reranker (rerank.kind), calibrated"),
+    "level": SystemSpec("level", "level", None, "LevelRAG searchers: sub-questions, Lucene rewrites + HyDE with feedback, RRF"),
 }
 BASELINE = "flat"
 
