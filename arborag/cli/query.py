@@ -31,6 +31,14 @@ class _Row:
     n_tokens: int
     doc_ids: tuple[str, ...]
     text: str
+    title: str | None = None  # a span of one document (``--mode segments``): its title and offsets
+    start_char: int | None = None
+    end_char: int | None = None
+
+
+def _span(h: _Row) -> dict[str, Any]:
+    """The span fields of a segment hit for JSON output (none for a single node)."""
+    return {} if h.start_char is None else {"title": h.title, "start_char": h.start_char, "end_char": h.end_char}
 
 
 def register(app: typer.Typer) -> None:
@@ -100,7 +108,8 @@ def register(app: typer.Typer) -> None:
 def _print(hits: list[_Row], titles: dict[str, str], *, mode: str, budget: int | None, as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps([
-            {"node_id": h.node_id, "level": h.level, "score": round(h.score, 6), "n_tokens": h.n_tokens, "doc_ids": list(h.doc_ids), "text": h.text}
+            {"node_id": h.node_id, "level": h.level, "score": round(h.score, 6), "n_tokens": h.n_tokens, "doc_ids": list(h.doc_ids),
+             **_span(h), "text": h.text}
             for h in hits
         ], ensure_ascii=False, indent=2))
         return
@@ -118,6 +127,8 @@ def _print(hits: list[_Row], titles: dict[str, str], *, mode: str, budget: int |
     t.add_column("text")
     for i, h in enumerate(hits, 1):
         src = ", ".join(titles.get(d, d[:8]) for d in h.doc_ids[:3]) + (" …" if len(h.doc_ids) > 3 else "")
+        if h.start_char is not None:  # a segment: the document's title and where the span lies in it
+            src = f"{h.title or src}\nchars {h.start_char:,}–{h.end_char:,}"
         text_ = h.text if len(h.text) <= 300 else h.text[:300] + " …"
         t.add_row(str(i), str(h.level), f"{h.score:.3f}", str(h.n_tokens), src, text_)
     console.print(t)
@@ -136,7 +147,8 @@ def _search_local(corpus: Path, cfg: Any, text: str, *, mode: str, budget: int |
         # SPEC §6: a malformed Lucene query is reported, then retried as a plain match
         err_console.print(f"[yellow]warning:[/] {exc}\nretrying as a plain match of the words")
         hits = index.search(text, mode=mode, budget=budget, k=k, levels=levels, lucene=False)  # type: ignore[arg-type]
-    rows = [_Row(h.node_id, h.level, h.score, h.n_tokens, tuple(h.doc_ids), h.text) for h in hits]
+    rows = [_Row(h.node_id, h.level, h.score, h.n_tokens, tuple(h.doc_ids), h.text,
+                 getattr(h, "title", None), getattr(h, "start_char", None), getattr(h, "end_char", None)) for h in hits]
     return rows, (_doc_titles(index) if want_titles else {}), getattr(hits, "trace", None)
 
 
@@ -199,7 +211,7 @@ def _print_json_with_trace(hits: list[_Row], trace: Any, *, mode: str) -> None:
     typer.echo(json.dumps({
         "mode": mode,
         "hits": [{"node_id": h.node_id, "level": h.level, "score": round(h.score, 6), "n_tokens": h.n_tokens,
-                  "doc_ids": list(h.doc_ids), "text": h.text} for h in hits],
+                  "doc_ids": list(h.doc_ids), **_span(h), "text": h.text} for h in hits],
         "trace": _trace_dict(trace),
     }, ensure_ascii=False, indent=2, default=str))
 
