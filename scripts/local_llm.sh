@@ -15,7 +15,8 @@
 #                                  (with more threads than idle cores llama.cpp slows down sharply)
 #   LLM_CTX=8192                   context size in tokens (prompt + reply must fit)
 #   LLM_BUILD_JOBS=1               parallel compile jobs for the build (MAKEFLAGS / CMAKE_BUILD_PARALLEL_LEVEL)
-#   LLM_CMAKE_ARGS=""              extra CMAKE_ARGS for llama.cpp (e.g. "-DGGML_NATIVE=ON")
+#   LLM_CMAKE_ARGS="-DLLAVA_BUILD=OFF"  CMAKE_ARGS for llama.cpp; the default skips the multimodal (llava/mtmd)
+#                                  library, ~50 of ~180 compiled files, that a text-only server never loads
 #   LLM_PYTHON=python3             interpreter used to create the venv
 set -euo pipefail
 
@@ -26,7 +27,7 @@ LLM_HOST=${LLM_HOST:-127.0.0.1}
 LLM_THREADS=${LLM_THREADS:-2}
 LLM_CTX=${LLM_CTX:-8192}
 LLM_BUILD_JOBS=${LLM_BUILD_JOBS:-1}
-LLM_CMAKE_ARGS=${LLM_CMAKE_ARGS:-}
+LLM_CMAKE_ARGS=${LLM_CMAKE_ARGS--DLLAVA_BUILD=OFF}
 LLM_PYTHON=${LLM_PYTHON:-python3}
 LLAMA_VERSION=${LLAMA_VERSION:-0.3.36}
 MODEL_FILE="$LLM_MODEL_DIR/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
