@@ -149,7 +149,11 @@ class SparseSearcher:
         plain = plain_query(query) or query
         retry = Attempt(round=round_, query=query, syntax="plain", action="retry-plain")
         run.attempts.append(retry)
-        hits = c.index.search(query, mode="sparse", lucene=False, budget=None, k=c.candidates, levels=c.levels, doc_ids=c.doc_ids)
+        try:
+            hits = c.index.search(query, mode="sparse", lucene=False, budget=None, k=c.candidates, levels=c.levels, doc_ids=c.doc_ids)
+        except QueryError as exc:  # e.g. more terms than the engine takes: nothing from this query
+            retry.error, retry.error_position = exc.reason, exc.position
+            return [], plain
         retry.hits = [(h.node_id, h.score) for h in hits]
         return hits, plain
 

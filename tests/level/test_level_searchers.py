@@ -244,3 +244,14 @@ def test_level_web_searcher_is_off_by_default_and_pluggable(level_index):
     broken = level_index.search(QUESTION, mode="level", budget=200, llm=False, web=FakeWeb(fail=True))
     run = broken.trace.sub_questions[0].runs[-1]
     assert run.searcher == "web" and "scripted outage" in run.attempts[0].error and broken
+
+
+def test_level_a_rewrite_the_engine_refuses_even_plain_yields_no_hits_not_a_crash(level_index):
+    from arborag.storage.lucene import MAX_CLAUSES
+
+    huge = " ".join(f"w{i}" for i in range(MAX_CLAUSES + 5)) + " (unclosed"
+    fake = RoutedFakeChat(_script(level_sparse_rewrite=[json.dumps({"query": huge})]))
+    hits = level_index.search(QUESTION, mode="level", budget=100, llm=fake)
+    bad, retry = hits.trace.sub_questions[0].runs[0].attempts[:2]
+    assert bad.error and retry.action == "retry-plain" and "terms" in retry.error and retry.hits == []
+    assert hits  # the dense searcher still found something
