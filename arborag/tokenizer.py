@@ -55,6 +55,10 @@ class Tokenizer:
         self._lock = threading.Lock()
         self.name = f"wordpiece:{self.path.parent.name}"
 
+    def __reduce__(self) -> tuple[type["Tokenizer"], tuple[Path]]:
+        """Pickles as its path (a Dask worker re-opens the tokenizer file; no lock travels)."""
+        return (Tokenizer, (self.path,))
+
     def offsets(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """Character (start, end) offsets of every token of ``text``, as int64 arrays."""
         if not text:

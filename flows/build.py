@@ -34,8 +34,8 @@ from typing import Any
 
 from arborag.config import ArboragConfig, load_config
 from arborag.env import offline_env
-from arborag.errors import IngestError
-from arborag.flows.common import config_overrides, current_flow_run_id, new_run_id, plain_json
+from arborag.errors import ConfigError, IngestError
+from arborag.flows.common import RUNNERS, config_overrides, current_flow_run_id, dask_task_runner, install_fanout, new_run_id, plain_json
 from arborag.flows.ingest import INGEST_PIPELINE, discover, run_ingest_stages
 from arborag.flows.stage import Stage, pipeline_fingerprint, record_run, run_stage
 from arborag.storage.corpus import Corpus
@@ -150,6 +150,7 @@ def build(
     dry_run: bool = False,
     progress: bool = False,
     lock_wait: bool = True,
+    runner: str = "local",
 ) -> dict[str, Any]:
     """Build (or update) the tree of ``corpus_dir``, ingesting ``sources`` first (None: none).
 
@@ -161,6 +162,8 @@ def build(
     with corpus_lock(corpus_dir, wait=lock_wait, purpose="build"):
         config = load_config(config_path, overrides=config_overrides)
         ctx = StageContext(Corpus(corpus_dir).ensure(), config, current_flow_run_id() or new_run_id(), progress=progress)
+        if runner == "dask":  # the flow runs on a DaskTaskRunner (run_build sets it): fan out
+            install_fanout(ctx)
         files = discover(ctx, sources) if sources else None
         return build_pipeline(ctx, files, use_prefect=True, dry_run=dry_run)
 
@@ -174,8 +177,16 @@ def run_build(
     dry_run: bool = False,
     progress: bool = True,
     lock_wait: bool = True,
+    runner: str = "local",
+    workers: int | None = None,
+    address: str | None = None,
 ) -> dict[str, Any]:
     """Run the build for ``sources`` into ``corpus_dir``; returns a small summary dict.
+
+    ``runner="dask"`` runs the flow on a ``prefect_dask.DaskTaskRunner`` — a ``LocalCluster`` of
+    ``workers`` processes on 127.0.0.1, or the scheduler at ``address`` — and fans the embedding
+    groups, summarization chunks and per-cluster local clusterings out as Prefect tasks; the
+    published snapshot is the same as the local runner's (same seed, same tree).
 
     ``use_prefect=False`` runs the same pipeline without an orchestrator (tests, notebooks);
     otherwise the :func:`build` flow runs in-process with ``config`` as JSON overrides.
@@ -184,15 +195,20 @@ def run_build(
     :class:`~arborag.errors.CorpusLockedError` at once instead).
     """
     t0 = time.perf_counter()
+    if runner not in RUNNERS:
+        raise ConfigError(f"unknown runner {runner!r}; use one of: {', '.join(RUNNERS)}")
+    if runner == "dask" and not use_prefect:
+        raise ConfigError("--runner dask runs through Prefect's DaskTaskRunner: drop --no-prefect")
     with corpus_lock(corpus_dir, wait=lock_wait, purpose="build"):
         ctx = StageContext(Corpus(corpus_dir).ensure(), config, new_run_id(), progress=progress)
         files = discover(ctx, [str(s) for s in sources]) if sources else None
         if not use_prefect:
             out = build_pipeline(ctx, files, use_prefect=False, dry_run=dry_run)
         else:
-            out = plain_json(build(
+            flow_fn = build if runner == "local" else build.with_options(task_runner=dask_task_runner(workers=workers, address=address))
+            out = plain_json(flow_fn(
                 corpus_dir=str(ctx.corpus.root), sources=files, config_overrides=config_overrides(config),
-                dry_run=dry_run, progress=progress,
+                dry_run=dry_run, progress=progress, runner=runner,
             ))
     out["seconds"] = round(time.perf_counter() - t0, 2)
     return out

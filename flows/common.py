@@ -23,7 +23,8 @@ import importlib.util
 import json
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from functools import lru_cache
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -43,10 +44,13 @@ __all__ = [
     "config_overrides",
     "code_fingerprint",
     "current_flow_run_id",
+    "dask_task_runner",
+    "install_fanout",
     "file_fingerprint",
     "new_run_id",
     "plain_json",
     "prefect_env_defaults",
+    "prefect_map",
     "results_dir",
     "stat_fingerprint",
     "table_fingerprint",
@@ -228,3 +232,82 @@ def plain_json(out: dict[str, Any]) -> dict[str, Any]:
     """A plain-JSON copy of a flow's return value (detached from Prefect's result objects)."""
     copied: dict[str, Any] = json.loads(json.dumps(out, default=str))
     return copied
+
+
+# ---------------------------------------------------------------------------------------------
+# Fan-out: Dask through Prefect
+# ---------------------------------------------------------------------------------------------
+#: The runners ``arborag build --runner`` accepts: ``local`` (everything in this process) and
+#: ``dask`` (embedding groups, summarization chunks and per-cluster local clusterings as Prefect
+#: tasks on a ``prefect_dask.DaskTaskRunner``).
+RUNNERS = ("local", "dask")
+
+
+def dask_task_runner(*, workers: int | None = None, address: str | None = None) -> Any:
+    """A ``DaskTaskRunner``: joins the scheduler at ``address`` (``tcp://host:port``) or starts a
+    ``LocalCluster`` of ``workers`` single-threaded worker processes on 127.0.0.1 (no dashboard)."""
+    offline_env()
+    from prefect_dask import DaskTaskRunner
+
+    if address:
+        return DaskTaskRunner(address=address)
+    return DaskTaskRunner(
+        cluster_class="distributed.LocalCluster",
+        cluster_kwargs={
+            "n_workers": max(1, int(workers or 2)),
+            "threads_per_worker": 1,
+            "processes": True,
+            "host": "127.0.0.1",
+            "dashboard_address": None,
+        },
+    )
+
+
+def _apply(fn: Callable[[Any], Any], item: Any) -> Any:
+    return fn(item)
+
+
+@lru_cache(maxsize=None)
+def _fanout_task(name: str) -> Any:
+    from prefect import task
+    from prefect.cache_policies import NO_CACHE
+
+    # results travel through Dask (arrays, summaries); nothing is persisted or cached per item
+    return task(name=name, persist_result=False, cache_policy=NO_CACHE, log_prints=False)(_apply)
+
+
+def prefect_map(name: str = "fanout") -> Callable[[Callable[[Any], Any], Iterable[Any]], Iterator[Any]]:
+    """A ``map(fn, items)`` that submits one Prefect task per item to the flow's task runner
+    (a ``DaskTaskRunner``: the items run on the workers) and yields the results in order.
+
+    Call it inside a flow run (or a task called from one). ``fn`` and the items are pickled to
+    the workers (cloudpickle); ``fn`` must not hold a loaded model (:class:`arborag.embedder.Embedder`
+    pickles without one and loads it once per worker process).
+    """
+
+    def _map(fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
+        from prefect.context import TaskRunContext
+
+        t = _fanout_task(f"{name}-{getattr(fn, '__name__', 'fn').strip('_')}")
+        # Submitted from inside a stage task: the runner ships the current run context to the
+        # worker, and the stage's context holds its parameters (the StageContext, with locks and
+        # models). The fan-out tasks hang off the flow run instead.
+        token = TaskRunContext.__var__.set(None)  # type: ignore[attr-defined]
+        try:
+            futures = [t.submit(fn, item) for item in items]
+        finally:
+            TaskRunContext.__var__.reset(token)  # type: ignore[attr-defined]
+        for future in futures:
+            yield future.result()
+
+    return _map
+
+
+def install_fanout(ctx: Any) -> None:
+    """Make the stages of ``ctx``'s run fan out through the flow's task runner: the run's embedder
+    encodes its groups as tasks and the tree stage gets ``ctx.resources["map"]``."""
+    from arborag.embedder import Embedder
+
+    fan = prefect_map()
+    ctx.resources["map"] = fan
+    ctx.resources["embedder"] = Embedder(ctx.config.embed, map=fan)

@@ -23,12 +23,14 @@ def register(app: typer.Typer) -> None:
             "Example:\n\n"
             "  arborag build examples/corpus/ --corpus /tmp/demo\n\n"
             "  arborag build docs/ --corpus /tmp/c --strategy dds --dry-run\n\n"
-            "  arborag build docs/ --corpus /tmp/c --sections structural"
+            "  arborag build docs/ --corpus /tmp/c --sections structural\n\n"
+            "  arborag build docs/ --corpus /tmp/c --runner dask --workers 2\n\n"
+            "  arborag build docs/ --corpus s3://bucket/corpora/c --runner dask --address tcp://10.0.0.5:8786"
         ),
     )
     def build(
         sources: list[Path] = typer.Argument(None, help="Files or folders to ingest first (optional: omit to rebuild from the corpus's documents)."),
-        corpus: Path = typer.Option(..., "--corpus", "-c", help="Corpus directory (created if missing)."),
+        corpus: str = typer.Option(..., "--corpus", "-c", help="Corpus directory (created if missing), or an object-store URI (s3://bucket/prefix; see docs/SCALE.md)."),
         strategy: Optional[str] = typer.Option(None, "--strategy", "-s", help="Leaf segmenter: sentence|ffs|dfs|dds|rcs (default: config, sentence)."),
         sections: Optional[str] = typer.Option(None, "--sections", help="Chunk inside sections, with AutoContext headers: none|structural|semantic (default: config, none). structural is offline; semantic uses the LLM of summarize.*."),
         summarizer: Optional[str] = typer.Option(None, "--summarizer", help="extractive (default, offline) or openai (needs ARBORAG_LLM_BASE_URL)."),
@@ -40,6 +42,9 @@ def register(app: typer.Typer) -> None:
             False, "--follow-external-symlinks", help="Follow symlinks that lead out of a source folder (skipped and reported by default)."
         ),
         no_wait: bool = typer.Option(False, "--no-wait", help="Fail at once if another writer (build, update, ingest) holds the corpus lock, instead of waiting for it."),
+        runner: str = typer.Option("local", "--runner", help="local (all in this process) or dask: embedding, summaries and local clustering fan out as Prefect tasks on Dask workers."),
+        workers: Optional[int] = typer.Option(None, "--workers", min=1, help="With --runner dask: start a LocalCluster of N worker processes on 127.0.0.1 (default 2)."),
+        address: Optional[str] = typer.Option(None, "--address", help="With --runner dask: join the Dask scheduler at this address (tcp://host:8786) instead of starting one."),
         config: Optional[Path] = CONFIG_OPTION,
     ) -> None:
         offline_env()
@@ -55,7 +60,8 @@ def register(app: typer.Typer) -> None:
         from arborag.flows.build import run_build
 
         try:
-            out = run_build([str(s) for s in (sources or [])], corpus, cfg, use_prefect=not no_prefect, dry_run=dry_run, lock_wait=not no_wait)
+            out = run_build([str(s) for s in (sources or [])], corpus, cfg, use_prefect=not no_prefect, dry_run=dry_run, lock_wait=not no_wait,
+                            runner=runner, workers=workers, address=address)
         except (ArboragError, OSError) as exc:  # OSError: disk full, read-only corpus
             fail(exc)
         if dry_run:
