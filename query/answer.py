@@ -13,14 +13,14 @@ a structured :class:`~arborag.llm.structured.CitedAnswer`. The result is an :cla
   the retrieved passages and their sources are still returned;
 - ``failed`` — the LLM call failed after its retries (the reason is kept); passages returned.
 
-:func:`answer_from_sources` is the LLM step alone (testable with a scripted fake);
+:func:`answer_from_sources` is the LLM step alone (testable with a scripted fake; the checks live
+in :mod:`arborag.llm.answering`, shared with ``arborag eval --answer``);
 :func:`build_sources` the provenance step alone. Tokens spent (retrieval-time LLM calls of
 ``multi`` included) and their cost at ``summarize.price_*_per_1k`` are on the answer.
 """
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 __all__ = ["Answer", "DocRef", "Source", "answer_from_sources", "ask", "build_sources", "context_text"]
 
 Status = Literal["answered", "refused", "no_llm", "failed"]
-_CITE = re.compile(r"\[(\d+)\]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +86,7 @@ class Answer:
     cost: float = 0.0
     warnings: list[str] = field(default_factory=list)
     parse_status: str = ""
+    short: str = ""  # the answer in a few words, when the model gave one
     seconds: float = 0.0
     retrieval: dict[str, Any] | None = None  # a plug-in mode's trace, as data
 
@@ -132,11 +132,9 @@ def build_sources(index: Index, hits: Sequence[Hit]) -> list[Source]:
 
 def context_text(sources: Sequence[Source]) -> str:
     """The numbered passages as the prompt shows them: ``[n] (title) text``."""
-    parts = []
-    for s in sources:
-        title = ", ".join(d.title for d in s.docs[:3])
-        parts.append(f"[{s.n}] ({title}) {' '.join(s.text.split())}" if title else f"[{s.n}] {' '.join(s.text.split())}")
-    return "\n\n".join(parts)
+    from arborag.llm.answering import numbered_context
+
+    return numbered_context([s.text for s in sources], [", ".join(d.title for d in s.docs[:3]) for s in sources])
 
 
 def answer_from_sources(
@@ -148,39 +146,17 @@ def answer_from_sources(
     usage: Usage | None = None,
     max_tokens: int | None = None,
 ) -> Answer:
-    """Ask ``llm`` to answer ``question`` from ``sources`` with citations; never raises for a
-    failed call or a malformed reply (module doc for the statuses)."""
-    from arborag.llm.prompts import ANSWER_WITH_CITATIONS
-    from arborag.llm.structured import CitedAnswer, ask_structured
+    """Ask ``llm`` to answer ``question`` from ``sources`` with citations
+    (:func:`arborag.llm.answering.answer_passages`); never raises for a failed call or a
+    malformed reply (module doc for the statuses)."""
+    from arborag.llm.answering import answer_passages
 
     usage = usage if usage is not None else Usage()
-    model = getattr(llm, "model", None)
-    base = dict(question=question, sources=list(sources), mode=mode, model=model, usage=usage)
-    if not sources:
-        return Answer(status="refused", answer="Nothing was retrieved for this question, so there is nothing to answer from.",
-                      citations=[], **base)
-    got = ask_structured(llm, ANSWER_WITH_CITATIONS, CitedAnswer, fallback=None, usage=usage, max_tokens=max_tokens,
-                         context=context_text(sources), question=question)
-    if got.value is None:
-        if got.status.startswith("fallback: call failed"):
-            return Answer(status="failed", answer=f"The LLM could not be asked: {got.status[len('fallback: call failed: '):]}",
-                          citations=[], parse_status=got.status, **base)
-        return Answer(status="refused", answer="The LLM's reply could not be read as an answer; not shown as one.",
-                      citations=[], parse_status=got.status, warnings=[f"unreadable reply: {got.text[:300]!r}"], **base)
-    reply = got.value
-    valid = {s.n for s in sources}
-    claimed = list(dict.fromkeys([*reply.citations, *(int(c) for c in _CITE.findall(reply.answer))]))
-    warnings = [f"citation [{c}] points at no passage (dropped)" for c in claimed if c not in valid]
-    citations = [c for c in claimed if c in valid]
-    if not reply.supported:
-        return Answer(status="refused", answer=reply.answer.strip() or "The retrieved context does not support an answer.",
-                      citations=[], parse_status=got.status, warnings=warnings, **base)
-    if not citations:
-        warnings.append(f"the model answered without citing a passage: {reply.answer.strip()[:300]!r}")
-        return Answer(status="refused", answer="The model's answer cites none of the retrieved passages, so it is not shown as supported.",
-                      citations=[], parse_status=got.status, warnings=warnings, **base)
-    return Answer(status="answered", answer=reply.answer.strip(), citations=citations, parse_status=got.status,
-                  warnings=warnings, **base)
+    judged = answer_passages(llm, question, [s.text for s in sources],
+                             titles=[", ".join(d.title for d in s.docs[:3]) for s in sources], usage=usage, max_tokens=max_tokens)
+    return Answer(question=question, status=judged.status, answer=judged.answer, citations=judged.citations,
+                  sources=list(sources), mode=mode, model=getattr(llm, "model", None), usage=usage,
+                  warnings=judged.warnings, parse_status=judged.parse_status, short=judged.short)
 
 
 def ask(

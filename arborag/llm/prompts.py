@@ -23,6 +23,7 @@ from arborag.llm.types import Message
 
 __all__ = [
     "ANSWER_WITH_CITATIONS",
+    "SHORT_ANSWER",
     "PROMPTS",
     "QUERY_VARIANTS",
     "RAPTOR_SUMMARY",
@@ -124,7 +125,7 @@ QUERY_VARIANTS = register(
 ANSWER_WITH_CITATIONS = register(
     Prompt(
         name="answer-with-citations",
-        version="v1",
+        version="v2",
         system=(
             "You answer questions using only the numbered context passages you are given. "
             "You never use outside knowledge. If the passages do not contain what is needed to "
@@ -134,10 +135,10 @@ ANSWER_WITH_CITATIONS = register(
             "Context passages:\n\n{context}\n\n"
             "Question: {question}\n\n"
             "Reply with JSON only, in this form:\n"
-            '{{"supported": true, "answer": "the answer, citing passages like [1] or [2][3]", '
-            '"citations": [1, 2]}}\n'
+            '{{"supported": true, "answer": "the answer in a sentence or two, citing passages like [1] or [2][3]", '
+            '"short": "the answer in as few words as possible", "citations": [1, 2]}}\n'
             '"supported" is false when the passages do not support an answer; then "answer" says '
-            'briefly what is missing and "citations" is [].'
+            'briefly what is missing, "short" is "" and "citations" is [].'
         ),
         max_tokens=400,
     )
@@ -269,5 +270,19 @@ RERANK_RELEVANCE = register(
             "completely). Reply with the number only.\n\nQuery: {query}\n\nPassage:\n{passage}\n\nRating:"
         ),
         max_tokens=4,
+    )
+)
+
+# -- evaluation: a bare short answer (tasks/evaluation/answer.py, style "short") --------------------
+
+SHORT_ANSWER = register(
+    Prompt(
+        name="short-answer",
+        version="v1",
+        user=(
+            "Answer the question using only the context. Reply with the answer alone: a few words, "
+            "no explanation.\n\nContext:\n{context}\n\nQuestion: {question}\nAnswer:"
+        ),
+        max_tokens=64,
     )
 )

@@ -160,12 +160,19 @@ class Rewrite(StructuredReply):
 
 
 class CitedAnswer(StructuredReply):
-    """``{"supported": true, "answer": "... [1] ...", "citations": [1]}`` — an answer citing
-    numbered context passages; ``supported`` false is a refusal."""
+    """``{"supported": true, "answer": "... [1] ...", "short": "...", "citations": [1]}`` — an
+    answer citing numbered context passages (``short``: the answer in a few words, optional);
+    ``supported`` false is a refusal."""
 
     supported: bool = True
     answer: str
+    short: str = ""
     citations: list[int] = Field(default_factory=list)
+
+    @field_validator("short", mode="before")
+    @classmethod
+    def _short(cls, v: Any) -> Any:
+        return "" if v is None else v
 
     @field_validator("citations", mode="before")
     @classmethod
@@ -250,7 +257,7 @@ def repair_json(text: str) -> Any:
     except json.JSONDecodeError as exc:
         try:  # Python literals: single quotes, True/False/None
             return ast.literal_eval(body)
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):  # e.g. {{}}: a set of dicts
             raise ValueError(f"not JSON after repair: {exc.msg} at {exc.pos}") from None
 
 
