@@ -249,9 +249,7 @@ def fit_segments(
     out: list[Segment] = []
     used = 0
     for seg in ranked:
-        cur: Segment | None = seg
-        while cur is not None and used + cost(cur) > budget:
-            cur = _trim(cur, values[cur.doc_id]) if values is not None else None
+        cur = _first_fit(seg, cost, budget - used, values)
         if cur is None or (cur is not seg and cur.score <= 0):
             continue
         out.append(cur)
@@ -259,3 +257,26 @@ def fit_segments(
         if used >= budget:
             break
     return out
+
+
+def _first_fit(seg: Segment, cost: Callable[[Segment], int], room: int, values: Mapping[str, np.ndarray] | None) -> Segment | None:
+    """The first of ``seg``, then its successive trims (:func:`_trim`), that costs ≤ ``room``.
+
+    Each trim drops a chunk, so the cost never grows along the sequence: a binary search finds the
+    first fit with O(log length) calls of ``cost`` (a tokenization of the stitched text) instead of
+    one per trimmed chunk."""
+    if cost(seg) <= room:
+        return seg
+    if values is None:
+        return None
+    seq: list[Segment] = [seg]
+    while (nxt := _trim(seq[-1], values[seq[-1].doc_id])) is not None:
+        seq.append(nxt)
+    lo, hi = 1, len(seq)  # the answer lies in [lo, hi); hi = nothing fits
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if cost(seq[mid]) <= room:
+            hi = mid
+        else:
+            lo = mid + 1
+    return seq[lo] if lo < len(seq) else None
