@@ -53,6 +53,7 @@ __all__ = [
     "SECTION_SUMMARY_PREFIX",
     "HeaderStats",
     "build_doc_context",
+    "top_heading",
     "chunk_headers",
     "headers_enabled",
     "llm_complete",
@@ -122,12 +123,19 @@ def document_title(
     max_tokens: int = 4000,
     truncate: Truncate = _truncate,
     stats: HeaderStats | None = None,
+    heading: str | None = None,
 ) -> tuple[str, str]:
-    """``(title, source)`` with source ``metadata`` | ``heading`` | ``llm`` | ``fallback``."""
+    """``(title, source)`` with source ``metadata`` | ``heading`` | ``llm`` | ``fallback``.
+
+    ``heading``: the source's own top heading when ingest recorded one (HTML ``h1``, DOCX
+    ``Title``, a PDF's first outline entry); used after the metadata title, before Markdown."""
     stem = PurePosixPath(uri.rstrip("/")).stem if uri else ""
     meta = (metadata_title or "").strip()
+    recorded = " ".join((heading or "").split())
     if meta and meta != stem and any(ch.isalpha() for ch in meta):  # not the file name, not an accession number
         return meta, "metadata"
+    if recorded:
+        return recorded, "heading"
     head = truncate(text, max_tokens)
     if m := _ATX.search(head):
         return m.group(1).strip(), "heading"
@@ -151,8 +159,8 @@ def lead_summary(text: str, *, title: str = "", max_chars: int = 240) -> str:
         s = line.strip()
         if not s or s.startswith("#") or s.casefold() == title.strip().casefold():
             continue
-        if not body and len(s) < 60 and not re.search(r"[.!?。！？:]$", s):
-            skipped.append(s)  # a short title-like line before the body
+        if len(s) < 60 and not re.search(r"[.!?。！？:;,]$", s) and s[:1].isupper():
+            skipped.append(s)  # a short title-like line (a heading of HTML, DOCX or PDF text)
             continue
         body.append(s)
         if sum(len(b) for b in body) > 4 * max_chars:
@@ -285,6 +293,18 @@ def _head(text: str, max_tokens: int) -> str:
     return text[: max_tokens * 12]
 
 
+def top_heading(metadata: str | dict[str, Any] | None) -> str | None:
+    """The first of the highest-level headings ingest recorded (``metadata["headings"]``), if
+    it is a ``Title`` or level-1 heading."""
+    from arborag.tasks.sections import metadata_of
+
+    rows = [r for r in metadata_of(metadata).get("headings") or [] if isinstance(r, list) and len(r) >= 2 and str(r[0]).strip()]
+    if not rows:
+        return None
+    top = min(int(r[1]) for r in rows)
+    return str(next(r[0] for r in rows if int(r[1]) == top)) if top <= 1 else None
+
+
 def build_doc_context(
     documents: pa.Table,
     *,
@@ -297,12 +317,13 @@ def build_doc_context(
     DOCUMENTS table: :func:`document_title` and :func:`document_summary` (LLM when ``complete``)."""
     from arborag.storage.schemas import DOC_CONTEXT
 
-    docs = documents.filter(pc.equal(documents.column("status"), "ok")).select(["doc_id", "uri", "title", "text"])
+    docs = documents.filter(pc.equal(documents.column("status"), "ok")).select(["doc_id", "uri", "title", "text", "metadata"])
     rows: dict[str, list[Any]] = {n: [] for n in DOC_CONTEXT.names}
-    for doc_id, uri, meta_title, text in zip(*(docs.column(c).to_pylist() for c in ("doc_id", "uri", "title", "text"))):
+    cols = ("doc_id", "uri", "title", "text", "metadata")
+    for doc_id, uri, meta_title, text, meta in zip(*(docs.column(c).to_pylist() for c in cols)):
         text = text or ""
         title, source = document_title(_head(text, title_tokens), metadata_title=meta_title, uri=uri, complete=complete,
-                                       max_tokens=title_tokens, stats=stats)
+                                       max_tokens=title_tokens, stats=stats, heading=top_heading(meta))
         summary = document_summary(_head(text, summary_tokens), title=title, complete=complete, max_tokens=summary_tokens, stats=stats)
         for name, value in zip(DOC_CONTEXT.names, (doc_id, title, source, summary)):
             rows[name].append(value)

@@ -39,6 +39,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from collections import Counter
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -273,15 +274,19 @@ def _heading_like(line: str) -> bool:
     return sum(c.isalpha() for c in chars) >= 0.6 * len(chars)
 
 
-def block_title(block: Sequence[str], *, look: int = 12) -> str:
+def block_title(block: Sequence[str], *, look: int = 12, skip: frozenset[str] = frozenset()) -> str:
     """A block's title: its first Markdown heading; else, among its first ``look`` non-empty
-    lines, the first heading-like line of two or more words, else of one word; else its first line."""
+    lines, the first heading-like line of two or more words, else of one word; else its first
+    line. Lines whose normalized form is in ``skip`` (running page headers) are never titles."""
     md = next((m.group(2) for ln in block if (m := _ATX.match(ln))), None)
     if md:
         return md
     lines = [ln for ln in block if ln.strip()][:look]
-    like = [ln for ln in lines if _heading_like(ln)]
-    return next((ln for ln in like if len(ln.split()) >= 2), like[0] if like else (lines[0] if lines else ""))
+    like = [ln for ln in lines if _heading_like(ln) and _norm(ln) not in skip]
+    if like:
+        return next((ln for ln in like if len(ln.split()) >= 2), like[0])
+    wordy = [ln for ln in lines if sum(c.isalpha() for c in ln) >= 3 and _norm(ln) not in skip]  # not a page number
+    return (wordy or lines or [""])[0]
 
 
 def block_sections(text: str, *, target_chars: int = 4000) -> list[Section]:
@@ -299,10 +304,13 @@ def block_sections(text: str, *, target_chars: int = 4000) -> list[Section]:
             heads.append(Heading(start, "", 1))
             size, fresh = 0, True
     group_starts = [h.line for h in heads] or [0]
+    # a short line repeated 3+ times is a running header/footer ("Table of Contents" on every page)
+    counts = Counter(_norm(ln) for ln in lines if 0 < len(ln.strip()) <= 80)
+    running = frozenset(k for k, n in counts.items() if n >= 3)
     titled: list[Heading] = []
     for k, a in enumerate(group_starts):
         b = group_starts[k + 1] if k + 1 < len(group_starts) else len(lines)
-        titled.append(Heading(0 if k == 0 else a, block_title(lines[a:b]), 1))
+        titled.append(Heading(0 if k == 0 else a, block_title(lines[a:b], skip=running), 1))
     return sections_from_headings(text, titled)
 
 

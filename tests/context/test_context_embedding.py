@@ -1,0 +1,124 @@
+"""Long texts embedded whole; headers embedded and sparse-indexed with the chunk, part of cache keys.
+
+- The real packaged embedder (max sequence length 256): for FFS/DFS/DDS windows of w = 1,024
+  tokens, text edited in the last quarter of a window changes its vector under
+  ``embed.long_text = "mean"``; under ``"truncate"`` (the model's own behaviour) it does not.
+- The ``embed`` stage runner with a counting fake embedder (named so) and the real embedding
+  cache: changing the header of one document's chunks re-embeds exactly those chunks.
+- The sparse stage's input: a term only in a header finds the leaf; the node text stays the chunk.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from helpers_embed import FakeEmbedder
+
+from arborag.config import ArboragConfig, EmbedConfig, SegmentConfig, SparseConfig
+from arborag.embedder import Embedder, long_text_windows
+from arborag.storage.corpus import Corpus
+from arborag.storage.embedding_cache import EmbeddingCache
+from arborag.storage.schemas import CHUNKS, NODES
+from arborag.tasks.chunks import segment_text
+from arborag.tasks.context import StageContext
+from arborag.tasks.leaf_vectors import read_vectors_file, run_leaf_vectors
+from arborag.tasks.sparse import with_leaf_headers
+
+CINDERELLA = (Path(__file__).resolve().parents[2] / "examples" / "corpus" / "cinderella.txt").read_text(encoding="utf-8")
+INSERT = " A dragon landed on the roof of the railway station in Tokyo and ate three spaceships. "
+
+
+@pytest.fixture(scope="module")
+def embedders() -> dict[str, Embedder]:
+    out = {policy: Embedder(EmbedConfig(long_text=policy)) for policy in ("mean", "truncate")}
+    out["truncate"]._model = out["mean"]._load()  # one model load: the policies differ only in what they feed it
+    return out
+
+
+def test_window_cutting() -> None:
+    starts = list(range(0, 3000, 3))  # 1,000 tokens of 2 chars each, one space apart
+    ends = [s + 2 for s in starts]
+    text = " ".join(["ab"] * 1000)
+    assert long_text_windows(text[:20], starts[:7], ends[:7], 256, 32) == [text[:20]]  # fits: the text itself
+    wins = long_text_windows(text, starts, ends, 256, 32)
+    width = 256 - 2 - 4  # [CLS]/[SEP] and 4 tokens of slack
+    assert [len(w.split()) for w in wins[:-1]] == [width] * (len(wins) - 1)
+    assert wins[0] == text[: ends[width - 1]] and wins[1].startswith(text[starts[width - 32] : starts[width - 32] + 2])
+    assert wins[-1].endswith(text[-2:]) and len(wins) == 5  # starts 0, 218, 436, 654, 872 (the last reaches 999)
+
+
+@pytest.mark.parametrize("strategy", ["ffs", "dfs", "dds"])
+def test_the_last_quarter_of_a_1024_token_window_changes_its_vector(strategy: str, embedders: dict[str, Embedder]) -> None:
+    cfg = SegmentConfig(ffs_window=1024, dfs_window=1024, dds_window=1024)
+    span = segment_text(CINDERELLA, strategy, cfg)[0]  # type: ignore[arg-type]
+    assert span.n_tokens >= 1024
+    window = CINDERELLA[span.start : span.end]
+    cut = window.index(" ", int(len(window) * 0.8))  # a word boundary in the last quarter
+    edited = window[:cut] + INSERT + window[cut:]
+    mean, trunc = embedders["mean"], embedders["truncate"]
+    assert len(mean.windows(window)) >= 4
+    a, b = mean.embed([window, edited])
+    assert float(a @ b) < 0.999  # the end of the window is part of its vector
+    c, d = trunc.embed([window, edited])
+    assert float(c @ d) > 0.9999  # the model alone never sees it (what `mean` fixes)
+    # the mean is a different vector from the truncated one, and still unit length
+    assert float(a @ c) < 0.99 and np.allclose(np.linalg.norm(a), 1.0, atol=1e-5)
+    # a text within the limit is embedded exactly as before
+    short = window[:300]
+    assert np.allclose(mean.embed([short]), trunc.embed([short]), atol=1e-6)
+
+
+def _leaves(headers: dict[str, str]) -> pa.Table:
+    rows = []
+    for d, doc in enumerate(("doc-a", "doc-b")):
+        for k in range(3):
+            rows.append({"chunk_id": f"{doc}-{k}", "doc_id": doc, "section_id": f"{doc}-s", "ordinal": k, "start_char": 10 * k,
+                         "end_char": 10 * k + 9, "n_tokens": 3, "text": f"chunk {k} of {doc}", "header": headers[doc],
+                         "strategy": "sentence"})
+    return pa.Table.from_pylist(rows, schema=CHUNKS)
+
+
+def test_a_changed_header_re_embeds_exactly_its_chunks(tmp_path: Path) -> None:
+    corpus = Corpus(tmp_path / "c").ensure()
+    fake = FakeEmbedder()  # fake embedder: counts what it embeds
+
+    def run(headers: dict[str, str], key: str) -> tuple[np.ndarray, list[str]]:
+        ctx = StageContext(corpus, ArboragConfig(), "run")
+        ctx.resources.update(embedder=fake, embedding_cache=EmbeddingCache(corpus.cache_dir / "embeddings"),
+                             leaves=_leaves(headers))
+        before = len(fake.calls)
+        summary = run_leaf_vectors(ctx, key)
+        ids, vectors = read_vectors_file(Path(summary["path"]))
+        assert ids.to_pylist() == [f"{d}-{k}" for d in ("doc-a", "doc-b") for k in range(3)]
+        return vectors, [t for call in fake.calls[before:] for t in call]
+
+    first, embedded = run({"doc-a": "Document context: A.", "doc-b": "Document context: B."}, "k1")
+    assert len(embedded) == 6 and all(t.startswith("Document context: ") and "\n\nchunk " in t for t in embedded)
+    again, embedded = run({"doc-a": "Document context: A.", "doc-b": "Document context: B."}, "k2")
+    assert embedded == [] and np.array_equal(first, again)  # all from the cache
+    changed, embedded = run({"doc-a": "Document context: A.", "doc-b": "Document context: B, retitled."}, "k3")
+    assert sorted(embedded) == sorted(f"Document context: B, retitled.\n\nchunk {k} of doc-b" for k in range(3))
+    assert np.array_equal(changed[:3], first[:3]) and not np.allclose(changed[3:], first[3:])
+
+
+def test_headers_are_indexed_with_leaves_not_returned(tmp_path: Path) -> None:
+    from arborag.storage.sparse import build_sparse_index, open_sparse_index
+
+    leaves = _leaves({"doc-a": "Document context: a report titled 'Quarterly Zeppelin Ledger'.", "doc-b": ""})
+    nodes = pa.Table.from_pylist(
+        [{"node_id": r["chunk_id"], "level": 0, "text": r["text"], "n_tokens": 3, "doc_ids": [r["doc_id"]], "summary_of": None,
+          "summarizer": "leaf", "summary_status": "leaf", "created_by_run": "r"} for r in leaves.to_pylist()]
+        + [{"node_id": "sum-1", "level": 1, "text": "a summary of all chunks", "n_tokens": 5, "doc_ids": ["doc-a", "doc-b"],
+            "summary_of": "c", "summarizer": "x", "summary_status": "ok", "created_by_run": "r"}],
+        schema=NODES,
+    )
+    indexed = with_leaf_headers(nodes, leaves)
+    assert indexed.column("text").to_pylist() == nodes.column("text").to_pylist()  # node text stays the chunk
+    assert indexed.column("header").to_pylist()[:3] == [leaves.column("header")[0].as_py()] * 3
+    assert indexed.column("header").to_pylist()[3:] == [None, None, None, None]
+    build_sparse_index(indexed, tmp_path / "sparse", SparseConfig(), snapshot_id="s")
+    hits = open_sparse_index(tmp_path / "sparse", SparseConfig()).search("zeppelin ledger", k=10, lucene=False)
+    assert sorted(h.node_id for h in hits) == ["doc-a-0", "doc-a-1", "doc-a-2"]
