@@ -92,7 +92,7 @@ def _reuse_snapshot(ctx: StageContext, key: str) -> tuple[str, str] | None:
     """Publish nothing new when build ``key`` exists: ``(snapshot, message)``, or None to build."""
     man = ctx.corpus.manifest()
     snap = snapshot_id_for(key)
-    if man is not None and man.get("build_key") == key and (ctx.corpus.snapshots_dir / man["snapshot"]).is_dir():
+    if man is not None and man.get("build_key") == key and (ctx.corpus.remote or (ctx.corpus.snapshots_dir / man["snapshot"]).is_dir()):
         return man["snapshot"], "unchanged: the published snapshot already matches the inputs and config"
     if (ctx.corpus.snapshots_dir / snap).is_dir():  # built before (e.g. the config was switched back)
         info = json.loads((ctx.corpus.snapshots_dir / snap / "info.json").read_text())
@@ -104,7 +104,7 @@ def _reuse_snapshot(ctx: StageContext, key: str) -> tuple[str, str] | None:
 def build_pipeline(ctx: StageContext, files: list[str] | None, *, use_prefect: bool, dry_run: bool = False) -> dict[str, Any]:
     """Run :data:`BUILD_PIPELINE` over discovered ``files`` (None: no ingest); record the run."""
     started = datetime.now(timezone.utc)
-    out: dict[str, Any] = {"corpus": str(ctx.corpus.root), "run_id": ctx.run_id, "cached": []}
+    out: dict[str, Any] = {"corpus": ctx.corpus.location, "run_id": ctx.run_id, "cached": []}
     status, message = "ok", ""
     try:
         strategy = ctx.config.segment.strategy
@@ -159,7 +159,7 @@ def build(
     (``snapshot``, ``noop``, ``build_key``, per-stage summaries, ``calls``, ``cached``, ``status``).
     Runs under the corpus writer lock (``lock_wait=False``: fail at once if another writer holds it).
     """
-    with corpus_lock(corpus_dir, wait=lock_wait, purpose="build"):
+    with corpus_lock(Corpus(corpus_dir).root, wait=lock_wait, purpose="build"):  # an s3:// corpus: its local mirror
         config = load_config(config_path, overrides=config_overrides)
         ctx = StageContext(Corpus(corpus_dir).ensure(), config, current_flow_run_id() or new_run_id(), progress=progress)
         if runner == "dask":  # the flow runs on a DaskTaskRunner (run_build sets it): fan out
@@ -199,7 +199,7 @@ def run_build(
         raise ConfigError(f"unknown runner {runner!r}; use one of: {', '.join(RUNNERS)}")
     if runner == "dask" and not use_prefect:
         raise ConfigError("--runner dask runs through Prefect's DaskTaskRunner: drop --no-prefect")
-    with corpus_lock(corpus_dir, wait=lock_wait, purpose="build"):
+    with corpus_lock(Corpus(corpus_dir).root, wait=lock_wait, purpose="build"):  # an s3:// corpus: its local mirror
         ctx = StageContext(Corpus(corpus_dir).ensure(), config, new_run_id(), progress=progress)
         files = discover(ctx, [str(s) for s in sources]) if sources else None
         if not use_prefect:
@@ -207,7 +207,7 @@ def run_build(
         else:
             flow_fn = build if runner == "local" else build.with_options(task_runner=dask_task_runner(workers=workers, address=address))
             out = plain_json(flow_fn(
-                corpus_dir=str(ctx.corpus.root), sources=files, config_overrides=config_overrides(config),
+                corpus_dir=ctx.corpus.location, sources=files, config_overrides=config_overrides(config),
                 dry_run=dry_run, progress=progress, runner=runner,
             ))
     out["seconds"] = round(time.perf_counter() - t0, 2)

@@ -12,6 +12,12 @@ Layout::
 
 Publishing is one ``os.replace`` of ``manifest.json``: readers see the old snapshot or the new
 one, never a half-written one. A build writes its snapshot under a ``.partial`` name first.
+
+A corpus may also be an object-store URI (``s3://bucket/prefix``, any fsspec URL;
+:mod:`arborag.storage.objectstore`): ``root`` is then a local mirror folder where the stages
+work, :meth:`Corpus.publish` uploads the sealed snapshot and switches the remote manifest with
+a conditional write, and :meth:`Corpus.published_dir` downloads the published snapshot once.
+``location`` is what the user named (the URI, or the folder).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from typing import Any
 import pyarrow as pa
 
 from arborag.errors import NotBuiltError, SchemaError
+from arborag.storage.objectstore import ObjectStore, is_remote, mirror_dir
 from arborag.storage.schemas import SCHEMAS
 from arborag.storage.tables import atomic_write_json, read_table, write_table
 
@@ -36,7 +43,21 @@ SNAPSHOT_TABLES = ("nodes", "edges")
 
 class Corpus:
     def __init__(self, root: str | Path) -> None:
-        self.root = Path(root).expanduser().resolve()
+        self.store: ObjectStore | None = None
+        self._manifest_version: str | None = None  # the remote manifest's ETag as first read
+        self._manifest_seen = False
+        if is_remote(root):
+            self.location = str(root).rstrip("/")
+            self.store = ObjectStore(self.location)
+            self.root = mirror_dir(self.location)
+        else:
+            self.root = Path(root).expanduser().resolve()
+            self.location = str(self.root)
+
+    @property
+    def remote(self) -> bool:
+        """True when the corpus lives on an object store (``root`` is its local mirror)."""
+        return self.store is not None
 
     # -- layout ---------------------------------------------------------------------------
     @property
@@ -60,8 +81,13 @@ class Corpus:
         return self.root / "manifest.json"
 
     def ensure(self) -> "Corpus":
+        fresh = self.store is not None and not self.tables_dir.is_dir()
         for d in (self.tables_dir, self.snapshots_dir, self.cache_dir):
             d.mkdir(parents=True, exist_ok=True)
+        if fresh and self.store is not None and self.store.exists("tables"):
+            # a new mirror of a remote corpus starts from the working tables its last publish uploaded
+            shutil.rmtree(self.tables_dir)
+            self.store.download_dir("tables", self.tables_dir)
         return self
 
     def table_path(self, name: str) -> Path:
@@ -83,6 +109,11 @@ class Corpus:
 
     # -- snapshots ------------------------------------------------------------------------
     def manifest(self) -> dict[str, Any] | None:
+        if self.store is not None:
+            man, version = self.store.get_json("manifest.json")
+            if not self._manifest_seen:  # a publish later switches only from what this run first saw
+                self._manifest_seen, self._manifest_version = True, version
+            return man
         if not self.manifest_path.exists():
             return None
         return json.loads(self.manifest_path.read_text(encoding="utf-8"))
@@ -90,10 +121,13 @@ class Corpus:
     def published_dir(self) -> Path:
         man = self.manifest()
         if man is None:
-            raise NotBuiltError(str(self.root))
+            raise NotBuiltError(self.location)
         path = self.snapshots_dir / man["snapshot"]
+        if self.store is not None and not path.is_dir():  # immutable: downloaded once into the mirror
+            self.snapshots_dir.mkdir(parents=True, exist_ok=True)
+            self.store.download_dir(f"snapshots/{man['snapshot']}", path)
         if not path.is_dir():
-            raise NotBuiltError(str(self.root))
+            raise NotBuiltError(self.location)
         return path
 
     def partial_dir(self, snapshot_id: str) -> Path:
@@ -113,15 +147,37 @@ class Corpus:
             shutil.rmtree(partial)
         else:
             partial.rename(final)
+        if self.store is not None:
+            self._publish_remote(final, snapshot_id, info)
         atomic_write_json(self.manifest_path, info)
         return final
+
+    def _publish_remote(self, final: Path, snapshot_id: str, info: dict[str, Any]) -> None:
+        """Upload the sealed snapshot (``info.json`` last) and the working tables, then switch the
+        remote manifest conditionally (:meth:`ObjectStore.put_json`)."""
+        assert self.store is not None
+        if not self.store.exists(f"snapshots/{snapshot_id}/info.json"):
+            self.store.upload_dir(final, f"snapshots/{snapshot_id}", last="info.json")
+        self.store.upload_dir(self.tables_dir, "tables")
+        self._switch_remote(info)
+
+    def _switch_remote(self, info: dict[str, Any]) -> None:
+        assert self.store is not None
+        if not self._manifest_seen:
+            self.manifest()
+        self.store.put_json("manifest.json", info, expect=self._manifest_version, create=self._manifest_version is None)
+        _, self._manifest_version = self.store.get_json("manifest.json")
 
     def publish_existing(self, snapshot_id: str, info: dict[str, Any]) -> Path:
         """Switch the manifest back to an already sealed snapshot (no copying, atomic)."""
         final = self.snapshots_dir / snapshot_id
+        if self.store is not None and not final.is_dir() and self.store.exists(f"snapshots/{snapshot_id}/info.json"):
+            self.store.download_dir(f"snapshots/{snapshot_id}", final)
         if not final.is_dir():
-            raise NotBuiltError(str(self.root))
+            raise NotBuiltError(self.location)
         info = {**info, "snapshot": snapshot_id, "published_at": datetime.now(timezone.utc).isoformat()}
+        if self.store is not None:
+            self._switch_remote(info)
         atomic_write_json(self.manifest_path, info)
         return final
 
