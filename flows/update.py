@@ -74,11 +74,8 @@ UPDATE_PIPELINE: tuple[Stage, ...] = (
 @contextlib.contextmanager
 def _writer_lock(ctx: StageContext) -> Iterator[None]:
     """The corpus writer lock (one writer at a time; re-entrant in this process)."""
-    try:
-        from arborag.storage.lock import corpus_lock
-    except ImportError:  # the lock lands with its own change; until then one writer is the caller's job
-        yield
-        return
+    from arborag.storage.lock import corpus_lock
+
     with corpus_lock(ctx.corpus.root, wait=True, purpose="update"):
         yield
 

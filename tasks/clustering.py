@@ -33,12 +33,14 @@ of k with an early stop and then every k around the best grid points
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import math
 import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -52,6 +54,8 @@ from arborag.tasks.mixture import (
     STOP_MARGIN,
     Cluster,
     ClusterStats,
+    FitRecord,
+    LevelFit,
     coarse_grid,
     select_k,
     soft_membership,
@@ -64,6 +68,7 @@ __all__ = [
     "select_k",
     "soft_membership",
     "cut_contiguous",
+    "split_cluster",
     "warm_up",
     "LOOSE_MIN_N",
     "LOOSE_TOL",
@@ -72,6 +77,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+MapFn = Callable[[Callable[..., Any], Iterable[Any]], Iterator[Any]]
 
 # Re-clustering depth for the token guard; below it clusters are cut into contiguous groups.
 MAX_GUARD_DEPTH = 3
@@ -168,13 +175,17 @@ def _fit_level(x: np.ndarray, neighbors: int, cfg: ClusterConfig, stats: Cluster
     soft memberships at ``cfg.threshold`` (one cluster of everything when k is 1)."""
     reduced = _reduce(x, cfg.dims, neighbors, cfg.seed, stats)
     k, gmm, _ = select_k(reduced, min(cfg.max_clusters, len(x) - 1), cfg.seed, cfg.bic_search, stats=stats)
+    recording = _RECORDING.get()
+    if recording is not None:  # cluster_level(..., fitted=...) keeps the fits of its top pass
+        recording.append((reduced, max(2, min(neighbors, len(x) - 1)), gmm if k > 1 else None))
     if gmm is None or k == 1:
         return [[(i, 1.0) for i in range(len(x))]]
     return soft_membership(gmm.predict_proba(reduced), cfg.threshold)
 
 
-def _raptor_pass(x: np.ndarray, cfg: ClusterConfig, stats: ClusterStats | None, *, top: bool) -> list[Cluster]:
-    """Global + local clustering of ``x``; rows are indices into ``x``. No token guard."""
+def _raptor_pass(x: np.ndarray, cfg: ClusterConfig, stats: ClusterStats | None, *, top: bool, map: MapFn | None = None) -> list[Cluster]:
+    """Global + local clustering of ``x``; rows are indices into ``x``. No token guard.
+    ``map`` (None: in this process) fans the local clusterings out, one task per global cluster."""
     n = len(x)
     if n == 0:
         return []
@@ -189,16 +200,42 @@ def _raptor_pass(x: np.ndarray, cfg: ClusterConfig, stats: ClusterStats | None, 
     if top and stats is not None:
         stats.global_k = len(global_clusters)
     out: list[Cluster] = []
-    for gc in global_clusters:
-        idx = np.array([r for r, _ in gc], dtype=np.int64)
-        pg = np.array([p for _, p in gc], dtype=np.float64)
-        m = len(idx)
-        local = [[(j, 1.0) for j in range(m)]] if m <= cfg.dims + 1 else _fit_level(xd[idx], cfg.local_neighbors, cfg, stats)
+    members = [(np.array([r for r, _ in gc], dtype=np.int64), np.array([p for _, p in gc], dtype=np.float64)) for gc in global_clusters]
+    if map is None:
+        fits = (_fit_local(xd[idx], cfg, stats) for idx, _ in members)
+    else:  # per-cluster local clustering fanned out (each fit counts into its own stats, merged here)
+        fits = _merged(map(_fit_local_remote, ((xd[idx], cfg) for idx, _ in members)), stats)
+    for (idx, pg), local in zip(members, fits):
         if top and stats is not None:
             stats.local_ks.append(len(local))
         for lc in local:
             out.append([(int(idx[j]), float(pg[j] * pl)) for j, pl in lc])
     return _expand(out, inverse)
+
+
+def _fit_local(x: np.ndarray, cfg: ClusterConfig, stats: ClusterStats | None) -> list[Cluster]:
+    """The local clusters inside one global cluster (rows of ``x``)."""
+    if len(x) <= cfg.dims + 1:
+        return [[(j, 1.0) for j in range(len(x))]]
+    return _fit_level(x, cfg.local_neighbors, cfg, stats)
+
+
+def _fit_local_remote(args: tuple[np.ndarray, ClusterConfig]) -> tuple[list[Cluster], ClusterStats]:
+    """:func:`_fit_local` in another process (a fan-out task): same thread limits, own counters."""
+    from threadpoolctl import threadpool_limits
+
+    x, cfg = args
+    st = ClusterStats()
+    with _FIT_LOCK, threadpool_limits(1):
+        return _fit_local(x, cfg, st), st
+
+
+def _merged(results: Iterator[tuple[list[Cluster], ClusterStats]], stats: ClusterStats | None) -> Iterator[list[Cluster]]:
+    for local, st in results:
+        if stats is not None:
+            for name in ("gmm_fits", "umap_fits", "umap_s", "gmm_s"):
+                setattr(stats, name, getattr(stats, name) + getattr(st, name))
+        yield local
 
 
 def _guard(
@@ -248,13 +285,19 @@ def cluster_level(
     cfg: ClusterConfig,
     *,
     stats: ClusterStats | None = None,
+    map: MapFn | None = None,
+    fitted: list[LevelFit] | None = None,
 ) -> list[list[tuple[int, float]]]:
     """Soft clusters of the rows of ``vectors`` (SPEC §5 steps 2-6).
 
     Returns clusters as lists of ``(row, probability)``, members in row order, clusters sorted
     by their first row. Every row is in at least one cluster; no two clusters have the same
     member set; a cluster over ``cfg.max_cluster_tokens`` tokens has a single member. Pass a
-    :class:`ClusterStats` to get counters and timings.
+    :class:`ClusterStats` to get counters and timings. ``map`` (e.g. Dask workers through
+    Prefect) runs the per-global-cluster local clusterings elsewhere; the result is the same.
+    ``fitted``: a list that receives the :class:`LevelFit` of this call (the global and local
+    UMAP + GMM fits as data, and each returned cluster's (global, local) origin), which the
+    incremental update assigns new rows with.
     """
     x = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32))
     if x.ndim != 2:
@@ -269,10 +312,19 @@ def cluster_level(
         raise SchemaError("vectors", "contain NaN or infinite values; check the embedder output")
     from threadpoolctl import threadpool_limits
 
+    st = stats if stats is not None or fitted is None else ClusterStats()
     with _FIT_LOCK, threadpool_limits(1):
-        clusters = _raptor_pass(x, cfg, stats, top=True)
-        clusters = _guard(clusters, x, tok, cfg, stats, 0)
+        token = _RECORDING.set([] if fitted is not None else None)
+        try:
+            raw = _raptor_pass(x, cfg, st, top=True, map=map)
+            records = _RECORDING.get()
+        finally:
+            _RECORDING.reset(token)
+        clusters = _guard(raw, x, tok, cfg, st, 0)
     clusters = _canonical(clusters)
+    if fitted is not None:
+        assert st is not None and records is not None
+        fitted.append(_level_fit(x, raw, clusters, records, st.local_ks, cfg))
     covered = np.zeros(n, dtype=bool)
     for c in clusters:
         covered[[r for r, _ in c]] = True
@@ -280,7 +332,66 @@ def cluster_level(
     return clusters
 
 
+def split_cluster(vectors: np.ndarray, n_tokens: Sequence[int] | np.ndarray, probs: Sequence[float], cfg: ClusterConfig) -> list[Cluster]:
+    """The build's token guard on one cluster (rows of ``vectors``, in document order, with their
+    membership ``probs``): re-clustered, else cut into contiguous token-bounded groups; one group
+    when it fits. Used by the incremental update on a cluster that grew."""
+    from threadpoolctl import threadpool_limits
+
+    x = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32))
+    tok = np.asarray(n_tokens, dtype=np.int64).reshape(-1)
+    with _FIT_LOCK, threadpool_limits(1):
+        out = _guard([[(i, float(p)) for i, p in enumerate(probs)]], x, tok, cfg, None, 0)
+    return _canonical(out)
+
+
+def _level_fit(x: np.ndarray, raw: list[Cluster], clusters: list[Cluster], records: list[Any], local_ks: list[int], cfg: ClusterConfig) -> LevelFit:
+    """The fits of one top pass as data (rows of ``x``), and each final cluster's origin.
+
+    The top pass fits the global model on the distinct rows, then one local model per global
+    cluster of more than dims+1 members, in order (``records``, by :func:`_fit_level`); the raw
+    clusters are listed global cluster by global cluster (``local_ks`` of each). A final
+    cluster lies inside the raw cluster it came from (the guard only splits), which gives its
+    (global, local) origin. When the local fits ran elsewhere (a fan-out ``map``) they are not
+    recorded: the update then places a row by the nearest cluster of its global cluster.
+    """
+    _, inverse = _distinct(x)
+    first = np.full(int(inverse.max()) + 1 if len(inverse) else 0, -1, dtype=np.int64)
+    for row in range(len(inverse) - 1, -1, -1):
+        first[inverse[row]] = row
+    nd = len(first)
+    global_fit: FitRecord | None = None
+    local_fits: list[FitRecord | None] = []
+    if nd > cfg.dims + 1 and records:
+        reduced, nn, gmm = records[0]
+        global_fit = FitRecord.of(first, reduced, nn, gmm)
+        probs = global_fit.predict_proba(reduced)
+        groups = [np.array([r for r, _ in c], dtype=np.int64) for c in soft_membership(probs, cfg.threshold)] if global_fit.k > 1 else [np.arange(nd)]
+        big = [g for g in groups if len(g) > cfg.dims + 1]
+        if len(records) - 1 == len(big):
+            it = iter(records[1:])
+            for g in groups:
+                if len(g) > cfg.dims + 1:
+                    red, lnn, lg = next(it)
+                    local_fits.append(FitRecord.of(first[g], red, lnn, lg))
+                else:
+                    local_fits.append(None)
+        else:
+            local_fits = [None] * len(groups)
+    origin_of_raw: list[tuple[int, int]] = [(g, loc) for g, n_local in enumerate(local_ks) for loc in range(n_local)]
+    if len(origin_of_raw) != len(raw):
+        origin_of_raw = [(0, 0)] * len(raw)
+    raw_sets = [{r for r, _ in c} for c in raw]
+    origins: list[tuple[int, int]] = []
+    for c in clusters:
+        rows = {r for r, _ in c}
+        j = next((j for j, rs in enumerate(raw_sets) if rows <= rs), 0)
+        origins.append(origin_of_raw[j] if origin_of_raw else (0, 0))
+    return LevelFit(global_fit, local_fits, origins)
+
+
 # UMAP/numba and BLAS thread limits are process-wide: one clustering at a time per process.
+_RECORDING: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("arborag_cluster_fits", default=None)
 _FIT_LOCK = threading.RLock()
 _WARM = False
 

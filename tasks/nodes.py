@@ -9,6 +9,7 @@ summarizer's counters.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -20,10 +21,13 @@ from arborag.tasks.leaf_vectors import embed_function, embedder_of, read_vectors
 from arborag.tasks.leaves import load_leaves
 from arborag.tasks.summarize import make_summarizer
 from arborag.tasks.tree import build_tree
+from arborag.tasks.tree_update_model import LevelModel, save_models
 
-__all__ = ["OUTPUTS", "level_counts", "run_tree"]
+__all__ = ["CLUSTERS_DIR", "OUTPUTS", "level_counts", "run_tree", "write_tree_info"]
 
-OUTPUTS = ("nodes.parquet", "edges.parquet", "node_vectors.parquet")
+OUTPUTS = ("nodes.parquet", "edges.parquet", "node_vectors.parquet", "tree_info.json")
+#: The fitted clustering per level (``tasks/tree_update_model.py``), beside the tables; published into the snapshot.
+CLUSTERS_DIR = "clusters"
 _MAX_CACHE_SHARDS = 32  # one embedding-cache shard per embed call: fold them up now and then
 
 
@@ -33,20 +37,40 @@ def level_counts(nodes: pa.Table) -> dict[int, int]:
     return dict(zip(counts["level"].to_list(), counts["len"].to_list()))
 
 
+def write_tree_info(stage_dir: Path, ctx: StageContext, models: list[LevelModel], *, fitted: int, changed: int, **extra: Any) -> None:
+    """Stage the fitted clusters (``clusters/``) and ``tree_info.json``, which publish merges into
+    the snapshot's ``info.json``: the tree config, and the drift since the last full fit
+    (``fitted`` leaves then, ``changed`` leaves added or removed incrementally since)."""
+    import shutil
+
+    from arborag.storage.tables import atomic_write_json
+    from arborag.tasks.leaves import tree_config
+
+    clusters = stage_dir / CLUSTERS_DIR
+    if clusters.exists():
+        shutil.rmtree(clusters)
+    save_models(clusters, models)
+    info = {"tree_config": tree_config(ctx.config), "drift": {"fitted": int(fitted), "changed": int(changed)},
+            "clusters": {"levels": sorted(m.level for m in models)}, **extra}
+    atomic_write_json(stage_dir / "tree_info.json", info)
+
+
 def run_tree(ctx: StageContext, key: str) -> dict[str, Any]:
     """Cluster, summarize and embed level by level over the staged leaves of build ``key``."""
     stage_dir = ctx.staging_dir(key)
     _, leaf_vectors = read_vectors_file(stage_dir / "leaf_vectors.parquet")
     embedder, cache = embedder_of(ctx)
     summarizer = make_summarizer(ctx.config.summarize, cache_dir=ctx.corpus.cache_dir / "llm", embedder=embedder)
+    leaves = load_leaves(ctx)
     result = build_tree(
-        load_leaves(ctx),
+        leaves,
         leaf_vectors,
         embed=embed_function(ctx, "summaries"),
         summarizer=summarizer,
         cfg=ctx.config.cluster,
         tree_cfg=ctx.config.tree,
         run_id=ctx.run_id,
+        map=ctx.resources.get("map"),  # a fan-out (Dask through Prefect) set by the flow, or None
     )
     summaries = sum(int(st.get("n_clusters", 0)) for st in result.stats)
     ctx.counters.summaries += summaries
@@ -57,6 +81,7 @@ def run_tree(ctx: StageContext, key: str) -> dict[str, Any]:
     write_table("nodes", result.nodes, stage_dir / "nodes.parquet")
     write_table("edges", result.edges, stage_dir / "edges.parquet")
     write_vectors_file(stage_dir / "node_vectors.parquet", result.nodes.column("node_id"), result.vectors)
+    write_tree_info(stage_dir, ctx, result.models, fitted=leaves.num_rows, changed=0)
     ctx.counters.stages["tree"] = {
         "nodes": result.nodes.num_rows,
         "edges": result.edges.num_rows,

@@ -28,6 +28,10 @@ SNAPSHOT_FILES = ("nodes.parquet", "edges.parquet", "vectors.lance", "sparse")
 #: Provenance written into every snapshot by :func:`snapshot_provenance` (readers never need the
 #: live working tables, which a later ingest or update may already have changed).
 PROVENANCE_FILES = ("chunks.parquet", "documents.parquet")
+#: Copied when the tree stage staged them: the fitted clustering per level (the incremental update
+#: starts from it) and ``tree_info.json``, merged into ``info.json`` (tree config, drift since the last full fit).
+OPTIONAL_FILES = ("clusters",)
+TREE_INFO = "tree_info.json"
 
 
 def snapshot_provenance(nodes: pa.Table, chunks: pa.Table, documents: pa.Table) -> tuple[pa.Table, pa.Table]:
@@ -61,6 +65,9 @@ def run_publish(ctx: StageContext, key: str) -> dict[str, Any]:
             shutil.copytree(src, dst)
         else:
             shutil.copy2(src, dst)
+    for name in OPTIONAL_FILES:
+        if (stage_dir / name).is_dir():
+            shutil.copytree(stage_dir / name, partial / name)
     _write_provenance(ctx, partial)
     publish_sparse_index(partial / "sparse", ctx.config.sparse, snapshot_id=snap_id, corpus_name=ctx.corpus.root.name)
     info = {
@@ -73,6 +80,10 @@ def run_publish(ctx: StageContext, key: str) -> dict[str, Any]:
         "run_id": ctx.run_id,
         "counts": tree_counts(partial / "nodes.parquet"),
     }
+    if (stage_dir / TREE_INFO).exists():
+        import json
+
+        info.update(json.loads((stage_dir / TREE_INFO).read_text(encoding="utf-8")))
     ctx.corpus.publish(partial, snap_id, info)
     shutil.rmtree(stage_dir, ignore_errors=True)
     return {"snapshot": snap_id}

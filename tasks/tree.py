@@ -39,8 +39,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -54,6 +54,7 @@ from arborag.tokenizer import get_tokenizer
 from arborag.storage.tables import conform
 from arborag.tasks.clustering import ClusterStats, cluster_level
 from arborag.tasks.summarize import ExtractiveSummarizer, Summarizer, SummaryResult
+from arborag.tasks.tree_update_model import LevelModel, model_of
 from arborag.tasks.tree_frames import Level, assemble_edges, assemble_nodes, cluster_members, leaf_level, split_by_document, summary_inputs
 
 __all__ = ["TreeResult", "build_tree", "leaf_embed_texts", "summary_node_id", "summary_ids", "cluster_id"]
@@ -61,6 +62,7 @@ __all__ = ["TreeResult", "build_tree", "leaf_embed_texts", "summary_node_id", "s
 log = logging.getLogger(__name__)
 
 EmbedFn = Callable[[list[str]], np.ndarray]
+MapFn = Callable[[Callable[..., Any], Iterable[Any]], Iterator[Any]]
 TreeProgress = Callable[[dict[str, Any]], None] | None
 
 
@@ -70,6 +72,7 @@ class TreeResult:
     edges: pa.Table  # EDGES schema
     vectors: np.ndarray  # float32 (nodes.num_rows, dim), rows aligned with nodes
     stats: list[dict[str, Any]]  # one dict per level (level 0 = leaves)
+    models: list[LevelModel] = field(default_factory=list)  # the fitted clustering per level (one corpus-wide tree only)
 
 
 def leaf_embed_texts(leaves: pa.Table) -> list[str]:
@@ -125,12 +128,26 @@ def summary_ids(child_ids: pl.Series, level: int, summarizer_name: str) -> tuple
     return pl.Series("node_id", nodes, dtype=pl.String), pl.Series("summary_of", clusters, dtype=pl.String)
 
 
-def _safe_summaries(summarizer: Summarizer, clusters: list[list[str]], fallback: ExtractiveSummarizer) -> list[SummaryResult]:
-    """The summarizer's results, with the extractive fallback wherever it failed."""
+#: clusters per summarization task when a fan-out ``map`` is given (a summary depends only on its cluster)
+SUMMARY_FANOUT_CHUNK = 64
+
+
+def _summarize_chunk(args: tuple[Summarizer, list[list[str]]]) -> list[SummaryResult]:
+    summarizer, chunk = args
+    return list(summarizer.summarize_many(chunk))
+
+
+def _safe_summaries(summarizer: Summarizer, clusters: list[list[str]], fallback: ExtractiveSummarizer, map: MapFn | None = None) -> list[SummaryResult]:
+    """The summarizer's results, with the extractive fallback wherever it failed.
+    ``map`` (None: one call here) fans chunks of :data:`SUMMARY_FANOUT_CHUNK` clusters out."""
     results: list[Any] | None
     reason = ""
     try:
-        results = list(summarizer.summarize_many(clusters))
+        if map is None:
+            results = list(summarizer.summarize_many(clusters))
+        else:
+            chunks = [(summarizer, clusters[i : i + SUMMARY_FANOUT_CHUNK]) for i in range(0, len(clusters), SUMMARY_FANOUT_CHUNK)]
+            results = [r for part in map(_summarize_chunk, chunks) for r in part]
         if len(results) != len(clusters):
             reason = f"fallback:wrong-count-{len(results)}-of-{len(clusters)}"
             results = None
@@ -164,14 +181,18 @@ def _check_vectors(vectors: np.ndarray, n: int, what: str, dim: int | None = Non
     return v
 
 
-def _cluster_trees(active: list[Level], cfg: ClusterConfig, st: dict[str, Any]) -> list[list[list[tuple[int, float]]]]:
-    """Cluster every active tree's current level; add the clustering counters to ``st``."""
+def _cluster_trees(
+    active: list[Level], cfg: ClusterConfig, st: dict[str, Any], map: MapFn | None = None, fitted: list[Any] | None = None
+) -> list[list[list[tuple[int, float]]]]:
+    """Cluster every active tree's current level; add the clustering counters to ``st``.
+    ``fitted`` receives the level's fits when there is one tree (corpus scope)."""
     t0 = time.perf_counter()
     per_tree: list[list[list[tuple[int, float]]]] = []
     total = ClusterStats()
     for t in active:
         cs = ClusterStats()
-        per_tree.append(cluster_level(t.vectors, t.frame["n_tokens"].to_numpy(), cfg, stats=cs))
+        per_tree.append(cluster_level(t.vectors, t.frame["n_tokens"].to_numpy(), cfg, stats=cs, map=map,
+                                      fitted=fitted if len(active) == 1 else None))
         for name in ("gmm_fits", "umap_fits", "reclustered", "cut", "umap_s", "gmm_s"):
             setattr(total, name, getattr(total, name) + getattr(cs, name))
         if len(active) == 1:
@@ -193,12 +214,15 @@ def build_tree(
     tree_cfg: TreeConfig,
     run_id: str,
     progress: TreeProgress = None,
+    map: MapFn | None = None,
 ) -> TreeResult:
     """Build the RAPTOR tree over ``leaves`` (a CHUNKS table; rows aligned with ``leaf_vectors``).
 
     ``embed(texts) -> float32 (len(texts), dim)`` embeds summaries (the same model as the
     leaves). ``progress(level_stats)`` is called after each level with its stats dict.
-    ``run_id`` is written to every node's ``created_by_run``.
+    ``run_id`` is written to every node's ``created_by_run``. ``map`` (None: all in this
+    process) fans out the per-cluster local clusterings and the summarization calls (e.g. to
+    Dask workers through Prefect); the tables are the same either way.
     """
     leaves = conform("chunks", leaves)
     n = leaves.num_rows
@@ -221,6 +245,7 @@ def build_tree(
     fallback = ExtractiveSummarizer(summarize_cfg if isinstance(summarize_cfg, SummarizeConfig) else None)
     name = summarizer.name
     edges: list[pl.DataFrame] = []
+    models: list[LevelModel] = []
 
     for level in range(1, cfg.max_levels + 1):
         for i, t in enumerate(trees):
@@ -231,7 +256,8 @@ def build_tree(
         active = [trees[i] for i in active_ix]
         st: dict[str, Any] = {"level": level, "n_trees": len(active), "n_input": sum(len(t) for t in active)}
         # 1. cluster every active tree; 2. the children of every cluster in document order
-        per_tree = _cluster_trees(active, cfg, st)
+        fitted: list[Any] = []
+        per_tree = _cluster_trees(active, cfg, st, map, fitted if len(trees) == 1 else None)
         members, first = [], 0
         for t, clusters in zip(active, per_tree):
             members.append(cluster_members(t.frame, clusters, first))
@@ -239,7 +265,7 @@ def build_tree(
         jobs = pl.concat([summary_inputs(m) for m in members], how="vertical_relaxed")
         # 3. summarize all clusters at once, embed the summaries with one call
         t0 = time.perf_counter()
-        results = _safe_summaries(summarizer, jobs["texts"].to_list(), fallback)
+        results = _safe_summaries(summarizer, jobs["texts"].to_list(), fallback, map)
         st["summarize_s"] = time.perf_counter() - t0
         st["n_clusters"] = len(results)
         st["n_fallback"] = sum(1 for r in results if r.status != "ok")
@@ -251,6 +277,8 @@ def build_tree(
         st["embed_s"] = time.perf_counter() - t0
         # 4. the new level of each tree (a loop over clusters: ids hash each cluster's children)
         node_ids, of = summary_ids(jobs["child_ids"], level, name)
+        if fitted:
+            models.append(model_of(level, fitted[0], active[0].frame["node_id"].to_list(), of.to_list(), cfg.threshold))
         summaries = jobs.select(["job", "doc_ids", "pos"]).with_columns(
             node_ids,
             of,
@@ -280,7 +308,7 @@ def build_tree(
 
     pieces.sort(key=lambda p: p[0])  # tree by tree, levels in build order (the order of the vectors)
     nodes, all_vecs = assemble_nodes([(lv, t, extra) for _, lv, t, extra in pieces], dim, run_id)
-    return TreeResult(nodes=nodes, edges=assemble_edges(edges), vectors=all_vecs, stats=stats)
+    return TreeResult(nodes=nodes, edges=assemble_edges(edges), vectors=all_vecs, stats=stats, models=models)
 
 
 def _leaf_extra(n: int) -> pl.DataFrame:

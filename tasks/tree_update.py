@@ -1,26 +1,67 @@
 """Stage ``tree-update``: the published tree brought up to date locally, not rebuilt (SPEC §5 "Incremental update").
 
-(First version: the interface; the local update lands next.)
+:func:`update_tree` is pure. Level by level, from the leaves up, the clusters of level L+1 lose
+the children that left level L and gain the ones that joined it:
+
+- **new leaves** are assigned with the level's fitted models (:mod:`arborag.tasks.tree_update_model`):
+  the global fit's ``transform`` (:func:`~arborag.tasks.mixture.knn_transform`) and
+  ``predict_proba``, soft membership at ``cluster.threshold`` with the argmax fallback (as the
+  build), then the local fit of every global cluster joined, the same way; a (global, local)
+  pair names the cluster it made (the nearest by centroid cosine when the token guard had split
+  it into several, or when the fit is not available);
+- **a rewritten summary** (its cluster's membership changed) replaces the old one in the old
+  one's parents — a changed summary is a changed child of its parent — so the change
+  propagates upward;
+- **removed nodes** (a deleted document's leaves, replaced or emptied summaries) leave every
+  cluster they were in.
+
+Then per level: a cluster left empty disappears (and leaves its parents); a cluster left with
+one child when it had more is dissolved — its child stays in its other clusters or joins the
+nearest other cluster of the level; a changed cluster over ``cluster.max_cluster_tokens`` is
+split by the build's own guard (:func:`~arborag.tasks.clustering.split_cluster`); and **only**
+clusters whose member set changed are summarized again. Ids stay content-addressed
+(``summary_node_id`` over sorted child ids), so an untouched cluster keeps its summary, its id
+and its cached embedding. The number of levels stays the published tree's; the drift guard in
+the flow re-fits the whole tree once too much has changed.
+
+The runner :func:`run_tree_update` reads the previous snapshot (nodes, edges, ``clusters/``),
+the staged leaf vectors, and the cached summary vectors (the embedding cache is keyed by text),
+and stages nodes, edges, node vectors, the updated models and ``tree_info.json`` (drift counted
+on) exactly like the build's tree stage, so the build's vectors/sparse/publish stages follow.
 """
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from arborag.config import ClusterConfig, SummarizeConfig
+from arborag.errors import SchemaError
 from arborag.tasks.context import StageContext
+from arborag.tasks.mixture import knn_transform
+from arborag.tasks.summarize import ExtractiveSummarizer, Summarizer
+from arborag.tasks.tree_update_model import LevelModel
 
-__all__ = ["CLUSTERS_DIR", "OUTPUTS", "drift_after", "leaf_delta", "run_tree_update", "same_leaves"]
+__all__ = [
+    "CLUSTERS_DIR", "OUTPUTS", "UpdateResult", "drift_after", "leaf_delta", "run_tree_update", "same_leaves", "update_tree",
+]
 
 CLUSTERS_DIR = "clusters"
-OUTPUTS = ("nodes.parquet", "edges.parquet", "node_vectors.parquet", CLUSTERS_DIR, "tree_info.json")
+OUTPUTS = ("nodes.parquet", "edges.parquet", "node_vectors.parquet", "tree_info.json")
+
+EmbedFn = Callable[[list[str]], np.ndarray]
 
 
+# -- what changed (the flow's decision) ------------------------------------------------------------
 def _snapshot_leaves(snap: Path) -> pl.DataFrame:
     df = pl.from_arrow(pq.read_table(snap / "chunks.parquet", columns=["chunk_id", "header"]))
     assert isinstance(df, pl.DataFrame)
@@ -51,12 +92,385 @@ def drift_after(snap: Path, info: dict[str, Any], leaves: pa.Table) -> dict[str,
     fitted = int(drift.get("fitted") or (info.get("counts") or {}).get("levels", {}).get("0", 0) or leaves.num_rows or 1)
     added, removed = leaf_delta(snap, leaves)
     changed = int(drift.get("changed") or 0) + added + removed
-    return {"fitted": fitted, "changed": changed, "share": changed / max(fitted, 1)}
+    return {"fitted": fitted, "changed": changed, "share": changed / max(fitted, 1), "added": added, "removed": removed}
 
 
+# -- the update -------------------------------------------------------------------------------------
+@dataclass
+class _Node:
+    level: int
+    text: str
+    n_tokens: int
+    doc_ids: list[str]
+    pos: int
+    summary_of: str | None
+    summarizer: str
+    summary_status: str
+    created_by_run: str | None
+
+
+@dataclass
+class UpdateResult:
+    nodes: pa.Table  # NODES
+    edges: pa.Table  # EDGES
+    vectors: np.ndarray  # rows aligned with nodes
+    models: list[LevelModel]
+    stats: list[dict[str, Any]] = field(default_factory=list)  # one per summary level
+
+    @property
+    def summaries(self) -> int:
+        return sum(int(s.get("rewritten", 0)) for s in self.stats)
+
+
+class _Vectors:
+    """Node id -> vector (leaves from the staged matrix, summaries embedded through the cache)."""
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self.rows: dict[str, int] = {}
+        self.blocks: list[np.ndarray] = []
+        self.n = 0
+
+    def add(self, ids: Sequence[str], vecs: np.ndarray) -> None:
+        vecs = np.asarray(vecs, np.float32).reshape(len(ids), self.dim)
+        for i, node_id in enumerate(ids):
+            self.rows[node_id] = self.n + i
+        self.blocks.append(vecs)
+        self.n += len(ids)
+        self._all: np.ndarray | None = None
+
+    def get(self, ids: Sequence[str]) -> np.ndarray:
+        if getattr(self, "_all", None) is None:
+            self._all = np.concatenate(self.blocks) if self.blocks else np.zeros((0, self.dim), np.float32)
+        return self._all[[self.rows[i] for i in ids]] if ids else np.zeros((0, self.dim), np.float32)  # type: ignore[index]
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    return v / np.maximum(np.linalg.norm(v, axis=-1, keepdims=True), 1e-12)
+
+
+def update_tree(
+    prev_nodes: pa.Table,
+    prev_edges: pa.Table,
+    models: dict[int, LevelModel],
+    leaves: pa.Table,
+    leaf_vectors: np.ndarray,
+    *,
+    embed: EmbedFn,
+    summarizer: Summarizer,
+    cfg: ClusterConfig,
+    run_id: str,
+) -> UpdateResult:
+    """The tree ``prev_nodes``/``prev_edges`` updated to the leaves ``leaves`` (rows aligned with
+    ``leaf_vectors``); see the module docstring. ``embed`` embeds summaries through the cache
+    (the previous summaries' texts are cache hits)."""
+    from arborag.tasks.clustering import split_cluster
+    from arborag.tasks.tree import _safe_summaries, summary_ids
+    from arborag.tokenizer import get_tokenizer
+
+    leaf_vectors = np.asarray(leaf_vectors, np.float32)
+    if leaf_vectors.shape[0] != leaves.num_rows:
+        raise SchemaError("leaf_vectors", f"{leaf_vectors.shape[0]} vectors for {leaves.num_rows} leaves")
+    dim = leaf_vectors.shape[1]
+    name = summarizer.name
+    summarize_cfg = getattr(summarizer, "cfg", None)
+    fallback = ExtractiveSummarizer(summarize_cfg if isinstance(summarize_cfg, SummarizeConfig) else None)
+    tokenizer = get_tokenizer()
+
+    # the previous tree
+    old = prev_nodes.to_pylist()
+    info: dict[str, _Node] = {
+        r["node_id"]: _Node(int(r["level"]), r["text"], int(r["n_tokens"]), list(r["doc_ids"] or []), 0, r["summary_of"],
+                            r["summarizer"], r["summary_status"], r["created_by_run"])
+        for r in old
+    }
+    top = max((n.level for n in info.values()), default=0)
+    parents_of: dict[str, list[tuple[str, float]]] = {}
+    members: dict[str, dict[str, float]] = {}
+    for e in prev_edges.to_pylist():
+        members.setdefault(e["parent_id"], {})[e["child_id"]] = float(e["probability"])
+        parents_of.setdefault(e["child_id"], []).append((e["parent_id"], float(e["probability"])))
+    by_level: dict[int, list[str]] = {}
+    for node_id, n in info.items():
+        by_level.setdefault(n.level, []).append(node_id)
+
+    # level 0: the leaves now, in document order
+    lv = pl.from_arrow(leaves.select(["chunk_id", "doc_id", "ordinal", "start_char", "text", "n_tokens"]))
+    assert isinstance(lv, pl.DataFrame)
+    order = lv.with_row_index("row").sort(["doc_id", "ordinal", "start_char", "chunk_id"])
+    vecs = _Vectors(dim)
+    vecs.add(order["chunk_id"].to_list(), leaf_vectors[order["row"].to_numpy()])
+    current: dict[str, _Node] = {}
+    for pos, (cid, doc, text, ntok) in enumerate(zip(order["chunk_id"], order["doc_id"], order["text"], order["n_tokens"])):
+        prev = info.get(cid)
+        current[cid] = _Node(0, text, int(ntok), [doc], pos, None, "leaf", "leaf", prev.created_by_run if prev else run_id)
+    old_level = set(by_level.get(0, []))
+    removed: set[str] = old_level - current.keys()
+    added: list[str] = [c for c in order["chunk_id"].to_list() if c not in old_level]
+    replaced: dict[str, list[str]] = {}
+    # previous summaries' vectors: their texts are in the embedding cache
+    prev_summaries = [i for lvl in range(1, top + 1) for i in by_level.get(lvl, [])]
+    if prev_summaries:
+        vecs.add(prev_summaries, embed([info[i].text for i in prev_summaries]))
+
+    out_nodes: dict[str, _Node] = dict(current)
+    out_edges: list[tuple[str, str, float, int]] = []
+    stats: list[dict[str, Any]] = []
+    out_models: list[LevelModel] = []
+    n_assigned = len(added)
+    for level in range(1, top + 1):
+        t0 = time.perf_counter()
+        st: dict[str, Any] = {"level": level, "removed_children": len(removed), "new_children": len(added),
+                              "replaced_children": len(replaced)}
+        clusters = {p: dict(members.get(p, {})) for p in by_level.get(level, [])}
+        before = {p: set(m) for p, m in clusters.items()}
+        model = models.get(level)
+        gone_children = set(removed) | set(replaced)
+        if model is not None:
+            st["training_dropped"] = model.drop_training(gone_children)
+        origin: dict[str, tuple[int, int]] = {}
+        if model is not None:
+            for p in clusters:
+                so = info[p].summary_of
+                if so is not None and so in model.origins:
+                    origin[p] = model.origins[so]
+        # 1. children that left; 2. rewritten children take their old one's place
+        for c in gone_children:
+            for p, _ in parents_of.get(c, []):
+                if p in clusters:
+                    clusters[p].pop(c, None)
+        for old_id, news in replaced.items():
+            for p, prob in parents_of.get(old_id, []):
+                if p in clusters:
+                    for n in news:
+                        clusters[p][n] = prob
+        # 3. new children (leaves: by the fitted models; a summary without parents: nearest cluster)
+        orphans = [c for c in added if not any(c in m for m in clusters.values())]
+        if orphans and clusters:
+            placed, fell_back = _assign(orphans, vecs, clusters, origin, model, cfg)
+            for c, joins in placed.items():
+                for p, prob in joins:
+                    clusters[p][c] = prob
+            st["assigned"], st["assigned_by_centroid"] = len(orphans), fell_back
+        # 4. dissolve clusters left with one child (they had more); empty ones disappear
+        dissolved = 0
+        for p in list(clusters):
+            m = clusters[p]
+            if len(m) == 1 and len(before[p]) > 1 and len(clusters) > 1:
+                (child, prob), = m.items()
+                del clusters[p]
+                dissolved += 1
+                if not any(child in mm for mm in clusters.values()):
+                    target = _nearest(vecs.get([child])[0], vecs, clusters)
+                    clusters[target][child] = prob
+        st["dissolved"] = dissolved
+        st["emptied"] = sum(1 for p in list(clusters) if not clusters[p] and clusters.pop(p) is not None)
+        # 5. which clusters changed membership; split the oversized ones with the build's guard
+        changed = [p for p in clusters if set(clusters[p]) != before[p]]
+        jobs: list[tuple[str, list[tuple[str, float]]]] = []  # (old parent, members) per new summary
+        splits = 0
+        for p in changed:
+            kids = sorted(clusters[p].items(), key=lambda kv: (out_nodes[kv[0]].pos, kv[0]))
+            if len(kids) > 1 and sum(out_nodes[k].n_tokens for k, _ in kids) > cfg.max_cluster_tokens:
+                ids = [k for k, _ in kids]
+                pieces = split_cluster(vecs.get(ids), np.array([out_nodes[k].n_tokens for k in ids]), [pr for _, pr in kids], cfg)
+                if len(pieces) > 1:
+                    splits += 1
+                for piece in pieces:
+                    jobs.append((p, [(ids[r], float(pr)) for r, pr in piece]))
+            else:
+                jobs.append((p, kids))
+        st["split"] = splits
+        # 6. summarize only those
+        new_ids: list[str] = []
+        if jobs:
+            child_lists = pl.Series("child_ids", [[k for k, _ in kids] for _, kids in jobs], dtype=pl.List(pl.String))
+            node_ids, of = summary_ids(child_lists, level, name)
+            texts_in = [[out_nodes[k].text for k, _ in kids] for _, kids in jobs]
+            results = _safe_summaries(summarizer, texts_in, fallback)
+            texts = [r.text for r in results]
+            st["tokens_in"] = sum(r.tokens_in for r in results)
+            st["tokens_out"] = sum(r.tokens_out for r in results)
+            n_tok = tokenizer.count_many(texts)
+            fresh = [i for i in node_ids.to_list() if i not in vecs.rows]
+            if fresh:
+                want = {i: t for i, t in zip(node_ids.to_list(), texts)}
+                vecs.add(fresh, embed([want[i] for i in fresh]))
+            for (old_p, kids), nid, so, text, nt, r in zip(jobs, node_ids.to_list(), of.to_list(), texts, n_tok, results):
+                docs = sorted({d for k, _ in kids for d in out_nodes[k].doc_ids})
+                out_nodes[nid] = _Node(level, text, int(nt), docs, min(out_nodes[k].pos for k, _ in kids), so, name, r.status, run_id)
+                for k, prob in kids:
+                    out_edges.append((nid, k, prob, level))
+                new_ids.append(nid)
+                if old_p in origin:
+                    origin[nid] = origin[old_p]
+        st["rewritten"] = len(jobs)
+        # 7. the untouched clusters keep their summary (position recomputed from their children)
+        next_removed: set[str] = set()
+        next_replaced: dict[str, list[str]] = {}
+        for p in by_level.get(level, []):
+            if p in clusters and p not in changed:
+                n = info[p]
+                n.pos = min(out_nodes[k].pos for k in clusters[p])
+                out_nodes[p] = n
+                for k, prob in clusters[p].items():
+                    out_edges.append((p, k, prob, level))
+            else:
+                next_removed.add(p)
+        for (old_p, _), nid in zip(jobs, new_ids):
+            if nid == old_p:  # same members after all (e.g. a child left and came back)
+                next_removed.discard(nid)
+                continue
+            next_replaced.setdefault(old_p, []).append(nid)
+        next_removed -= set(next_replaced)
+        if model is not None:
+            model.origins = {out_nodes[p].summary_of: o for p, o in origin.items() if p in out_nodes and out_nodes[p].level == level and out_nodes[p].summary_of}  # type: ignore[misc]
+            out_models.append(model)
+        st["clusters"] = sum(1 for n in out_nodes.values() if n.level == level)
+        st["seconds"] = round(time.perf_counter() - t0, 3)
+        stats.append(st)
+        removed, replaced, added = next_removed, next_replaced, []
+    # the last level's replaced/removed have no parents: nothing more to do
+    st0 = {"assigned_leaves": n_assigned}
+    if stats:
+        stats[0].update(st0)
+    return _assemble(out_nodes, out_edges, vecs, out_models, stats)
+
+
+def _assign(
+    new: list[str], vecs: _Vectors, clusters: dict[str, dict[str, float]], origin: dict[str, tuple[int, int]],
+    model: LevelModel | None, cfg: ClusterConfig,
+) -> tuple[dict[str, list[tuple[str, float]]], int]:
+    """Clusters each new node joins, with its membership probability; and how many fell back to
+    the nearest centroid (no usable fit)."""
+    x = vecs.get(new)
+    out: dict[str, list[tuple[str, float]]] = {c: [] for c in new}
+    gf = model.global_fit() if model is not None else None
+    usable = gf is not None and len(gf.train_ids) >= 2 and all(t in vecs.rows for t in gf.train_ids)
+    if not usable:
+        for c, v in zip(new, x):
+            out[c].append((_nearest(v, vecs, clusters), 1.0))
+        return out, len(new)
+    assert gf is not None and model is not None
+    by_origin: dict[tuple[int, int], list[str]] = {}
+    for p, o in origin.items():
+        if p in clusters:
+            by_origin.setdefault(o, []).append(p)
+    reduced = knn_transform(x, vecs.get(gf.train_ids), gf.fit.reduced, gf.fit.n_neighbors)
+    fell_back = 0
+    for g_col, g_members in enumerate(gf.memberships(reduced, cfg.threshold)):
+        if not g_members:
+            continue
+        lf = model.local_fit(g_col)
+        rows = np.array([r for r, _ in g_members], dtype=np.int64)
+        probs_g = {r: p for r, p in g_members}
+        if lf is not None and len(lf.train_ids) >= 2 and all(t in vecs.rows for t in lf.train_ids):
+            red_l = knn_transform(x[rows], vecs.get(lf.train_ids), lf.fit.reduced, lf.fit.n_neighbors)
+            local = lf.memberships(red_l, cfg.threshold)
+            pairs = [(int(rows[j]), loc, p) for loc, mem in enumerate(local) for j, p in mem]
+        else:
+            pairs = [(int(r), None, 1.0) for r in rows]  # one local cluster, or its fit ran elsewhere
+        for r, loc, p_l in pairs:
+            cands = by_origin.get((g_col, loc), []) if loc is not None else [p for (g, _), ps in by_origin.items() if g == g_col for p in ps]
+            if not cands:
+                cands = [p for (g, _), ps in by_origin.items() if g == g_col for p in ps]
+            if not cands:
+                cands, fell_back = list(clusters), fell_back + 1
+            target = cands[0] if len(cands) == 1 else _nearest(x[r], vecs, {p: clusters[p] for p in cands})
+            out[new[r]].append((target, float(probs_g[r] * p_l)))
+    for c in new:  # one entry per cluster (max probability)
+        best: dict[str, float] = {}
+        for p, prob in out[c]:
+            best[p] = max(prob, best.get(p, 0.0))
+        out[c] = sorted(best.items())
+    return out, fell_back
+
+
+def _nearest(v: np.ndarray, vecs: _Vectors, clusters: dict[str, dict[str, float]]) -> str:
+    """The cluster whose centroid (mean of its members' unit vectors) is most cosine-similar to ``v``."""
+    best, score = next(iter(clusters)), -np.inf
+    u = _unit(np.asarray(v, np.float32))
+    for p, m in clusters.items():
+        if not m:
+            continue
+        c = _unit(vecs.get(list(m)).mean(axis=0))
+        s = float(c @ u)
+        if s > score:
+            best, score = p, s
+    return best
+
+
+def _assemble(nodes: dict[str, _Node], edges: list[tuple[str, str, float, int]], vecs: _Vectors, models: list[LevelModel], stats: list[dict[str, Any]]) -> UpdateResult:
+    from arborag.tasks.frames import to_table
+
+    ids = sorted(nodes, key=lambda i: (nodes[i].level, nodes[i].pos, i))
+    df = pl.DataFrame(
+        {
+            "node_id": ids,
+            "level": [nodes[i].level for i in ids],
+            "text": [nodes[i].text for i in ids],
+            "n_tokens": [nodes[i].n_tokens for i in ids],
+            "doc_ids": [nodes[i].doc_ids for i in ids],
+            "summary_of": [nodes[i].summary_of for i in ids],
+            "summarizer": [nodes[i].summarizer for i in ids],
+            "summary_status": [nodes[i].summary_status for i in ids],
+            "created_by_run": [nodes[i].created_by_run for i in ids],
+        },
+        schema={"node_id": pl.String, "level": pl.Int32, "text": pl.String, "n_tokens": pl.Int32, "doc_ids": pl.List(pl.String),
+                "summary_of": pl.String, "summarizer": pl.String, "summary_status": pl.String, "created_by_run": pl.String},
+    )
+    e = pl.DataFrame(
+        {"parent_id": [x[0] for x in edges], "child_id": [x[1] for x in edges], "probability": [x[2] for x in edges], "level": [x[3] for x in edges]},
+        schema={"parent_id": pl.String, "child_id": pl.String, "probability": pl.Float32, "level": pl.Int32},
+    ).unique(["parent_id", "child_id"], keep="first").sort(["level", "parent_id", "child_id"])
+    return UpdateResult(to_table(df, "nodes"), to_table(e, "edges"), vecs.get(ids), models, stats)
+
+
+# -- the stage runner -------------------------------------------------------------------------------
 def run_tree_update(ctx: StageContext, key: str) -> dict[str, Any]:
-    """Update the published tree for the run's leaves and stage it under ``key``."""
-    raise NotImplementedError("the local tree update lands next")
+    """Update the published tree to the run's leaves and stage it under ``key`` (as the build's tree stage)."""
+    from arborag.tasks.leaf_vectors import embed_function, embedder_of, read_vectors_file, write_vectors_file
+    from arborag.tasks.leaves import load_leaves
+    from arborag.tasks.nodes import level_counts, write_tree_info
+    from arborag.tasks.summarize import make_summarizer
+    from arborag.storage.tables import read_table, write_table
+    from arborag.tasks.tree_update_model import load_models
 
-
-_ = json
+    stage_dir = ctx.staging_dir(key)
+    prev = ctx.resources.get("previous_snapshot") or (ctx.corpus.manifest() or {}).get("snapshot")
+    if prev is None:
+        raise SchemaError("snapshot", "no published tree to update; run `arborag build` first")
+    snap = ctx.corpus.snapshots_dir / prev
+    info = json.loads((snap / "info.json").read_text(encoding="utf-8"))
+    leaves = load_leaves(ctx)
+    ids, leaf_vecs = read_vectors_file(stage_dir / "leaf_vectors.parquet")
+    if not ids.equals(leaves.column("chunk_id")):
+        raise SchemaError("leaf_vectors", "staged leaf vectors do not align with the leaves; delete the staging folder and run again")
+    embedder, _ = embedder_of(ctx)
+    summarizer = make_summarizer(ctx.config.summarize, cache_dir=ctx.corpus.cache_dir / "llm", embedder=embedder)
+    drift = drift_after(snap, info, leaves)
+    result = update_tree(
+        read_table("nodes", snap / "nodes.parquet"), read_table("edges", snap / "edges.parquet"), load_models(snap / CLUSTERS_DIR),
+        leaves, leaf_vecs, embed=embed_function(ctx, "summaries"), summarizer=summarizer, cfg=ctx.config.cluster, run_id=ctx.run_id,
+    )
+    ctx.counters.summaries += result.summaries
+    ctx.counters.tokens_in += int(getattr(summarizer, "tokens_in", 0) or 0)
+    ctx.counters.tokens_out += int(getattr(summarizer, "tokens_out", 0) or 0)
+    write_table("nodes", result.nodes, stage_dir / "nodes.parquet")
+    write_table("edges", result.edges, stage_dir / "edges.parquet")
+    write_vectors_file(stage_dir / "node_vectors.parquet", result.nodes.column("node_id"), result.vectors)
+    touched = {str(s["level"]): int(s.get("rewritten", 0)) for s in result.stats}
+    write_tree_info(stage_dir, ctx, result.models, fitted=drift["fitted"], changed=drift["changed"],
+                    updated_from=prev, update={"leaves_added": drift["added"], "leaves_removed": drift["removed"], "clusters_touched": touched})
+    ctx.counters.stages["tree-update"] = summary = {
+        "nodes": result.nodes.num_rows,
+        "edges": result.edges.num_rows,
+        "levels": level_counts(result.nodes),
+        "leaves_added": drift["added"],
+        "leaves_removed": drift["removed"],
+        "clusters_touched": touched,
+        "summaries": result.summaries,
+        "drift": {k: drift[k] for k in ("fitted", "changed", "share")},
+        "stats": result.stats,
+    }
+    return {k: summary[k] for k in ("nodes", "edges", "leaves_added", "leaves_removed", "clusters_touched", "summaries")}

@@ -1,0 +1,165 @@
+"""`arborag update` on a real (small) tree: the real embedder, the default extractive summarizer
+counted through a wrapper. One build, copied per test:
+
+- add: only the clusters on the new leaf's path are summarized again (counted), every other
+  summary keeps its id;
+- delete: a sentence only the deleted document held is gone from every level, the vectors and
+  the sparse index, its doc_id from every ``doc_ids`` and from the snapshot's provenance;
+- change: the old text is gone, the new one present;
+- no-op: nothing is embedded, summarized or published;
+- drift: past ``update.max_drift`` the update rebuilds the whole tree and says why;
+- ``runs`` records the counts; ``--dry-run`` prints the plan and changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from arborag.flows.build import run_build
+from arborag.flows.update import run_update
+from arborag.storage.corpus import Corpus
+from tests.helpers_update import (
+    CONFIG,
+    UNIQUE,
+    CountingSummaries,
+    ancestors,
+    copy_corpus,
+    edges_of,
+    make_sources,
+    nodes_of,
+    published,
+    vector_texts,
+)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory, examples_dir: Path) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("update-base")
+    src = make_sources(root, examples_dir)
+    corpus = root / "c"
+    out = run_build([src], corpus, CONFIG, use_prefect=False, progress=False)
+    assert out["status"] == "ok"
+    assert (published(corpus) / "clusters").is_dir(), "the build keeps its fitted clusters in the snapshot"
+    return corpus, src
+
+
+@pytest.fixture()
+def work(base: tuple[Path, Path], tmp_path: Path) -> tuple[Path, Path]:
+    return copy_corpus(base[0], base[1], tmp_path)
+
+
+def test_update_add_summarizes_only_the_new_leafs_clusters(work: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    corpus, src = work
+    before = {r["node_id"] for r in nodes_of(corpus) if r["level"] > 0}
+    n_levels = max(r["level"] for r in nodes_of(corpus))
+    assert n_levels >= 2, "the fixture tree should have several summary levels"
+    (src / "new.txt").write_text("A tinker from Brusselmoor mended the kettle of the palace kitchen with copper wire.\n", encoding="utf-8")
+    counter = CountingSummaries().install(monkeypatch)
+    out = run_update([src], corpus, CONFIG)
+    assert out["mode"] == "incremental", out.get("reason")
+    assert out["plan"]["added"] == 1 and out["plan"]["deleted"] == 0
+    nodes = nodes_of(corpus)
+    leaf = next(r for r in nodes if r["level"] == 0 and "Brusselmoor" in r["text"])
+    path = ancestors(edges_of(corpus), leaf["node_id"])
+    assert path, "the new leaf joined a cluster"
+    after = {r["node_id"] for r in nodes if r["level"] > 0}
+    rewritten = after - before
+    assert rewritten == path  # the new summaries are exactly the new leaf's ancestors
+    assert counter.clusters == len(rewritten) == out["calls"]["summaries"]
+    assert counter.clusters < len(before) / 2  # far fewer than a rebuild
+    assert after - rewritten <= before  # every other summary kept its id
+    assert len({r["level"] for r in nodes if r["node_id"] in path}) == n_levels  # one per level, up to the top
+    assert max(r["level"] for r in nodes) == n_levels
+
+
+def test_update_delete_leaves_no_trace(work: tuple[Path, Path]) -> None:
+    corpus, src = work
+    zebra_doc = next(r for r in pq.read_table(corpus / "tables" / "documents.parquet").to_pylist() if r["uri"].endswith("zebra.txt"))["doc_id"]
+    assert any(UNIQUE in t for t in vector_texts(corpus))
+    from arborag.query import open_index
+
+    assert open_index(corpus).search('"purple owls"', mode="sparse", budget=500)
+    (src / "zebra.txt").unlink()
+    out = run_update([src], corpus, CONFIG)
+    assert out["mode"] == "incremental" and out["plan"]["deleted"] == 1
+    nodes = nodes_of(corpus)
+    for word in (UNIQUE, "Quillon", "zebra"):
+        assert not [r["level"] for r in nodes if word in r["text"]], f"{word!r} is still in the tree"
+        assert not [t for t in vector_texts(corpus) if word in t], f"{word!r} is still in the vectors"
+    assert not any(zebra_doc in (r["doc_ids"] or []) for r in nodes)
+    assert open_index(corpus).search('"purple owls"', mode="sparse", budget=500) == []
+    assert open_index(corpus).search("Quillon", mode="sparse", lucene=False, budget=500) == []
+    snap = published(corpus)
+    assert zebra_doc not in pq.read_table(snap / "chunks.parquet").column("doc_id").to_pylist()
+    assert zebra_doc not in pq.read_table(snap / "documents.parquet").column("doc_id").to_pylist()
+    assert zebra_doc not in pq.read_table(corpus / "tables" / "documents.parquet").column("doc_id").to_pylist()
+    # the fitted models no longer name the deleted leaves either
+    present = {r["node_id"] for r in nodes_of(corpus)}
+    for f in (snap / "clusters").glob("level-*.json"):
+        for fit in json.loads(f.read_text())["fits"]:
+            assert set(fit["train_ids"]) <= present
+
+
+def test_update_change_replaces_old_text_with_new(work: tuple[Path, Path]) -> None:
+    corpus, src = work
+    (src / "zebra.txt").write_text((src / "zebra.txt").read_text().replace("purple owls", "crimson ravens"), encoding="utf-8")
+    out = run_update([src], corpus, CONFIG)
+    assert out["mode"] == "incremental" and out["plan"]["changed"] == 1
+    texts = [r["text"] for r in nodes_of(corpus)]
+    assert not any("purple owls" in t for t in texts) and not any("purple owls" in t for t in vector_texts(corpus))
+    assert any("crimson ravens" in t for t in texts)
+    from arborag.query import open_index
+
+    assert open_index(corpus).search('"crimson ravens"', mode="sparse", budget=500)
+    assert open_index(corpus).search('"purple owls"', mode="sparse", budget=500) == []
+
+
+def test_update_noop_does_nothing(work: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    corpus, src = work
+    manifest = (corpus / "manifest.json").read_text()
+    counter = CountingSummaries().install(monkeypatch)
+    out = run_update([src], corpus, CONFIG)
+    assert out["mode"] == "noop" and out["noop"] is True
+    assert out["calls"] == {"embedded_texts": 0, "summaries": 0} and counter.clusters == 0
+    assert (corpus / "manifest.json").read_text() == manifest
+
+
+def test_update_drift_guard_rebuilds_and_says_why(work: tuple[Path, Path]) -> None:
+    corpus, src = work
+    (src / "new.txt").write_text("The lamplighter of Orvenna counted ninety lanterns on the bridge.\n", encoding="utf-8")
+    cfg = CONFIG.with_overrides(update={"max_drift": 0.01})
+    out = run_update([src], corpus, cfg)
+    assert out["mode"] == "full" and out["full_rebuild"] is True
+    assert "max_drift" in out["reason"]
+    info = json.loads((published(corpus) / "info.json").read_text())
+    assert info["drift"]["changed"] == 0  # a full fit resets the drift
+    run = Corpus(corpus).read("runs").to_pylist()[-1]
+    counts = json.loads(run["counts"])
+    assert run["flow"] == "update" and counts["full_rebuild"] is True and counts["added"] == 1
+
+
+def test_update_records_counts_in_runs_and_dry_run_changes_nothing(work: tuple[Path, Path]) -> None:
+    corpus, src = work
+    (src / "part05.txt").unlink()
+    manifest = (corpus / "manifest.json").read_text()
+    from arborag.cli import app
+
+    res = CliRunner().invoke(app, ["update", str(src), "--corpus", str(corpus), "--dry-run"], env={"COLUMNS": "300"})
+    assert res.exit_code == 0, res.output
+    assert "deleted" in res.output and "part05.txt" in res.output and "summaries to rewrite" in res.output
+    assert (corpus / "manifest.json").read_text() == manifest
+    out = run_update([src], corpus, CONFIG)
+    assert out["mode"] == "incremental"
+    run = Corpus(corpus).read("runs").to_pylist()[-1]
+    counts = json.loads(run["counts"])
+    assert run["flow"] == "update" and run["status"] == "ok"
+    assert counts["deleted"] == 1 and counts["added"] == 0 and counts["full_rebuild"] is False
+    assert counts["clusters_touched"] and counts["summaries_rewritten"] == sum(counts["clusters_touched"].values())
+    assert "tokens_in" in counts and "part05" not in json.dumps(nodes_of(corpus))
