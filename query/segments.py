@@ -159,6 +159,9 @@ def search(
     node_ids = index.vectors.node_ids
     where = [layout.position.get(node_ids[r]) for r in cand.rows.tolist()]
     keep = [i for i, w in enumerate(where) if w is not None]
+    if where and not keep:
+        raise QueryError(text, "the snapshot's leaves have no chunk offsets (chunks.parquet), so segments cannot be cut from "
+                               "the documents; rebuild the corpus with `arborag build`")
     c_docs = [where[i][0] for i in keep]  # type: ignore[index]
     c_pos = np.asarray([where[i][1] for i in keep], dtype=np.int64)  # type: ignore[index]
     docs = layout.docs

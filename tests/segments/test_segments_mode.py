@@ -103,3 +103,14 @@ def test_segments_doc_filter_and_layout(index):
     layout = leaf_layout(index)
     assert layout.position["d1-c4"] == ("d1", 4) and "s1" not in layout.position  # summaries are not chunks
     assert list(layout.docs["d1"].start_chars) == [a for a, _ in D1_SPANS]
+
+
+def test_segments_on_a_snapshot_without_chunk_offsets_says_to_rebuild(tmp_path):
+    from arborag.storage.corpus import Corpus
+    from tests.helpers_query import publish_snapshot
+
+    corpus = Corpus(tmp_path / "old").ensure()
+    publish_snapshot(corpus, "s-old")  # nodes and vectors only, as snapshots were before chunks.parquet
+    ix = open_index(corpus.root, embed_query=FakeQueryEmbedder())
+    with pytest.raises(QueryError, match="no chunk offsets.*arborag build"):
+        ix.search("alpha", mode="segments")
