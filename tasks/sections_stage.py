@@ -78,13 +78,15 @@ def sections_for(
     complete: Complete | None = None,
     progress: Callable[[int], None] | None = None,
     stats: HeaderStats | None = None,
+    sectioner: Callable[[DocInput], list[Section]] | None = None,
 ) -> pa.Table:
-    """The SECTIONS rows of every ok document (pure; ``complete`` for semantic / LLM summaries)."""
+    """The SECTIONS rows of every ok document (pure; ``complete`` for semantic / LLM summaries;
+    ``sectioner`` defaults to :func:`make_sectioner`)."""
     cfg = config.sections
     if cfg.strategy == "none":
         return build_sections([], strategy="none")
     blocks = lambda doc: structural_sections(DocInput(doc.doc_id, doc.text), target_chars=cfg.target_chars)  # noqa: E731
-    sectioner = make_sectioner(config, complete)
+    sectioner = sectioner or make_sectioner(config, complete)
     if cfg.strategy == "structural":
         sectioner = _safe(sectioner, blocks)
     summary_llm = complete if config.context.llm else None
@@ -114,9 +116,11 @@ def run_sections(ctx: StageContext) -> dict[str, Any]:
     needs_llm = config.sections.strategy == "semantic" or (config.sections.summaries and config.context.llm)
     complete = llm_complete(config, corpus.cache_dir / "llm", why=f"sections.strategy={config.sections.strategy}") if needs_llm else None
     stats = HeaderStats()
+    sectioner = make_sectioner(config, complete) if config.sections.strategy != "none" else None
     n_docs = documents.num_rows
     with progress_bar(f"sections ({config.sections.strategy})", n_docs, enabled=ctx.progress and config.sections.strategy != "none") as advance:
-        table = sections_for(documents, config, complete=complete, progress=advance, stats=stats)
+        table = sections_for(documents, config, complete=complete, progress=advance, stats=stats, sectioner=sectioner)
+    semantic = sectioner.stats if isinstance(sectioner, SemanticSectioner) else None
     existing = corpus.read("sections")
     written = ctx.write_if_changed("sections", table, existing)
     summary = {
@@ -124,7 +128,10 @@ def run_sections(ctx: StageContext) -> dict[str, Any]:
         "strategy": config.sections.strategy,
         "sections": table.num_rows,
         "documents": len(set(table.column("doc_id").to_pylist())),
-        "llm_calls": stats.llm_calls,
+        "llm_calls": stats.llm_calls + (semantic.calls if semantic else 0),
+        "llm_failures": stats.llm_failures + (len(semantic.failures) if semantic else 0),
+        **({"failed_windows": semantic.failed_windows, "collapsed_windows": semantic.collapsed_windows,
+            "invalid_answers": semantic.invalid_answers} if semantic else {}),
         "written": written,
         "fingerprint": table_fingerprint(corpus.table_path("sections")),
     }

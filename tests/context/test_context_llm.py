@@ -64,9 +64,10 @@ def test_semantic_sections_through_the_stage(tmp_path: Path, server) -> None:  #
 def test_a_window_that_never_validates_is_one_section(tmp_path: Path, server) -> None:  # noqa: F811
     server.script("Split the document excerpt", reply("no JSON here, sorry"))
     config = _config(server, sections={"strategy": "semantic"})
-    run_ingest_and_segment([_write(tmp_path)], tmp_path / "c", config, use_prefect=False)
+    out = run_ingest_and_segment([_write(tmp_path)], tmp_path / "c", config, use_prefect=False)
     secs = Corpus(tmp_path / "c").read("sections").to_pylist()
     assert [(s["title"], s["start_line"], s["end_line"]) for s in secs] == [("Lines 0–59", 0, 59)]
+    assert (out["sections"]["failed_windows"], out["sections"]["invalid_answers"]) == (1, 3)  # asked 1 + 2 retries
 
 
 def test_llm_titles_and_summaries_and_their_fallback(tmp_path: Path, server) -> None:  # noqa: F811
@@ -80,7 +81,6 @@ def test_llm_titles_and_summaries_and_their_fallback(tmp_path: Path, server) -> 
         ("An Evening at the Palace", "llm", "This document is about: a ball and a kitchen.")]
     assert all(c["header"].startswith("Document context: the following excerpt is from a document titled 'An Evening at the "
                                       "Palace'. This document is about: a ball and a kitchen.") for c in corpus.read("chunks").to_pylist())
-
 
 
 def test_failed_llm_calls_fall_back_to_the_offline_context(tmp_path: Path, server) -> None:  # noqa: F811
