@@ -108,6 +108,26 @@ def _doc_texts(index: Any) -> tuple[dict[str, str], dict[str, str]]:
     return cached
 
 
+_TOKENS: weakref.WeakKeyDictionary[Any, dict[str, tuple[np.ndarray, np.ndarray]]] = weakref.WeakKeyDictionary()
+
+
+def _span_counter(index: Any, texts: dict[str, str]):
+    """``count(doc_id, lo, hi)``: tokens of the document's own tokenization that lie inside
+    ``[lo, hi)`` (each document tokenized once per index). Equal to counting ``text[lo:hi]``
+    except, rarely, by a token at a boundary that splits a word."""
+    from arborag.tokenizer import get_tokenizer
+
+    cache = _TOKENS.setdefault(index, {})
+
+    def count(doc_id: str, lo: int, hi: int) -> int:
+        if doc_id not in cache:
+            cache[doc_id] = get_tokenizer().offsets(texts.get(doc_id, ""))
+        starts, ends = cache[doc_id]
+        return max(0, int(np.searchsorted(ends, hi, side="right")) - int(np.searchsorted(starts, lo, side="left")))
+
+    return count
+
+
 def segment_node_id(doc_id: str, doc: DocChunks, seg: Segment) -> str:
     """``"seg:<doc_id>:<first>-<last>"``: the first and last chunk ordinals of the segment."""
     return f"seg:{doc_id}:{int(doc.ordinals[seg.start])}-{int(doc.ordinals[seg.end - 1])}"
@@ -172,6 +192,10 @@ def search(
 
     stitched: dict[tuple[str, int, int], tuple[int, int, str, int]] = {}
 
+    def stitch_bounds(seg: Segment) -> tuple[int, int]:
+        d = docs[seg.doc_id]
+        return int(d.start_chars[seg.start : seg.end].min()), int(d.end_chars[seg.start : seg.end].max())
+
     def stitch(seg: Segment) -> tuple[int, int, str, int]:
         key = (seg.doc_id, seg.start, seg.end)
         if key not in stitched:
@@ -183,7 +207,13 @@ def search(
             stitched[key] = (lo, hi, body, count_tokens(body))
         return stitched[key]
 
-    fitted = fit_segments(picked, lambda s: stitch(s)[3], budget, values=values)
+    # Fit with token counts read off each document's tokenization (one per document, cached):
+    # bisecting a long segment's trims then costs no tokenizer calls. The fitted segments are
+    # then counted exactly; should a boundary token make them overflow, fit again exactly.
+    est = _span_counter(index, texts)
+    fitted = fit_segments(picked, lambda s: est(s.doc_id, *stitch_bounds(s)), budget, values=values)
+    if budget is not None and sum(stitch(s)[3] for s in fitted) > budget:
+        fitted = fit_segments(picked, lambda s: stitch(s)[3], budget, values=values)
     if trace is not None:
         trace.update(cand.info, preset=preset or cfg.preset, picked=[(s.doc_id, s.start, s.end, round(s.score, 6)) for s in picked])
     out: list[Any] = []

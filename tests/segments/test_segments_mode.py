@@ -114,3 +114,13 @@ def test_segments_on_a_snapshot_without_chunk_offsets_says_to_rebuild(tmp_path):
     ix = open_index(corpus.root, embed_query=FakeQueryEmbedder())
     with pytest.raises(QueryError, match="no chunk offsets.*arborag build"):
         ix.search("alpha", mode="segments")
+
+
+def test_segments_budget_holds_when_the_fast_token_estimate_is_off(index, monkeypatch):
+    import arborag.query.segments as seg_mod
+
+    exact = index.search("alpha", mode="segments", budget=25)
+    monkeypatch.setattr(seg_mod, "_span_counter", lambda ix, texts: (lambda doc_id, lo, hi: 1))  # a badly low estimate
+    hits = index.search("alpha", mode="segments", budget=25)
+    assert sum(h.n_tokens for h in hits) <= 25
+    assert [h.node_id for h in hits] == [h.node_id for h in exact] == ["seg:d1:2-3"]  # the exact refit
