@@ -229,9 +229,7 @@ def _try_create(path: Path, owner: LockOwner) -> bool:
 
 
 def _default_on_wait(owner: LockOwner) -> None:
-    msg = f"waiting for the lock held by {owner.describe()}"
-    log.warning(msg)
-    print(f"arborag: {msg}", file=sys.stderr, flush=True)
+    print(f"arborag: waiting for the lock held by {owner.describe()}", file=sys.stderr, flush=True)
 
 
 def _heartbeat(path: Path, token: str, every: float, stop: threading.Event) -> None:

@@ -83,6 +83,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+_IDLE_SERVICES = ("CANCELLATION_CLEANUP", "DB_VACUUM", "EVENT_LOGGER", "FOREMAN", "LATE_RUNS", "PAUSE_EXPIRATIONS",
+                  "REPOSSESSOR", "CLEANUP_RECONCILER", "TRIGGERS", "TASK_RUN_RECORDER", "EVENT_PERSISTER")
+
+
 @contextlib.contextmanager
 def prefect_server(home: Path, *, timeout: float = 90.0) -> Iterator[str]:
     """A real ``prefect server start`` on 127.0.0.1 with PREFECT_HOME=``home``; yields its API URL; always stopped."""
@@ -91,7 +95,9 @@ def prefect_server(home: Path, *, timeout: float = 90.0) -> Iterator[str]:
     port = free_port()
     url = f"http://127.0.0.1:{port}/api"
     env = cli_env(PREFECT_HOME=str(home), PREFECT_API_URL=url, PREFECT_SERVER_API_HOST="127.0.0.1",
-                  PREFECT_SERVER_API_PORT=str(port), PREFECT_UI_ENABLED="false")
+                  PREFECT_SERVER_API_PORT=str(port), PREFECT_UI_ENABLED="false",
+                  # only the scheduler is needed: the other services just load a busy box
+                  **{f"PREFECT_SERVER_SERVICES_{name}_ENABLED": "false" for name in _IDLE_SERVICES})
     log = open(home / "server.log", "w")
     proc = subprocess.Popen(
         [str(Path(PYTHON).parent / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
