@@ -174,7 +174,11 @@ def _fit_level(x: np.ndarray, neighbors: int, cfg: ClusterConfig, stats: Cluster
     """One clustering level over the rows of ``x``: UMAP to ``cfg.dims``, a GMM with k by BIC,
     soft memberships at ``cfg.threshold`` (one cluster of everything when k is 1)."""
     reduced = _reduce(x, cfg.dims, neighbors, cfg.seed, stats)
-    k, gmm, _ = select_k(reduced, min(cfg.max_clusters, len(x) - 1), cfg.seed, cfg.bic_search, stats=stats)
+    fit_on = reduced
+    if len(reduced) > cfg.gmm_max_fit:  # bounded GMM/BIC cost: fit a seeded sample, predict_proba for all
+        pick = np.sort(np.random.default_rng(cfg.seed).choice(len(reduced), cfg.gmm_max_fit, replace=False))
+        fit_on = reduced[pick]
+    k, gmm, _ = select_k(fit_on, min(cfg.max_clusters, len(fit_on) - 1), cfg.seed, cfg.bic_search, stats=stats)
     recording = _RECORDING.get()
     if recording is not None:  # cluster_level(..., fitted=...) keeps the fits of its top pass
         recording.append((reduced, max(2, min(neighbors, len(x) - 1)), gmm if k > 1 else None))
@@ -195,7 +199,8 @@ def _raptor_pass(x: np.ndarray, cfg: ClusterConfig, stats: ClusterStats | None, 
         stats.n, stats.n_distinct = n, nd
     if nd <= cfg.dims + 1:
         return [[(i, 1.0) for i in range(n)]]
-    nn = cfg.global_neighbors if cfg.global_neighbors is not None else int(math.sqrt(nd - 1))
+    # SPEC's sqrt(n-1), capped (docs/SCALE.md): kNN memory and time grow with n * n_neighbors
+    nn = cfg.global_neighbors if cfg.global_neighbors is not None else min(int(math.sqrt(nd - 1)), cfg.max_global_neighbors)
     global_clusters = _fit_level(xd, nn, cfg, stats)
     if top and stats is not None:
         stats.global_k = len(global_clusters)
