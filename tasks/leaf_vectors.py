@@ -20,7 +20,7 @@ from arborag.embedder import Embedder
 from arborag.progress import progress_bar
 from arborag.storage.arrays import arrow_to_vectors, vectors_to_arrow
 from arborag.storage.embedding_cache import EmbeddingCache
-from arborag.storage.tables import atomic_write_parquet
+from arborag.storage.tables import atomic_path, atomic_write_parquet
 from arborag.tasks.context import StageContext
 from arborag.tasks.embeddings import embed_cached
 from arborag.tasks.leaves import load_leaves
@@ -70,8 +70,36 @@ def run_leaf_vectors(ctx: StageContext, key: str) -> dict[str, Any]:
     stage_dir.mkdir(parents=True, exist_ok=True)
     leaves = load_leaves(ctx)
     before = ctx.counters.embedded_texts
-    vectors = embed_function(ctx, "leaves")(leaf_embed_texts(leaves))
     path = stage_dir / OUTPUTS[0]
-    write_vectors_file(path, leaves.column("chunk_id"), vectors)
+    if leaves.num_rows <= STREAM_ROWS:
+        vectors = embed_function(ctx, "leaves")(leaf_embed_texts(leaves))
+        write_vectors_file(path, leaves.column("chunk_id"), vectors)
+    else:
+        _stream_leaf_vectors(ctx, leaves, path)
     ctx.counters.stages["embed"] = {"leaves": leaves.num_rows, "computed": ctx.counters.embedded_texts - before}
     return {"path": str(path), "rows": leaves.num_rows}
+
+
+#: Leaves per slice when a corpus has more (docs/SCALE.md): the texts (Python strings), their
+#: hashes and vectors exist for one slice at a time; the vectors go to Parquet as they come.
+STREAM_ROWS = 8192
+
+
+def _stream_leaf_vectors(ctx: StageContext, leaves: pa.Table, path: Path) -> None:
+    """Embed ``leaves`` slice by slice through the cache and append each slice's vectors to ``path``
+    (one Parquet row group per slice, written atomically as a whole)."""
+    embedder, cache = embedder_of(ctx)
+    with progress_bar("embed leaves", leaves.num_rows, enabled=ctx.progress) as advance, atomic_path(path) as tmp:
+        writer: pq.ParquetWriter | None = None
+        try:
+            for start in range(0, leaves.num_rows, STREAM_ROWS):
+                part = leaves.slice(start, STREAM_ROWS)
+                vectors, n_new = embed_cached(leaf_embed_texts(part), embedder, cache, progress=advance)
+                ctx.counters.embedded_texts += n_new
+                table = pa.table({"node_id": part.column("chunk_id"), "vector": vectors_to_arrow(vectors)})
+                if writer is None:
+                    writer = pq.ParquetWriter(str(tmp), table.schema, compression="zstd")
+                writer.write_table(table)
+        finally:
+            if writer is not None:
+                writer.close()
