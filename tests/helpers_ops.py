@@ -19,7 +19,7 @@ from helpers_reliability import REPO, cli_env, wait_for
 
 PYTHON = sys.executable
 
-__all__ = ["HOLD_LOCK", "free_port", "hold_lock", "prefect_server", "stop"]
+__all__ = ["HOLD_LOCK", "free_port", "hold_lock", "no_server_env", "prefect_server", "stop"]
 
 # hold the corpus lock in a separate process until the file argv[3] exists (or argv[4] seconds pass)
 HOLD_LOCK = r"""
@@ -85,6 +85,11 @@ def free_port() -> int:
 
 _IDLE_SERVICES = ("CANCELLATION_CLEANUP", "DB_VACUUM", "EVENT_LOGGER", "FOREMAN", "LATE_RUNS", "PAUSE_EXPIRATIONS",
                   "REPOSSESSOR", "CLEANUP_RECONCILER", "TRIGGERS", "TASK_RUN_RECORDER", "EVENT_PERSISTER")
+
+
+def no_server_env() -> dict[str, str]:
+    """PREFECT_API_URL pointing at a free port nobody listens on."""
+    return {"PREFECT_API_URL": f"http://127.0.0.1:{free_port()}/api"}
 
 
 @contextlib.contextmanager

@@ -54,9 +54,15 @@ def test_ops_schedule_serves_update_and_rebuild_and_an_update_publishes(tmp_path
         with open(log_path, "w") as log:
             served = subprocess.Popen(
                 [str(Path(PYTHON).parent / "arborag"), "schedule", str(src), "--corpus", str(corpus),
-                 "--update-every", "3s", "--rebuild-cron", NEVER],
+                 "--update-every", "3s", "--rebuild-cron", NEVER, "--name-suffix", "-served"],
                 env=env, stdout=log, stderr=subprocess.STDOUT, cwd=str(tmp_path), start_new_session=True,
             )
+        # meanwhile, the other way: deploy/prefect.yaml through `prefect deploy` into a process work pool
+        prefect = str(Path(PYTHON).parent / "prefect")
+        deployed = []
+        for args in (["work-pool", "create", "arborag-process", "--type", "process"],
+                     ["--no-prompt", "deploy", "--all", "--prefect-file", str(REPO / "deploy" / "prefect.yaml")]):
+            deployed.append(subprocess.run([prefect, *args], env=env, cwd=str(REPO), capture_output=True, text=True, timeout=300))
         done: dict | None = None
         deployments: dict[str, dict] = {}
         try:
@@ -64,9 +70,9 @@ def test_ops_schedule_serves_update_and_rebuild_and_an_update_publishes(tmp_path
             while time.monotonic() < deadline and done is None:
                 assert served.poll() is None, f"arborag schedule exited:\n{log_path.read_text()[-4000:]}"
                 deployments = {d["name"]: d for d in _post(url, "/deployments/filter", {})}
-                if "update" in deployments:
+                if "update-served" in deployments:
                     runs = _post(url, "/flow_runs/filter", {
-                        "deployments": {"id": {"any_": [deployments["update"]["id"]]}},
+                        "deployments": {"id": {"any_": [deployments["update-served"]["id"]]}},
                         "flow_runs": {"state": {"type": {"any_": ["COMPLETED", "FAILED", "CRASHED"]}}},
                     })
                     failed = [r for r in runs if r["state"]["type"] != "COMPLETED"]
@@ -78,14 +84,27 @@ def test_ops_schedule_serves_update_and_rebuild_and_an_update_publishes(tmp_path
         assert done is not None, f"no scheduled update completed in time:\n{log_path.read_text()[-4000:]}"
         t_run = time.monotonic() - t0
 
-        # both deployments were served with their schedules and JSON parameters
-        assert set(deployments) >= {"update", "rebuild"}
-        upd, reb = deployments["update"], deployments["rebuild"]
+        # both deployments were served with their schedules and JSON parameters, no work pool
+        deployments = {d["name"]: d for d in _post(url, "/deployments/filter", {})}
+        upd, reb = deployments["update-served"], deployments["rebuild-served"]
+        assert upd["work_pool_name"] is None and reb["work_pool_name"] is None
         assert upd["schedules"][0]["schedule"]["interval"] == 3.0
         assert reb["schedules"][0]["schedule"]["cron"] == NEVER
         assert upd["parameters"] == {"corpus_dir": str(corpus.resolve()), "sources": [str(src.resolve())], "prune": True}
         assert reb["parameters"] == {"corpus_dir": str(corpus.resolve()), "sources": [str(src.resolve())]}
         assert done["auto_scheduled"] is True  # created by the server's scheduler, not by us
+
+        # deploy/prefect.yaml deployed both of its deployments, anchors resolved, into the work pool
+        for proc in deployed:
+            assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        flows = {f["id"]: f["name"] for f in _post(url, "/flows/filter", {})}
+        upd, reb = deployments["update"], deployments["rebuild"]
+        assert (flows[upd["flow_id"]], upd["entrypoint"]) == ("arborag-update", "flows/update.py:update")
+        assert (flows[reb["flow_id"]], reb["entrypoint"]) == ("arborag-build", "flows/build.py:build")
+        assert upd["work_pool_name"] == reb["work_pool_name"] == "arborag-process"
+        assert upd["schedules"][0]["schedule"]["interval"] == 900.0 and reb["schedules"][0]["schedule"]["cron"] == "0 3 * * 0"
+        shared = {"corpus_dir": "/srv/arborag/corpus", "sources": ["/srv/arborag/docs"], "config_path": None}
+        assert reb["parameters"] == shared and upd["parameters"] == {**shared, "prune": True}
 
     # the scheduled run published the corpus and recorded itself under its flow-run id
     manifest = json.loads((corpus / "manifest.json").read_text())
