@@ -187,14 +187,28 @@ class SparseConfig(_Stage):
     es_password: SecretStr | None = Field(None, description="Elasticsearch basic-auth password (never logged).")
     es_ca_certs: str | None = Field(None, description="CA bundle for https Elasticsearch.")
     es_index_prefix: str = Field("arborag", description="Prefix of index and alias names.")
+    # Elasticsearch at scale (docs/SCALE.md): index settings and bulk loading
+    es_shards: int = Field(1, ge=1, description="Primary shards of a snapshot index (1 = exact corpus-wide BM25 statistics; more for >~50 GB or parallel bulk on a cluster).")
+    es_replicas: int = Field(0, ge=0, description="Replicas set after the bulk load (0 during it); 0 on one node (green health), >= 1 on a cluster.")
+    es_bulk_refresh_interval: str = Field("-1", description="refresh_interval during the bulk load ('-1': no refreshes; refreshed once at the end).")
+    es_refresh_interval: str | None = Field(None, description="refresh_interval after the load (None: the server default, 1s). Snapshot indexes never change: '-1' is fine.")
+    es_bulk_docs: int = Field(500, ge=1, description="Documents per bulk request.")
+    es_bulk_mb: float = Field(20.0, gt=0, description="Max megabytes per bulk request.")
+    es_bulk_retries: int | None = Field(None, ge=0, description="Retries of a rejected bulk chunk (429/502/503/504, exponential backoff 1 s..10 s); None: 3.")
 
 
 class QueryConfig(_Stage):
-    mode: str = Field("collapsed", description="Default retrieval mode: collapsed | traversal | sparse | hybrid, or a "
-                      "plug-in mode (arborag.query.modes); checked when a query runs.")
+    mode: str = Field("auto", description="Default retrieval mode: auto (the measured best: dense + BM25 leaves fused, "
+                      "README 'Evaluation') | collapsed | traversal | sparse | hybrid, or a plug-in mode (arborag.query.modes); "
+                      "checked when a query runs.")
     budget: int = Field(2000, ge=1, description="Token budget of retrieved context.")
     k: int = Field(5, ge=1, description="traversal: top-k per level.")
     rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant.")
+    fusion: Literal["rrf", "minmax", "zscore"] = Field(
+        "zscore", description="hybrid/auto: how dense and BM25 scores are fused: rrf (ranks, rrf_k), or a convex combination "
+        "of per-list normalized scores (minmax, zscore); see query/fusion.py.")
+    dense_weight: float = Field(0.5, ge=0, le=1, description="hybrid/auto: the dense list's weight (BM25 gets 1 - it).")
+    fusion_depth: int = Field(100, ge=1, description="hybrid/auto: how many best scores of a list anchor its normalization.")
 
 
 class EvalConfig(_Stage):

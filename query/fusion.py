@@ -2,6 +2,12 @@
 
 * :func:`rrf` — reciprocal rank fusion (Cormack, Clarke & Büttcher, 2009):
   ``score(d) = Σ_r 1 / (k + rank_r(d))`` over the rankings ``r`` that contain ``d``, ranks from 1.
+* :func:`fuse` — score fusion over node rows (vectorized, every candidate kept):
+  ``rrf`` (the same formula over ranks), or a convex combination ``Σ w_r · norm_r(score)`` of
+  per-list normalized scores (``minmax``: ``(s − lo) / (hi − lo)``; ``zscore``:
+  ``(s − mean) / std``), each list's normalization anchored on its ``depth`` best scores so
+  the long tail of a dense ranking does not flatten its head. A node absent from a sparse list
+  counts as a BM25 score of 0.
 * :func:`mmr` — maximal marginal relevance (Carbonell & Goldstein, 1998): pick greedily
   ``argmax_d λ·sim(q, d) − (1 − λ)·max_{s ∈ picked} sim(d, s)`` with cosine similarity.
 
@@ -11,10 +17,14 @@ Both are pure and deterministic: ties keep the earlier candidate.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal, get_args
 
 import numpy as np
 
-__all__ = ["mmr", "rrf"]
+__all__ = ["FUSIONS", "Fusion", "fuse", "mmr", "normalize", "rrf"]
+
+Fusion = Literal["rrf", "minmax", "zscore"]
+FUSIONS: tuple[str, ...] = get_args(Fusion)
 
 
 def rrf(rankings: Sequence[Sequence[str]], *, k: int = 60) -> list[tuple[str, float]]:
@@ -39,6 +49,79 @@ def rrf(rankings: Sequence[Sequence[str]], *, k: int = 60) -> list[tuple[str, fl
     order = {item: i for i, item in enumerate(scores)}  # first appearance
     fused = sorted(scores, key=lambda item: (-scores[item], best_rank[item], order[item]))
     return [(item, scores[item]) for item in fused]
+
+
+def _ranks(scores: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """1-based rank of every entry: score descending, then row ascending."""
+    order = np.lexsort((rows, -scores))
+    ranks = np.empty(scores.size, dtype=np.float64)
+    ranks[order] = np.arange(1, scores.size + 1, dtype=np.float64)
+    return ranks
+
+
+def normalize(scores: np.ndarray, method: Fusion, *, depth: int = 100, absent: float | None = None) -> tuple[np.ndarray, float]:
+    """(normalized ``scores``, normalized value of ``absent``) with the statistics of the
+    ``depth`` best scores: ``minmax`` maps the depth-th best to 0 and the best to 1 (the tail
+    goes below 0, keeping its order); ``zscore`` subtracts their mean, divides by their std."""
+    s = np.asarray(scores, dtype=np.float64)
+    if s.size == 0:
+        return s, 0.0
+    head = -np.partition(-s, min(depth, s.size) - 1)[: min(depth, s.size)]
+    if method == "minmax":
+        lo, hi = float(head.min()), float(head.max())
+        scale = hi - lo if hi > lo else 1.0
+        out = (s - lo) / scale
+        return out, (0.0 if absent is None else (absent - lo) / scale)
+    if method == "zscore":
+        mu, sd = float(head.mean()), float(head.std())
+        sd = sd if sd > 0 else 1.0
+        return (s - mu) / sd, (0.0 if absent is None else (absent - mu) / sd)
+    raise ValueError(f"normalize: unknown method {method!r}; use minmax or zscore")
+
+
+def fuse(
+    lists: Sequence[tuple[np.ndarray, np.ndarray]],
+    *,
+    method: Fusion = "rrf",
+    weights: Sequence[float] | None = None,
+    k: int = 60,
+    depth: int = 100,
+    absent: Sequence[float | None] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Fuse scored candidate lists ``[(rows, scores), ...]`` (higher is better) into
+    ``(rows, fused scores)`` over the union of their rows (rows ascending).
+
+    ``rrf``: ``Σ w_r / (k + rank_r)`` (ranks from 1, score then row; weights default to 1).
+    ``minmax``/``zscore``: ``Σ w_r · norm_r`` with :func:`normalize` (weights default to equal,
+    summing to 1); a row missing from list ``r`` gets ``norm_r(absent[r])`` when ``absent[r]``
+    is given (e.g. 0 for BM25), else 0 for ``rrf`` and the list's lowest normalized value.
+    """
+    if method not in FUSIONS:
+        raise ValueError(f"fuse: unknown method {method!r}; use one of {', '.join(FUSIONS)}")
+    if k < 0:
+        raise ValueError(f"fuse: k must be >= 0, got {k}")
+    lists = [(np.asarray(r, dtype=np.int64), np.asarray(s, dtype=np.float64)) for r, s in lists]
+    if not lists:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    w = np.asarray(weights if weights is not None else [1.0 if method == "rrf" else 1.0 / len(lists)] * len(lists), dtype=np.float64)
+    if w.shape != (len(lists),):
+        raise ValueError(f"fuse: {len(lists)} lists but {w.size} weights")
+    union = np.unique(np.concatenate([r for r, _ in lists]))
+    fused = np.zeros(union.size, dtype=np.float64)
+    for i, (rows, scores) in enumerate(lists):
+        if rows.size == 0:
+            continue
+        pos = np.searchsorted(union, rows)
+        if method == "rrf":
+            fused[pos] += w[i] / (k + _ranks(scores, rows))
+            continue
+        norm, miss = normalize(scores, method, depth=depth, absent=None if absent is None else absent[i])
+        if absent is None or absent[i] is None:
+            miss = float(norm.min())
+        contrib = np.full(union.size, miss, dtype=np.float64)
+        contrib[pos] = norm
+        fused += w[i] * contrib
+    return union, fused
 
 
 def _unit_rows(x: np.ndarray) -> np.ndarray:

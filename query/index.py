@@ -23,7 +23,7 @@ Mode = str
 @dataclass(frozen=True, slots=True)
 class Hit:
     """One retrieved node. ``score``: higher is better (cosine for dense modes, BM25 for
-    sparse, fused RRF score for hybrid)."""
+    sparse, the fused score for hybrid and auto)."""
 
     node_id: str
     level: int
@@ -38,6 +38,9 @@ class Hit:
     end_char: int | None = None
     chunk_ids: tuple[str, ...] = ()  # the leaf chunks the span covers, in document order
 
+
+#: The options the core ``hybrid`` mode takes (the others take none).
+_HYBRID_OPTIONS = {"fusion", "dense_weight", "depth"}
 
 #: Embedder settings that change only speed, never the vectors: taken from the current config.
 _RUNTIME_EMBED_KEYS = ("batch_size", "threads", "device")
@@ -167,7 +170,7 @@ class Index:
         self,
         text: str,
         *,
-        mode: Mode = "collapsed",
+        mode: Mode = "auto",
         budget: int | None = 2000,
         k: int = 5,
         levels: Sequence[int] | None = None,
@@ -178,6 +181,9 @@ class Index:
     ) -> list[Hit]:
         """Retrieve nodes for ``text``.
 
+        - ``auto`` (the default; :mod:`arborag.query.auto`): dense and BM25 scores of the leaves
+          fused (``query.fusion``), filled best-first — the best configuration measured on the
+          shared sets (README "Evaluation").
         - ``collapsed``: every node of every level scored by cosine, added best-first until
           ``budget`` tokens are full (a node that would overflow is skipped, later smaller
           ones may still fit).
@@ -186,8 +192,10 @@ class Index:
           ``budget`` tokens.
         - ``sparse``: BM25 best-first until the budget; ``lucene=True`` runs ``text`` as
           Lucene syntax, otherwise it is matched as plain terms.
-        - ``hybrid``: dense collapsed candidates and sparse candidates fused by reciprocal
-          rank fusion (k = config.query.rrf_k), then filled to the budget.
+        - ``hybrid``: dense and sparse scores of every node of the allowed levels fused
+          (``config.query.fusion``: z-score normalized convex combination by default, or
+          ``rrf`` with k = ``query.rrf_k``), then filled best-first to the budget. Options:
+          ``fusion=``, ``dense_weight=``, ``depth=`` override the config.
 
         - any other mode is a plug-in module (:mod:`arborag.query.modes`); ``options`` go to it.
 
@@ -205,8 +213,9 @@ class Index:
                 raise QueryError(text, f"unknown mode {mode!r}; use one of {', '.join(available_modes())}")
             return plugin.search(self, text, budget=budget, k=k, levels=levels, doc_ids=doc_ids,
                                  vector=vector, lucene=lucene, **options)
-        if options:
-            raise QueryError(text, f"mode {mode!r} takes no options ({', '.join(sorted(options))})")
+        extra = set(options) - (_HYBRID_OPTIONS if mode == "hybrid" else set())
+        if extra:
+            raise QueryError(text, f"mode {mode!r} takes no options ({', '.join(sorted(extra))})")
         if mode in ("collapsed", "traversal", "hybrid") and vector is None:
             vector = self.embed_queries([text])[0]
         if mode == "collapsed":
@@ -215,7 +224,7 @@ class Index:
             return self._traversal(vector, budget=budget, k=k, levels=levels, doc_ids=doc_ids)
         if mode == "sparse":
             return self._sparse_search(text, budget=budget, k=k, levels=levels, doc_ids=doc_ids, lucene=lucene)
-        return self._hybrid(text, vector, budget=budget, k=k, levels=levels, doc_ids=doc_ids, lucene=lucene)
+        return self._hybrid(text, vector, budget=budget, k=k, levels=levels, doc_ids=doc_ids, lucene=lucene, **options)
 
     # -- modes -----------------------------------------------------------------------------
     def _hit(self, row: int, score: float) -> Hit:
@@ -374,13 +383,17 @@ class Index:
                 return hits
             want *= 4
 
-    def _hybrid(self, text, vector, *, budget, k, levels, doc_ids, lucene) -> list[Hit]:
-        from arborag.query.fusion import rrf
+    def _hybrid(self, text, vector, *, budget, k, levels, doc_ids, lucene, fusion=None, dense_weight=None, depth=None) -> list[Hit]:
+        from arborag.query.auto import fused_scores
 
-        dense = self._dense_ranked(vector, budget=budget, k=k, levels=levels, doc_ids=doc_ids)
-        sparse = self._sparse_ranked(text, budget=budget, k=k, levels=levels, doc_ids=doc_ids, lucene=lucene)
-        fused = rrf([[r for r, _ in dense], [r for r, _ in sparse]], k=self.config.query.rrf_k)
-        return self._fill([(int(r), float(s)) for r, s in fused], budget, k)
+        q = self.config.query
+        fusion = fusion or q.fusion
+        if fusion not in ("rrf", "minmax", "zscore"):
+            raise QueryError(text, f"hybrid: fusion must be rrf, minmax or zscore, not {fusion!r}")
+        rows, scores = fused_scores(self, text, vector, levels=levels, doc_ids=doc_ids, lucene=lucene, fusion=fusion,
+                                    dense_weight=q.dense_weight if dense_weight is None else dense_weight,
+                                    depth=depth or q.fusion_depth, sparse=True, rrf_k=q.rrf_k)
+        return self.fill(rows, scores, budget, k)
 
 
 def top_order(rows: np.ndarray, scores: np.ndarray, m: int) -> np.ndarray:

@@ -30,6 +30,7 @@ PLUGIN_MODES: dict[str, str] = {
     "level": "arborag.query.level",        # LevelRAG searchers (SPEC §7)
     "segments": "arborag.query.segments",  # relevant segment extraction (SPEC §6, dsRAG)
     "rerank": "arborag.query.rerank",      # leaves rescored by the configured reranker, calibrated (SPEC §6)
+    "auto": "arborag.query.auto",          # the measured default: dense + BM25 leaves fused (issue 12)
 }
 
 

@@ -16,7 +16,9 @@ __all__ = [
     "NodeRef", "NodeResponse", "DocumentResponse", "Health", "Stats", "ErrorBody", "ID_PATTERN",
 ]
 
-Mode = Literal["collapsed", "traversal", "sparse", "hybrid"]
+#: Core modes, ``auto`` (the default) and the plug-in modes of arborag.query.modes (a plug-in
+#: whose module is not installed answers with a clear error).
+Mode = Literal["auto", "collapsed", "traversal", "sparse", "hybrid", "multi", "level", "segments"]
 # node and document ids are content hashes (hex, maybe with a short prefix); nothing path-like
 ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
 
@@ -36,11 +38,12 @@ class Limits(BaseModel):
 
 class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={
-        "examples": [{"text": "How did Cinderella reach her happy ending?", "mode": "collapsed", "budget": 2000}],
+        "examples": [{"text": "How did Cinderella reach her happy ending?", "mode": "auto", "budget": 2000}],
     })
 
     text: str = Field(..., min_length=1, description="The question, or a Lucene query with lucene=true.")
-    mode: Mode = Field("collapsed", description="collapsed | traversal | sparse | hybrid.")
+    mode: Mode = Field("auto", description="auto (the measured default: dense + BM25 leaves fused) | collapsed | traversal | "
+                       "sparse | hybrid | multi | level | segments.")
     budget: int | None = Field(2000, ge=1, description="Token budget of the returned context; null = k hits.")
     k: int = Field(5, ge=1, description="traversal: nodes kept per level; with budget=null: number of hits.")
     levels: list[int] | None = Field(None, description="Tree levels to search ([0] = leaves only, the flat baseline).")

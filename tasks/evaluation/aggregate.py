@@ -49,7 +49,8 @@ ANSWER_METRICS: tuple[tuple[str, str], ...] = (
     ("bleu_1", "BLEU-1"),
     ("bleu_4", "BLEU-4"),
 )
-SYSTEM_ORDER = ("flat", "bm25", "collapsed", "traversal", "hybrid")
+SYSTEM_ORDER = ("auto", "flat", "bm25", "collapsed", "traversal", "hybrid", "hybrid-rrf", "auto-rrf", "auto-minmax", "auto-tree",
+                "auto-summaries")
 STRATEGY_ORDER = ("sentence", "ffs", "dfs", "dds", "rcs")
 
 Frame = pa.Table | pl.DataFrame | pl.LazyFrame

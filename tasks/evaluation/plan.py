@@ -46,7 +46,8 @@ __all__ = [
     "systems_by_strategy",
 ]
 
-SystemName = Literal["flat", "bm25", "collapsed", "traversal", "hybrid", "multi", "segments", "segments-precision", "segments-find_all", "rerank", "level"]
+SystemName = Literal["flat", "bm25", "collapsed", "traversal", "hybrid", "multi", "segments", "segments-precision", "segments-find_all", "rerank", "level",
+                     "auto", "hybrid-rrf", "auto-rrf", "auto-minmax", "auto-tree", "auto-summaries"]
 SYSTEM_NAMES: tuple[str, ...] = get_args(SystemName)
 STRATEGY_NAMES: tuple[str, ...] = get_args(Strategy)
 
@@ -68,7 +69,7 @@ SYSTEMS: dict[str, SystemSpec] = {
     "bm25": SystemSpec("bm25", "sparse", (0,), "BM25 over leaves"),
     "collapsed": SystemSpec("collapsed", "collapsed", None, "RAPTOR collapsed tree, all levels"),
     "traversal": SystemSpec("traversal", "traversal", None, "RAPTOR tree traversal, top-k per level"),
-    "hybrid": SystemSpec("hybrid", "hybrid", None, "dense + BM25, reciprocal rank fusion"),
+    "hybrid": SystemSpec("hybrid", "hybrid", None, "dense + BM25 over every level, fused by query.fusion (z-score)"),
     "multi": SystemSpec("multi", "multi", None, "multi-query: question + 3 variants (LLM, offline RM3 feedback), hybrid each, RRF"),
     "segments": SystemSpec("segments", "segments", (0,), "dsRAG RSE (balanced): contiguous runs of reranked leaves",
                            (("preset", "balanced"),)),
@@ -76,6 +77,17 @@ SYSTEMS: dict[str, SystemSpec] = {
     "segments-find_all": SystemSpec("segments-find_all", "segments", (0,), "dsRAG RSE, find_all preset", (("preset", "find_all"),)),
     "rerank": SystemSpec("rerank", "rerank", (0,), "leaves rescored by the configured reranker (rerank.kind), calibrated"),
     "level": SystemSpec("level", "level", None, "LevelRAG searchers: sub-questions, Lucene rewrites + HyDE with feedback, RRF"),
+    # issue 12: the default mode and the variants measured against it (query/auto.py, query/fusion.py)
+    "auto": SystemSpec("auto", "auto", None, "the default: dense + BM25 leaves, z-score fusion (0.5/0.5), best-first fill"),
+    "hybrid-rrf": SystemSpec("hybrid-rrf", "hybrid", None, "dense + BM25 over every level, RRF k=60 (the old hybrid)",
+                             (("fusion", "rrf"),)),
+    "auto-rrf": SystemSpec("auto-rrf", "auto", None, "dense + BM25 leaves, RRF k=60", (("fusion", "rrf"),)),
+    "auto-minmax": SystemSpec("auto-minmax", "auto", None, "dense + BM25 leaves, min-max fusion", (("fusion", "minmax"),)),
+    "auto-tree": SystemSpec("auto-tree", "auto", None, "auto + summaries as routers: a leaf gains 0.1 x its best ancestor's score",
+                            (("tree", "boost"),)),
+    "auto-summaries": SystemSpec("auto-summaries", "auto", None,
+                                 "auto + summaries in the context (<= 25% of the budget), a summary and its children never both",
+                                 (("summaries", "dedup"),)),
 }
 BASELINE = "flat"
 

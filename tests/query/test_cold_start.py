@@ -49,10 +49,17 @@ def api_hits(corpus: Path, mode: str) -> list[tuple[str, float]]:
 
 
 def test_dense_query_skips_the_heavy_imports_and_matches_the_api(corpus: Path) -> None:
-    hits, modules = cli(QUESTION, "--corpus", str(corpus))
+    hits, modules = cli(QUESTION, "--mode", "collapsed", "--corpus", str(corpus))
     assert modules == ["torch"]  # the model runs on torch; nothing else heavy
     assert hits[0]["node_id"] == "a" and hits[0]["score"] == pytest.approx(1.0, abs=1e-5)
     assert [(h["node_id"], h["score"]) for h in hits] == api_hits(corpus, "collapsed")
+
+
+def test_default_auto_query_skips_the_heavy_imports_and_matches_the_api(corpus: Path) -> None:
+    hits, modules = cli(QUESTION, "--corpus", str(corpus))  # query.mode = auto: dense + BM25 leaves
+    assert modules == ["torch"]
+    assert hits and [(h["node_id"], h["score"]) for h in hits] == api_hits(corpus, "auto")
+    assert all(h["level"] == 0 for h in hits)
 
 
 def test_sparse_query_imports_no_torch(corpus: Path) -> None:
@@ -63,10 +70,10 @@ def test_sparse_query_imports_no_torch(corpus: Path) -> None:
 
 def test_traversal_reads_the_edges_lazily(corpus: Path) -> None:
     index = open_index(corpus, light=True)
-    assert index._children_rows is None
+    assert index._edge_rows is None
     hits = index.search(QUESTION, mode="traversal", k=1, budget=None)
     assert sorted(h.node_id for h in hits) == ["a", "r", "s1"]  # root -> s1 -> a, best first
-    assert index._children_rows is not None
+    assert index._edge_rows is not None
     index.close()
 
 

@@ -39,7 +39,7 @@ def test_collapsed_is_best_first_and_respects_budget(corpus_dir):
 
 def test_collapsed_skips_an_overflowing_node_but_fills_with_smaller_ones(corpus_dir):
     # budget 110: a (40) + s1 (60) = 100; b (40) overflows; nothing smaller than 10 exists
-    hits = _index(corpus_dir).search("alpha", budget=110)
+    hits = _index(corpus_dir).search("alpha", mode="collapsed", budget=110)
     assert [h.node_id for h in hits] == ["a", "s1"]
 
 
@@ -50,7 +50,7 @@ def test_levels_filter_gives_the_flat_baseline(corpus_dir):
 
 
 def test_doc_filter(corpus_dir):
-    hits = _index(corpus_dir).search("alpha", budget=1000, doc_ids=["d2"])
+    hits = _index(corpus_dir).search("alpha", mode="collapsed", budget=1000, doc_ids=["d2"])
     assert hits and all("d2" in h.doc_ids for h in hits)
     assert "a" not in {h.node_id for h in hits}
 
@@ -88,7 +88,7 @@ def test_manifest_switch_is_atomic_and_keeps_old_snapshot(corpus_dir):
     assert (corpus.snapshots_dir / "snap-test" / "info.json").exists()
     assert not any(p.name.endswith(".partial") for p in corpus.snapshots_dir.iterdir())
     old_reader = _index(corpus_dir)
-    old_hits = [(h.node_id, h.text) for h in old_reader.search("alpha", budget=1000)]
+    old_hits = [(h.node_id, h.text) for h in old_reader.search("alpha", mode="collapsed", budget=1000)]
 
     # a second build: leaves only (no tree), other texts
     publish_snapshot(corpus, "snap-two", spec=[n for n in NODES_SPEC if n[1] == 0], edges_spec=[], text="second {}")
@@ -102,10 +102,10 @@ def test_manifest_switch_is_atomic_and_keeps_old_snapshot(corpus_dir):
     # new readers see the new snapshot ...
     new_reader = _index(corpus_dir)
     assert new_reader.snapshot == "snap-two" and len(new_reader) == 6 and new_reader.top_level == 0
-    assert {h.text for h in new_reader.search("alpha", budget=1000)} <= {f"second {n}" for n in "abcdef"}
+    assert {h.text for h in new_reader.search("alpha", mode="collapsed", budget=1000)} <= {f"second {n}" for n in "abcdef"}
     # ... while the old snapshot stays whole: a reader opened before the switch still answers from it
     assert (corpus.snapshots_dir / "snap-test" / "info.json").exists()
-    assert [(h.node_id, h.text) for h in old_reader.search("alpha", budget=1000)] == old_hits
+    assert [(h.node_id, h.text) for h in old_reader.search("alpha", mode="collapsed", budget=1000)] == old_hits
     assert old_reader.snapshot == "snap-test" and len(old_reader) == len(NODES_SPEC)
     # and switching back is the same atomic manifest swap, without copying
     corpus.publish_existing("snap-test", {"build_key": "k"})

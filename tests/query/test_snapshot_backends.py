@@ -66,7 +66,7 @@ def test_queries_are_embedded_with_the_snapshots_embedder(tmp_path, monkeypatch:
     RecordingEmbedder.built.clear()
     now = ArboragConfig(embed=EmbedConfig(batch_size=64))  # the current config: the packaged model, bf16
 
-    hits = open_index(corpus.root, config=now).search("alpha", budget=1000)
+    hits = open_index(corpus.root, config=now).search("alpha", mode="collapsed", budget=1000)
 
     assert hits[0].node_id == "a"
     (cfg,) = RecordingEmbedder.built

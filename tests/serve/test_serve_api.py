@@ -37,7 +37,7 @@ def _search(client, **body):
 
 
 # -- search ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("mode", ["collapsed", "traversal", "sparse", "hybrid"])
+@pytest.mark.parametrize("mode", ["auto", "collapsed", "traversal", "sparse", "hybrid"])
 def test_search_every_mode_returns_hits_of_the_published_snapshot(client, snapshot, node_ids, mode):
     r = _search(client, mode=mode, budget=400)
     assert r.status_code == 200, r.text
@@ -56,7 +56,7 @@ def test_search_every_mode_returns_hits_of_the_published_snapshot(client, snapsh
 def test_search_matches_the_python_api(client, built_corpus):
     from arborag.query import open_index
 
-    hits = open_index(built_corpus).search(QUESTION, mode="collapsed", budget=500)
+    hits = open_index(built_corpus).search(QUESTION, budget=500)  # both: the default mode (auto)
     body = _search(client, budget=500).json()
     assert [h["node_id"] for h in body["hits"]] == [h.node_id for h in hits]
     assert [h["score"] for h in body["hits"]] == pytest.approx([h.score for h in hits], abs=1e-5)
