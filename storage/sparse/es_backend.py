@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["ES_MARKER_FILE", "ElasticsearchSparseIndex", "build_elasticsearch", "publish_elasticsearch"]
 
 ES_MARKER_FILE: Final = "elasticsearch.json"  # which ES index holds this snapshot (no URL, no secrets)
-ES_BULK_CHUNK: Final = 500
+ES_BULK_CHUNK: Final = 500  # the default of SparseConfig.es_bulk_docs
 ES_BACKOFF_S: Final = 1.0  # first bulk retry wait; doubles per retry, capped at 10 s
 
 
@@ -70,7 +70,7 @@ def build_elasticsearch(nodes: pa.Table, directory: Path, cfg: SparseConfig, *, 
                     )
                 conn.call(lambda c: c.indices.delete(index=name))
         if not reused:
-            body = es_index_body(snapshot_id)
+            body = es_index_body(snapshot_id, cfg)
             try:
                 conn.call(lambda c: c.indices.create(index=name, settings=body["settings"], mappings=body["mappings"]))
             except elasticsearch.BadRequestError as exc:
@@ -78,9 +78,9 @@ def build_elasticsearch(nodes: pa.Table, directory: Path, cfg: SparseConfig, *, 
             failures: list[tuple[str, int, str]] = []
 
             options: dict[str, Any] = {
-                "chunk_size": ES_BULK_CHUNK,
-                "max_chunk_bytes": 20 * 1024 * 1024,
-                "max_retries": ES_MAX_RETRIES,
+                "chunk_size": cfg.es_bulk_docs,
+                "max_chunk_bytes": int(cfg.es_bulk_mb * 1024 * 1024),
+                "max_retries": cfg.es_bulk_retries if cfg.es_bulk_retries is not None else ES_MAX_RETRIES,
                 "initial_backoff": ES_BACKOFF_S,
                 "max_backoff": 10,
                 "raise_on_error": False,  # collect every rejected node, report them all
@@ -104,7 +104,8 @@ def build_elasticsearch(nodes: pa.Table, directory: Path, cfg: SparseConfig, *, 
                 raise SparseIndexError(f"bulk indexing into {name!r} failed: {es_reason(exc)}") from exc
             if failures:
                 raise SparseBulkError(name, failures, total)
-            conn.call(lambda c: c.indices.put_settings(index=name, settings={"index": {"refresh_interval": None}}))
+            after = {"refresh_interval": cfg.es_refresh_interval, "number_of_replicas": cfg.es_replicas}
+            conn.call(lambda c: c.indices.put_settings(index=name, settings={"index": after}))
             conn.call(lambda c: c.indices.refresh(index=name))
             count = int(conn.call(lambda c: c.count(index=name))["count"])
             if count != total:

@@ -41,13 +41,19 @@ def es_alias_name(cfg: SparseConfig, corpus_name: str) -> str:
     return f"{es_safe(cfg.es_index_prefix)}-corpus-{es_safe(corpus_name)}"
 
 
-def es_index_body(snapshot_id: str) -> dict[str, Any]:
-    """Settings and explicit mapping of a snapshot index (BM25, analysers, strict fields)."""
+def es_index_body(snapshot_id: str, cfg: SparseConfig | None = None) -> dict[str, Any]:
+    """Settings and explicit mapping of a snapshot index (BM25, analysers, strict fields).
+
+    ``cfg`` sets the shards and the bulk-time refresh interval (``es_shards``,
+    ``es_bulk_refresh_interval``); replicas are 0 while the index loads (raised to
+    ``es_replicas`` afterwards by the build: copying finished segments beats indexing twice).
+    """
     return {
         "settings": {
-            "number_of_shards": ES_SHARDS,
+            "number_of_shards": cfg.es_shards if cfg is not None else ES_SHARDS,
             "number_of_replicas": ES_REPLICAS,
-            "refresh_interval": "-1",  # bulk load without refreshes; refreshed once at the end
+            # bulk load without refreshes; refreshed once at the end
+            "refresh_interval": cfg.es_bulk_refresh_interval if cfg is not None else "-1",
             "analysis": {
                 "filter": {"arborag_porter2": {"type": "stemmer", "language": "porter2"}},
                 "analyzer": {
