@@ -147,6 +147,10 @@ def main() -> None:
     ap.add_argument("--level-max-rounds", type=int, default=None)
     ap.add_argument("--level-sparse-rounds", type=int, default=None)
     ap.add_argument("--level-dense-rounds", type=int, default=None)
+    ap.add_argument("--answer-budget", type=int, default=None,
+                    help="answer from the head of the retrieved context within this many tokens (default: all of it)")
+    ap.add_argument("--show", type=int, default=None, help="level: hits shown to the LLM per feedback step")
+    ap.add_argument("--time-limit", type=float, default=None, help="start no new question after this many seconds")
     ap.add_argument("--out", type=Path, default=RESULTS / "llm_searchers.json")
     args = ap.parse_args()
     setup_env()
@@ -168,13 +172,17 @@ def main() -> None:
         llm = LLMClient(model=os.environ.get("ARBORAG_LLM_MODEL", "local"), base_url=base_url, timeout_s=args.timeout,
                         retries=1, concurrency=1)  # no cache: every call is real
     level_opts = {k: v for k, v in {"max_rounds": args.level_max_rounds, "sparse_rounds": args.level_sparse_rounds,
-                                     "dense_rounds": args.level_dense_rounds}.items() if v is not None}
+                                     "dense_rounds": args.level_dense_rounds, "show": args.show}.items() if v is not None}
     q = ds.queries
     questions = list(zip(q.column("qid").to_pylist(), q.column("question").to_pylist(), q.column("answers").to_pylist()))
     rows: list[dict[str, Any]] = []
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     print(f"{len(questions)} questions x {systems}; LLM: {base_url or 'none (offline plans, no answers)'}", flush=True)
+    t_start = time.perf_counter()
     for i, (qid, question, answers) in enumerate(questions, 1):
+        if args.time_limit is not None and time.perf_counter() - t_start > args.time_limit:
+            print(f"time limit reached after {i - 1} questions", flush=True)
+            break
         for system in systems:
             opts: dict[str, Any] = {}
             if system in ("multi", "level"):
@@ -203,7 +211,8 @@ def main() -> None:
                 row["rounds"] = tr.rounds
             if llm is not None and not args.no_answer:
                 t1 = time.perf_counter()
-                ans = answer_from_sources(llm, question, build_sources(index, hits), mode=system, max_tokens=args.answer_max_tokens)
+                given = hits if args.answer_budget is None else hits[: _prefix(hits, args.answer_budget)]
+                ans = answer_from_sources(llm, question, build_sources(index, given), mode=system, max_tokens=args.answer_max_tokens)
                 row["answer_s"] = time.perf_counter() - t1
                 pred = ans.short or ans.answer if ans.status == "answered" else ""
                 row.update(answer=ans.answer, short=ans.short, status=ans.status, f1=token_f1(pred, answers),
@@ -216,7 +225,7 @@ def main() -> None:
         report = {"benchmark": "llm_searchers", "started": started, "updated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
                   "commit": git_commit(), "machine": machine_line(), "llm": {"base_url": base_url, "model": getattr(llm, "model", None)},
                   "dataset": "hotpotqa", "questions_done": i, "limit": args.limit, "budget": args.budget, "systems": systems,
-                  "level_options": level_opts, "summary": summary, "table": table(summary), "rows": rows}
+                  "level_options": level_opts, "answer_budget": args.answer_budget, "time_limit": args.time_limit, "summary": summary, "table": table(summary), "rows": rows}
         args.out.parent.mkdir(parents=True, exist_ok=True)
         tmp = args.out.with_suffix(".tmp")
         tmp.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")

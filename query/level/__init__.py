@@ -114,7 +114,8 @@ def search(index, text: str, *, budget: int | None, k: int, levels: Sequence[int
         levels = [0] if levels is None else [lv for lv in levels if lv == 0]
     ctx = SearchContext(index, step, levels, doc_ids, candidates=int(opt["candidates"]), show=int(opt["show"]),
                         rrf_k=int(index.config.query.rrf_k), question=text, question_vector=vector)
-    names = list(opt["searchers"])
+    names = opt["searchers"].split(",") if isinstance(opt["searchers"], str) else list(opt["searchers"])
+    names = [n.strip() for n in names if n.strip()]
     searchers: list[Any] = []
     for name in names:
         if name == "sparse":
