@@ -31,7 +31,7 @@ from typing import Any
 import pyarrow as pa
 
 from arborag.errors import NotBuiltError, SchemaError
-from arborag.storage.objectstore import ObjectStore, is_remote, mirror_dir
+from arborag.storage.objectstore import ObjectStore, is_remote, mirror_dir, normalize_location
 from arborag.storage.schemas import SCHEMAS
 from arborag.storage.tables import atomic_write_json, read_table, write_table
 
@@ -47,7 +47,7 @@ class Corpus:
         self._manifest_version: str | None = None  # the remote manifest's ETag as first read
         self._manifest_seen = False
         if is_remote(root):
-            self.location = str(root).rstrip("/")
+            self.location = normalize_location(root).rstrip("/")
             self.store = ObjectStore(self.location)
             self.root = mirror_dir(self.location)
         else:

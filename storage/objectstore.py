@@ -48,6 +48,7 @@ __all__ = [
     "is_remote",
     "lance_storage_options",
     "mirror_dir",
+    "normalize_location",
     "storage_options",
 ]
 
@@ -65,9 +66,26 @@ class ManifestConflict(ArboragError):
         )
 
 
+_COLLAPSED = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*):/(?!/)")
+
+
+def normalize_location(location: str | Path) -> str:
+    """``location`` as text; a URL that went through ``pathlib.Path`` (``s3:/bucket/p``: the CLI's
+    path options collapse the double slash) gets its ``://`` back when its scheme is a known
+    fsspec protocol."""
+    text = str(location)
+    m = _COLLAPSED.match(text)
+    if m and not _SCHEME.match(text):
+        from fsspec.registry import known_implementations
+
+        if m.group(1).lower() in known_implementations and m.group(1).lower() not in ("file", "local"):
+            return f"{m.group(1)}://{text[m.end():]}"
+    return text
+
+
 def is_remote(location: str | Path) -> bool:
     """True for a URL with a scheme other than ``file://`` (``s3://``, ``gs://``, ``memory://``, ...)."""
-    text = str(location)
+    text = normalize_location(location)
     return bool(_SCHEME.match(text)) and not text.startswith("file://")
 
 

@@ -56,6 +56,7 @@ def built(s3: str, examples_dir: Path) -> dict:
 
 def test_scale_s3_uri_is_remote() -> None:
     assert is_remote("s3://b/p") and is_remote("memory://x") and not is_remote("/tmp/x") and not is_remote("file:///tmp/x")
+    assert is_remote(Path("s3://b/p"))  # a CLI path option collapses '//': the URI is restored
 
 
 def test_scale_s3_build_publishes_snapshot_and_manifest_to_the_bucket(built: dict) -> None:
