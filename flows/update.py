@@ -72,11 +72,12 @@ UPDATE_PIPELINE: tuple[Stage, ...] = (
 
 
 @contextlib.contextmanager
-def _writer_lock(ctx: StageContext) -> Iterator[None]:
-    """The corpus writer lock (one writer at a time; re-entrant in this process)."""
+def _writer_lock(ctx: StageContext, wait: bool) -> Iterator[None]:
+    """The corpus writer lock (one writer at a time; re-entrant in this process; ``wait=False``:
+    :class:`~arborag.errors.CorpusLockedError` at once when another writer holds it)."""
     from arborag.storage.lock import corpus_lock
 
-    with corpus_lock(ctx.corpus.root, wait=True, purpose="update"):
+    with corpus_lock(ctx.corpus.root, wait=wait, purpose="update"):
         yield
 
 
@@ -112,12 +113,14 @@ def _full_rebuild(ctx: StageContext, leaves: Any, *, use_prefect: bool, out: dic
     out["snapshot"] = out["publish"]["snapshot"]
 
 
-def update_pipeline(ctx: StageContext, files: list[str], *, prune: bool, use_prefect: bool, dry_run: bool = False) -> dict[str, Any]:
+def update_pipeline(
+    ctx: StageContext, files: list[str], *, prune: bool, use_prefect: bool, dry_run: bool = False, lock_wait: bool = True
+) -> dict[str, Any]:
     """Run the update over discovered ``files``; record the run (not for a dry run)."""
     started = datetime.now(timezone.utc)
     out: dict[str, Any] = {"corpus": str(ctx.corpus.root), "run_id": ctx.run_id, "cached": [], "dry_run": dry_run}
     status, message = "ok", ""
-    lock = contextlib.nullcontext() if dry_run else _writer_lock(ctx)
+    lock = contextlib.nullcontext() if dry_run else _writer_lock(ctx, lock_wait)
     try:
         with lock:
             plan, _ = run_stage(ctx, PLAN, use_prefect=use_prefect, cache_key=f"plan-{ctx.run_id}", files=files, prune=prune, dry_run=dry_run)
@@ -175,11 +178,13 @@ def update(
     sources: list[str],
     config_path: str | None = None,
     config_overrides: dict[str, dict[str, Any]] | None = None,
-    prune: bool = True,
+    prune: bool | None = None,
     dry_run: bool = False,
     progress: bool = False,
+    lock_wait: bool = True,
 ) -> dict[str, Any]:
-    """Update ``corpus_dir`` to hold exactly what ``sources`` hold now (``prune=False``: only add and change).
+    """Update ``corpus_dir`` to hold exactly what ``sources`` hold now (``prune=False``: only add and
+    change; None: ``update.prune`` of the config, on by default).
 
     The config is ``load_config(config_path, overrides=config_overrides)`` in the process running
     the flow. Returns the run summary (``plan``, ``mode`` = noop | incremental | full, ``reason``,
@@ -188,7 +193,7 @@ def update(
     config = load_config(config_path, overrides=config_overrides)
     ctx = StageContext(Corpus(corpus_dir).ensure(), config, current_flow_run_id() or new_run_id(), progress=progress)
     files = discover(ctx, sources)
-    return update_pipeline(ctx, files, prune=prune, use_prefect=True, dry_run=dry_run)
+    return update_pipeline(ctx, files, prune=config.update.prune if prune is None else prune, use_prefect=True, dry_run=dry_run, lock_wait=lock_wait)
 
 
 def run_update(
@@ -196,28 +201,32 @@ def run_update(
     corpus_dir: str | Path,
     config: ArboragConfig,
     *,
-    prune: bool = True,
+    prune: bool | None = None,
     dry_run: bool = False,
     use_prefect: bool = False,
     progress: bool = False,
+    lock_wait: bool = True,
 ) -> dict[str, Any]:
     """Update ``corpus_dir`` from ``sources``; returns the run summary (see :func:`update`).
 
     ``use_prefect=False`` runs the same pipeline without an orchestrator; otherwise the
     :func:`update` flow runs in-process with ``config`` as JSON overrides. Sources are
-    discovered here first (a missing one fails before anything is read or locked).
+    discovered here first (a missing one fails before anything is read or locked). The update
+    waits for the corpus writer lock (``lock_wait=False``: :class:`~arborag.errors.CorpusLockedError`
+    at once); a dry run takes no lock.
     """
     t0 = time.perf_counter()
     if not sources:
         raise IngestError(str(corpus_dir), "give the sources the corpus should mirror: arborag update SOURCE... --corpus DIR")
     ctx = StageContext(Corpus(corpus_dir).ensure(), config, new_run_id(), progress=progress)
     files = discover(ctx, [str(s) for s in sources])
+    prune = config.update.prune if prune is None else prune
     if not use_prefect:
-        out = update_pipeline(ctx, files, prune=prune, use_prefect=False, dry_run=dry_run)
+        out = update_pipeline(ctx, files, prune=prune, use_prefect=False, dry_run=dry_run, lock_wait=lock_wait)
     else:
         out = plain_json(update(
             corpus_dir=str(ctx.corpus.root), sources=[str(s) for s in sources], config_overrides=config_overrides(config),
-            prune=prune, dry_run=dry_run, progress=progress,
+            prune=prune, dry_run=dry_run, progress=progress, lock_wait=lock_wait,
         ))
     out["seconds"] = round(time.perf_counter() - t0, 2)
     return out

@@ -51,7 +51,7 @@ class UpdatePlan:
         out: dict[str, Any] = dict(self.diff.counts)
         out["pruned"] = self.pruned
         for kind in ("added", "changed", "deleted", "failed"):
-            out[f"{kind}_uris"] = self.diff.__getattribute__(kind).column("uri").to_pylist()[:examples]
+            out[f"{kind}_uris"] = getattr(self.diff, kind).column("uri").to_pylist()[:examples]
         return out
 
 

@@ -32,9 +32,10 @@ def register(app: typer.Typer) -> None:
     def update(
         sources: list[Path] = typer.Argument(..., help="Files or folders the corpus should hold (all of them)."),
         corpus: Path = typer.Option(..., "--corpus", "-c", help="Corpus directory (built before; a new one is built in full)."),
-        prune: bool = typer.Option(True, "--prune/--no-prune", help="Delete documents whose uri is gone from the sources (default on)."),
+        prune: Optional[bool] = typer.Option(None, "--prune/--no-prune", help="Delete documents whose uri is gone from the sources (default: update.prune, on)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and the estimated embedding and summary work; change nothing."),
         no_prefect: bool = typer.Option(False, "--no-prefect", help="Run the stages without Prefect (no orchestration, no UI)."),
+        no_wait: bool = typer.Option(False, "--no-wait", help="Fail at once if another writer (build, update, ingest) holds the corpus lock, instead of waiting for it."),
         config: Optional[Path] = CONFIG_OPTION,
     ) -> None:
         offline_env()
@@ -47,7 +48,7 @@ def register(app: typer.Typer) -> None:
             _print_plan(plan.get("plan") or {})
             if dry_run:
                 return
-            out = run_update(srcs, corpus, cfg, prune=prune, use_prefect=not no_prefect, progress=True)
+            out = run_update(srcs, corpus, cfg, prune=prune, use_prefect=not no_prefect, progress=True, lock_wait=not no_wait)
         except (ArboragError, OSError) as exc:
             fail(exc)
         _print_result(out)

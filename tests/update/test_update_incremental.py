@@ -163,3 +163,12 @@ def test_update_records_counts_in_runs_and_dry_run_changes_nothing(work: tuple[P
     assert counts["deleted"] == 1 and counts["added"] == 0 and counts["full_rebuild"] is False
     assert counts["clusters_touched"] and counts["summaries_rewritten"] == sum(counts["clusters_touched"].values())
     assert "tokens_in" in counts and "part05" not in json.dumps(nodes_of(corpus))
+
+
+def test_update_no_prune_keeps_documents_whose_file_is_gone(work: tuple[Path, Path]) -> None:
+    corpus, src = work
+    (src / "zebra.txt").unlink()
+    out = run_update([src], corpus, CONFIG, prune=False)
+    assert out["plan"]["deleted"] == 1 and out["plan"]["pruned"] is False
+    assert out["mode"] == "noop"  # nothing left the documents table, so the tree is the same
+    assert any(UNIQUE in r["text"] for r in nodes_of(corpus))
