@@ -6,7 +6,8 @@ Orchestration only. Inside the corpus writer lock:
    ``documents`` table (ingest machinery), diff by uri and content hash — added, changed,
    deleted, unchanged, failed — and prune deleted uris (``prune``; ``ingest`` stays additive).
    ``dry_run`` stops here with the plan and the estimated embedding and summary work.
-2. ``segment`` (the ingest flow's stage): the chunks of the documents now held.
+2. ``sections``, ``context``, ``segment`` (the ingest flow's stages, as a build runs them): the
+   chunks (and headers) of the documents now held.
 3. Decide (:func:`decide`): nothing changed → no-op; no published tree, a tree without fitted
    clusters, a changed tree config, or drift past ``update.max_drift`` → a full rebuild
    (:data:`arborag.flows.build.TREE_PIPELINE`), saying why; otherwise
@@ -39,7 +40,7 @@ from arborag.env import offline_env
 from arborag.errors import IngestError
 from arborag.flows.build import PUBLISH, TREE_PIPELINE, _reuse_snapshot, run_tree_stages
 from arborag.flows.common import config_overrides, current_flow_run_id, new_run_id, plain_json
-from arborag.flows.ingest import discover, segment_stage
+from arborag.flows.ingest import discover, run_ingest_stages
 from arborag.flows.stage import Stage, pipeline_fingerprint, record_run, run_stage
 from arborag.hashing import hash_json
 from arborag.storage.corpus import Corpus
@@ -128,7 +129,7 @@ def update_pipeline(
             if dry_run:
                 return out
             strategy = ctx.config.segment.strategy
-            out["segment"], _ = segment_stage(ctx, strategy, use_prefect=use_prefect)
+            run_ingest_stages(ctx, None, strategy, use_prefect=use_prefect, out=out)  # sections, context, segment (no ingest)
             leaves = ctx.shared("leaves", lambda: leaves_for(ctx.corpus.read("chunks"), strategy))
             if leaves.num_rows == 0:
                 raise IngestError(str(ctx.corpus.root), "no chunks left to build a tree from: the sources hold no readable, non-empty document")
