@@ -17,8 +17,9 @@ systems (``auto-tree``, ``auto-summaries``) so the report shows them next to the
   gains ``tree_weight`` × the normalized score of its best ancestor (parent, grandparent …), so
   the region the summaries point to is read first; summaries never take budget.
 - ``summaries="dedup"``: summaries may enter the context too (at most ``summary_share`` of the
-  budget), each level list normalized on its own; provenance is respected: a summary whose
-  children are all in the context is skipped, and so is a child of a summary already taken.
+  budget), each level list normalized on its own; provenance is respected: a summary one of
+  whose children is already in the context is skipped (measured: also skipping the children
+  of a summary already taken lost recall, 0.955 -> 0.635 on HotpotQA at 2,000).
 
 Other options (``Index.search(mode="auto", **options)``): ``fusion`` (``rrf`` | ``minmax`` |
 ``zscore``), ``dense_weight`` (0..1, or ``"adaptive"``: per question, the list whose best
@@ -71,7 +72,7 @@ def fused_scores(index: Index, text: str, vector: np.ndarray, *, levels: Sequenc
         if fusion == "rrf":
             return fuse([(d_rows, d_scores)], method="rrf", k=rrf_k)
         return d_rows, normalize(d_scores, fusion, depth=depth)[0]  # type: ignore[arg-type]
-    s_rows, s_scores = _sparse_scores(index, text, levels=levels, doc_ids=doc_ids, lucene=lucene, want=max(4 * depth, 400))
+    s_rows, s_scores = _sparse_scores(index, text, levels=levels, doc_ids=doc_ids, lucene=lucene, want=2 * depth)
     if s_rows.size == 0:
         return d_rows, normalize(d_scores, "minmax" if fusion == "rrf" else fusion, depth=depth)[0]  # type: ignore[arg-type]
     w = adaptive_weight(d_scores, s_scores, depth) if dense_weight == "adaptive" else float(dense_weight)
@@ -161,8 +162,8 @@ def search(index: Index, text: str, *, budget: int | None, k: int, levels: Seque
 
 def _fill_with_summaries(index: Index, text, vector, leaf_rows, leaf_scores, summary_levels, *, budget, k, doc_ids, lucene, o) -> list[Hit]:
     """Leaves and summaries ranked together (each list normalized on its own, so a level's
-    scale does not decide), filled best-first with provenance: a summary whose children are all
-    in the context, or a child of a summary in the context, is skipped; summaries take at most
+    scale does not decide), filled best-first with provenance: a summary is skipped when one of
+    its children is already in the context (its content is there), and summaries take at most
     ``summary_share`` of the budget."""
     s_rows, s_scores = fused_scores(index, text, vector, levels=summary_levels, doc_ids=doc_ids, lucene=lucene, fusion=o["fusion"],
                                     dense_weight=o["dense_weight"], depth=o["depth"], sparse=o["sparse"], rrf_k=index.config.query.rrf_k)
@@ -173,29 +174,21 @@ def _fill_with_summaries(index: Index, text, vector, leaf_rows, leaf_scores, sum
         return [index._hit(int(rows[i]), float(scores[i])) for i in order[:k]]
     parents, children = index.edge_rows
     v = index.vectors
-    kids: dict[int, np.ndarray] = {}
     taken = np.zeros(len(v), dtype=bool)
-    covered = np.zeros(len(v), dtype=bool)  # a child of a summary already taken
     remaining, summary_left = int(budget), int(o["summary_share"] * budget)
     smallest = int(v.n_tokens[rows].min())
     out = []
-    for i in order:
+    for i in order:  # stops as soon as nothing can fit; typically a few dozen candidates
         if remaining < smallest:
             break
         r = int(rows[i])
         n = int(v.n_tokens[r])
-        if n > remaining or covered[r]:
+        if n > remaining:
             continue
         if v.levels[r] > 0:
-            if n > summary_left:
-                continue
-            ch = kids.get(r)
-            if ch is None:
-                ch = kids[r] = children[parents == r]
-            if ch.size and taken[ch].all():
+            if n > summary_left or taken[children[parents == r]].any():
                 continue
             summary_left -= n
-            covered[ch] = True
         out.append(index._hit(r, float(scores[i])))
         taken[r] = True
         remaining -= n

@@ -372,7 +372,9 @@ class Index:
     def _sparse_search(self, text, *, budget, k, levels, doc_ids, lucene) -> list[Hit]:
         # ask the sparse index for more matches (x4) only while the budget is open and a node
         # could still fit: every matching node is considered, best first
-        want = k if budget is None else max(k, 256)
+        # (a first window of 64 usually closes the budget; otherwise one more call for every
+        # match: each returned hit costs a stored-document read, ~40 us with tantivy)
+        want = k if budget is None else max(k, 64)
         smallest = int(self.vectors.n_tokens.min()) if len(self.vectors) else 1
         while True:
             ranked = self._sparse_ranked(text, budget=budget, k=k, levels=levels, doc_ids=doc_ids, lucene=lucene, want=want)
@@ -381,7 +383,7 @@ class Index:
                 return hits
             if budget - sum(h.n_tokens for h in hits) < smallest:
                 return hits
-            want *= 4
+            want = len(self.vectors)
 
     def _hybrid(self, text, vector, *, budget, k, levels, doc_ids, lucene, fusion=None, dense_weight=None, depth=None) -> list[Hit]:
         from arborag.query.auto import fused_scores
