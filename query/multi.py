@@ -120,6 +120,7 @@ def search(
     fb_terms: int = 10,
     orig_weight: float = 0.5,
     candidates: int | None = None,
+    question_weight: int = 1,
     llm: ChatLLM | None = None,
 ) -> MultiHits:
     """Multi-query retrieval (module doc). Raises ``QueryError`` for bad options only."""
@@ -174,6 +175,8 @@ def search(
             rankings.append(hits)
             trace.variants.append(v)
 
+    # the question's own ranking counts question_weight times in the fusion
+    rankings = [rankings[0]] * max(1, int(question_weight)) + rankings[1:]
     ordered = _fuse(index, rankings, vector, mmr=mmr, mmr_lambda=mmr_lambda)
     trace.seconds = time.perf_counter() - started
     return MultiHits(_fill(ordered, budget, k), trace)

@@ -23,12 +23,20 @@ def test_searchers_multi_offline_uses_prf(hops_index):
     assert isinstance(hits, MultiHits)
     tr = hits.trace
     assert tr.source == "prf" and tr.status == "ok"
-    assert len(tr.variants) == 4  # the question, then 3 PRF variants
+    # the question, then up to 3 PRF variants (an expansion equal to an earlier one is dropped)
+    assert 3 <= len(tr.variants) <= 4
+    assert len({v.sparse for v in tr.variants}) == len(tr.variants)
     assert tr.variants[0].sparse == Q and not tr.variants[0].lucene
     for v in tr.variants[1:]:
         assert v.lucene and "^" in v.sparse and v.text.startswith(Q)
-    # the feedback document that names the author puts her name into a variant
-    assert any("solberg" in v.sparse for v in tr.variants[1:])
+    # expansion terms come from the question and its top-10 feedback hits, and do expand it
+    from arborag.query.prf import terms
+
+    feedback = hops_index.search(Q, mode="hybrid", budget=None, k=10)
+    allowed = set(terms(Q)).union(*(terms(h.text) for h in feedback))
+    sent = [{t.split("^")[0] for t in v.sparse.split()} for v in tr.variants[1:]]
+    assert all(words <= allowed for words in sent)
+    assert any(words - set(terms(Q)) for words in sent)
     assert sum(h.n_tokens for h in hits) <= 40 and hits
     assert tr.usage.calls == 0
 
@@ -87,7 +95,7 @@ def test_searchers_multi_bad_llm_falls_back_to_prf(hops_index, answer):
     hits = hops_index.search(Q, mode="multi", budget=40, llm=fake)
     tr = hits.trace
     assert tr.source == "prf" and tr.status.startswith("fallback:")
-    assert len(tr.variants) == 4 and all(v.lucene for v in tr.variants[1:])
+    assert len(tr.variants) >= 3 and all(v.lucene for v in tr.variants[1:])
     assert tr.usage.failures == 1 and tr.usage.events
     assert hits
 
@@ -144,3 +152,17 @@ def test_searchers_multi_options_checked(hops_index):
     with pytest.raises(QueryError, match="mmr_lambda"):
         hops_index.search(Q, mode="multi", mmr=True, mmr_lambda=2.0)
     assert len(hops_index.search(Q, mode="multi", n_variants=0, budget=40).trace.variants) == 1
+
+
+def test_searchers_multi_question_weight_counts_the_question_twice(hops_index):
+    from arborag.query.fusion import rrf
+
+    n = len(hops_index)
+    hits = hops_index.search(Q, mode="multi", budget=None, k=n, candidates=n, question_weight=2)
+    rankings = [
+        _ids(hops_index.search(v.sparse, mode="hybrid", budget=None, k=n, lucene=v.lucene,
+                               vector=hops_index.embed_queries([v.text])[0]))
+        for v in hits.trace.variants
+    ]
+    expected = rrf([rankings[0], rankings[0], *rankings[1:]], k=hops_index.config.query.rrf_k)
+    assert _ids(hits) == [i for i, _ in expected]
