@@ -55,16 +55,20 @@ __all__ = [
     "load_financebench",
     "load_hotpotqa",
     "load_narrativeqa",
+    "load_thematic",
     "prepare_dataset",
     "read_prepared",
     "safe_filename",
 ]
 
-DatasetName = Literal["hotpotqa", "narrativeqa", "financebench"]
+DatasetName = Literal["hotpotqa", "narrativeqa", "financebench", "thematic"]
 DATASETS: tuple[str, ...] = get_args(DatasetName)
 CorpusScope = Literal["auto", "full", "questions"]
 
-MATCH_MODE: dict[str, MatchMode] = {"hotpotqa": "doc", "narrativeqa": "doc", "financebench": "doc+text"}
+MATCH_MODE: dict[str, MatchMode] = {"hotpotqa": "doc", "narrativeqa": "doc", "financebench": "doc+text", "thematic": "doc"}
+
+#: Hand-written thematic questions (tasks/evaluation/data/README.md says who wrote them and how).
+THEMATIC_FILE = Path(__file__).resolve().parent / "evaluation" / "data" / "thematic.jsonl"
 
 _REPO = Path(__file__).resolve().parents[1]
 
@@ -279,7 +283,34 @@ def load_financebench(data_dir: Path, *, limit: int | None = None, scope: Corpus
     )
 
 
-_LOADERS = {"hotpotqa": load_hotpotqa, "narrativeqa": load_narrativeqa, "financebench": load_financebench}
+def load_thematic(data_dir: Path, *, limit: int | None = None, scope: CorpusScope = "auto") -> LoadedDataset:
+    """Hand-written thematic questions (``tasks/evaluation/data/thematic.jsonl``) over the
+    NarrativeQA sample's 47 plot summaries: questions about a whole story or a theme shared by
+    several. No reference answers (no hit rate): recall = gold documents drawn on. A gold
+    document is named by a phrase only its passage contains."""
+    base = load_narrativeqa(data_dir, scope="full")
+    records = [json.loads(line) for line in THEMATIC_FILE.read_text(encoding="utf-8").splitlines() if line.strip()]
+    selected = _limit(records, limit)
+    texts = {f.title: f.text or "" for f in base.files}
+    rows = []
+    for r in selected:
+        gold = []
+        for phrase in r["gold_passages_containing"]:
+            found = [pid for pid, t in texts.items() if phrase in t]
+            if len(found) != 1:
+                raise ArboragError(f"thematic question {r['qid']}: the phrase {phrase!r} is in {len(found)} passages, not 1; "
+                                   f"fix {THEMATIC_FILE}")
+            gold.append(found[0])
+        rows.append({"qid": r["qid"], "question": r["question"], "answers": [], "gold_ids": gold,
+                     "gold_texts": [texts[g] for g in gold], "type": r.get("type") or "thematic"})
+    keep = {g for row in rows for g in row["gold_ids"]}
+    files = base.files if not (scope == "questions" or (scope == "auto" and limit is not None)) else [f for f in base.files if f.title in keep]
+    evidence = [{"gold_id": f.title, "file": f.name, "title": f.title, "text": f.text} for f in files]
+    return LoadedDataset("thematic", _queries_table(rows), _evidence_table(evidence), files, [str(THEMATIC_FILE), *base.sources],
+                         MATCH_MODE["thematic"])
+
+
+_LOADERS = {"hotpotqa": load_hotpotqa, "narrativeqa": load_narrativeqa, "financebench": load_financebench, "thematic": load_thematic}
 
 
 def load_dataset(

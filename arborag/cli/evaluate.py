@@ -12,7 +12,7 @@ from arborag.errors import ArboragError
 
 __all__ = ["register"]
 
-_DATASETS = ("hotpotqa", "narrativeqa", "financebench")
+_DATASETS = ("hotpotqa", "narrativeqa", "financebench", "thematic")
 
 
 def _csv(value: str | None) -> list[str] | None:
@@ -29,10 +29,13 @@ def register(app: typer.Typer) -> None:
             "Evaluate retrieval on a benchmark: every system × segmentation strategy × token budget, "
             "through the real build and query pipeline, with no LLM needed.\n\n"
             "DATASET is hotpotqa (100 multi-hop questions, 994 paragraphs), narrativeqa (50 questions "
-            "over 47 plot summaries) or financebench (10 questions over 5 SEC filings as PDFs), read "
-            "from ../shared/data (or --data-dir / ARBORAG_DATA_DIR).\n\n"
-            "Systems: flat (dense top-k over leaves, the no-tree baseline), bm25 (sparse over leaves), "
-            "collapsed and traversal (RAPTOR tree), hybrid (dense + BM25 fused). Strategies: sentence, "
+            "over 47 plot summaries), financebench (10 questions over 5 SEC filings as PDFs), read "
+            "from ../shared/data (or --data-dir / ARBORAG_DATA_DIR), or thematic (15 hand-written questions "
+            "about whole stories or themes over the NarrativeQA passages, scored by gold documents "
+            "recalled; tasks/evaluation/data).\n\n"
+            "Systems: auto (the default mode: dense + BM25 leaves fused), flat (dense top-k over leaves, "
+            "the no-tree baseline), bm25 (sparse over leaves), collapsed and traversal (RAPTOR tree), hybrid "
+            "(dense + BM25 fused over every level), the auto-* variants and the plug-in modes. Strategies: sentence, "
             "ffs, dfs, dds, rcs at matched ~100-token leaves; the first strategy runs every system, the "
             "others flat and collapsed. One build per strategy; reruns reuse builds and retrieval "
             "(Prefect cache) and only re-score.\n\n"
@@ -40,11 +43,12 @@ def register(app: typer.Typer) -> None:
             "OUT/summary.md, OUT/*.png and OUT/run.json.\n\n"
             "Examples:\n\n"
             "  arborag eval hotpotqa --out /tmp/ev\n\n"
-            "  arborag eval narrativeqa --out /tmp/ev2 --limit 10 --strategies sentence --systems flat,collapsed"
+            "  arborag eval narrativeqa --out /tmp/ev2 --limit 10 --strategies sentence --systems flat,collapsed\n\n"
+            "  arborag eval thematic --out /tmp/ev3 --strategies sentence --systems auto,flat,bm25,collapsed,auto-summaries"
         ),
     )
     def eval_command(
-        dataset: str = typer.Argument(..., help="hotpotqa | narrativeqa | financebench", metavar="DATASET"),
+        dataset: str = typer.Argument(..., help="hotpotqa | narrativeqa | financebench | thematic", metavar="DATASET"),
         out: Path = typer.Option(..., "--out", "-o", help="Output folder (created; reruns reuse its builds)."),
         budgets: Optional[str] = typer.Option(None, "--budgets", help="Comma-separated token budgets (default: eval.budgets, 500,1000,2000)."),
         systems: Optional[str] = typer.Option(None, "--systems", help="Comma-separated: flat,bm25,collapsed,traversal,hybrid (default: all)."),

@@ -85,3 +85,57 @@ def test_mmr_edge_cases() -> None:
         mmr(Q, D, k=1, lambda_=1.5)
     with pytest.raises(ValueError):
         mmr(Q, D, k=1, relevance=[1.0])
+
+
+# -- fuse / normalize (score fusion over node rows) -------------------------------------------
+from arborag.query.fusion import fuse, normalize  # noqa: E402
+
+
+def test_fuse_rrf_matches_rrf_on_ids() -> None:
+    dense = (np.array([3, 1, 2]), np.array([0.9, 0.8, 0.1]))
+    sparse = (np.array([2, 5]), np.array([4.0, 1.0]))
+    rows, scores = fuse([dense, sparse], method="rrf", k=60)
+    by_row = dict(zip(rows.tolist(), scores.tolist()))
+    expected = dict(rrf([[3, 1, 2], [2, 5]], k=60))
+    assert by_row.keys() == expected.keys()
+    for r, s in expected.items():
+        assert math.isclose(by_row[r], s, rel_tol=1e-12)
+
+
+def test_fuse_minmax_is_a_convex_combination_of_normalized_scores() -> None:
+    dense = (np.array([3, 1, 2]), np.array([0.9, 0.8, 0.1]))
+    sparse = (np.array([2, 5]), np.array([4.0, 1.0]))
+    rows, scores = fuse([dense, sparse], method="minmax", weights=[0.5, 0.5], absent=[None, 0.0])
+    got = dict(zip(rows.tolist(), scores.tolist()))
+    # dense: (s - 0.1) / 0.8; sparse: (s - 1) / 3, a row absent from BM25 counts as score 0 -> -1/3;
+    # row 5 is absent from the dense list: its lowest normalized value (0)
+    assert got[3] == pytest.approx(0.5 * 1.0 + 0.5 * (-1 / 3))
+    assert got[1] == pytest.approx(0.5 * 0.875 + 0.5 * (-1 / 3))
+    assert got[2] == pytest.approx(0.5 * 0.0 + 0.5 * 1.0)
+    assert got[5] == pytest.approx(0.5 * 0.0 + 0.5 * 0.0)
+
+
+def test_fuse_zscore_and_the_weights_decide() -> None:
+    dense = (np.array([0, 1]), np.array([1.0, 0.0]))
+    sparse = (np.array([0, 1]), np.array([0.0, 1.0]))
+    rows, s = fuse([dense, sparse], method="zscore", weights=[0.8, 0.2])
+    assert rows[np.argmax(s)] == 0  # the heavier list wins
+    rows, s = fuse([dense, sparse], method="zscore", weights=[0.2, 0.8])
+    assert rows[np.argmax(s)] == 1
+
+
+def test_normalize_anchors_on_the_head_and_keeps_the_tail_order() -> None:
+    s = np.array([10.0, 9.0, 8.0, 1.0, 0.5])
+    out, miss = normalize(s, "minmax", depth=3, absent=0.0)
+    assert out[:3].tolist() == [1.0, 0.5, 0.0] and out[3] < 0 and out[3] > out[4]
+    assert miss == pytest.approx((0.0 - 8.0) / 2.0)
+    z, _ = normalize(s, "zscore", depth=3)
+    assert z[:3].mean() == pytest.approx(0.0, abs=1e-12)
+
+
+def test_fuse_rejects_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="unknown method"):
+        fuse([(np.array([1]), np.array([1.0]))], method="nope")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="weights"):
+        fuse([(np.array([1]), np.array([1.0]))], method="minmax", weights=[0.5, 0.5])
+    assert fuse([], method="zscore")[0].size == 0
