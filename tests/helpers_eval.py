@@ -106,7 +106,7 @@ class FakeIndex:
         self.searches = 0
 
     def search(self, text: str, *, mode: str = "collapsed", budget: int | None = 2000, k: int = 5,
-               levels: list[int] | None = None, doc_ids: list[str] | None = None) -> list[Any]:
+               levels: list[int] | None = None, doc_ids: list[str] | None = None, **options: Any) -> list[Any]:
         self.searches += 1
         if mode in self.broken_modes:
             raise QueryError(text, f"mode {mode} is broken in this fake")

@@ -16,6 +16,7 @@ from helpers_eval import FakeBuilds, FakeOpener, write_hotpot_data
 from arborag.config import ArboragConfig
 from arborag.flows.evaluate import EvalOptions, evaluate
 from arborag.storage.schemas import RESULTS
+from arborag.tasks.evaluation.plan import SYSTEM_NAMES
 
 
 @pytest.fixture()
@@ -42,7 +43,9 @@ def test_evaluate_end_to_end_on_fakes(data_dir: Path, tmp_path: Path) -> None:
     assert len(builds.calls) == 2 and {s for _, s in builds.calls} == {"sentence", "dds"}
     results = pq.read_table(out / "results.parquet")
     assert results.schema == RESULTS
-    assert results.num_rows == 3 * 5 * 2 + 3 * 2 * 2 == result["rows"]
+    # every system on the first strategy (plug-in modes' options such as preset= go to the fake too), flat + collapsed on dds
+    assert results.num_rows == 3 * len(SYSTEM_NAMES) * 2 + 3 * 2 * 2 == result["rows"]
+    assert not result.get("failures")
     rows = results.to_pylist()
     by = {(r["qid"], r["strategy"], r["system"], r["budget"]): r for r in rows}
     # q2's answer "The Seine" is in the retrieved leaves; q3 is yes/no (not applicable)
