@@ -22,6 +22,7 @@ its ``info.json``. ``"truncate"`` keeps the model's own behaviour and the old ``
 from __future__ import annotations
 
 import builtins
+import contextlib
 import json
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -141,6 +142,21 @@ def _l2_normalise(x: np.ndarray) -> np.ndarray:
     return (x / norms).astype(np.float32, copy=False)
 
 
+@contextlib.contextmanager
+def _torch_threads(n: int) -> Iterator[None]:
+    """torch's (process-wide) intra-op thread count set to ``n`` for the block, then restored."""
+    import torch
+
+    before = torch.get_num_threads()
+    if before != n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if before != n:
+            torch.set_num_threads(before)
+
+
 class Embedder:
     """A lazily loaded sentence-transformers embedder.
 
@@ -158,7 +174,7 @@ class Embedder:
         self._lock = threading.Lock()
         # ``map`` fans the encode groups out (e.g. Dask workers through Prefect); None: in this process
         self._map = map
-        self._threads: int | None = cfg.threads
+        self._threads: int | str | None = cfg.threads  # "auto": torch default, 1 for a single text
         self._copy = False
 
     def __getstate__(self) -> dict[str, Any]:
@@ -166,7 +182,7 @@ class Embedder:
         this process pinned (bf16 vectors are bit-identical only for the same thread count)."""
         state = self.__dict__.copy()
         state.update(_model=None, _lock=None, _map=None, _copy=True)
-        if state["_threads"] is None:
+        if state["_threads"] is None or state["_threads"] == "auto":
             import torch  # the default this process would use (a Dask worker's default is 1)
 
             state["_threads"] = int(torch.get_num_threads())
@@ -191,7 +207,7 @@ class Embedder:
             import torch
             from sentence_transformers import SentenceTransformer
 
-            if self._threads is not None:
+            if isinstance(self._threads, int):
                 torch.set_num_threads(max(1, int(self._threads)))
             try:  # transformers prints a weight-loading bar per model load; not useful here
                 from transformers.utils import logging as hf_logging
@@ -236,6 +252,12 @@ class Embedder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if self._threads == "auto" and len(texts) == 1:
+            with _torch_threads(1):  # one query: one thread (no contention with other work)
+                return self._embed(texts, progress)
+        return self._embed(texts, progress)
+
+    def _embed(self, texts: list[str], progress: Progress) -> np.ndarray:
         model = self._load()
         if self.cfg.long_text == "truncate":
             return self._encode(model, texts, progress)

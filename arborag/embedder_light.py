@@ -93,7 +93,7 @@ class LightEmbedder:
         # One short text per forward pass: a single intra-op thread is the fastest here (measured
         # on the shared 2-core box: weights cast 0.08 s vs 0.76 s, first forward 0.03 s vs 0.36 s
         # with 2 threads); embed.threads overrides. This sets torch's process-wide thread count.
-        torch.set_num_threads(max(1, int(self.cfg.threads)) if self.cfg.threads is not None else 1)
+        torch.set_num_threads(max(1, int(self.cfg.threads)) if isinstance(self.cfg.threads, int) else 1)
         config = _read_json(self.path / "config.json") or {}
         st_config = _read_json(self.path / "sentence_bert_config.json") or {}
         max_len = int(st_config.get("max_seq_length") or config.get("max_position_embeddings", 512))
