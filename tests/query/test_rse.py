@@ -206,3 +206,39 @@ def test_fit_segments_to_a_token_budget() -> None:
     assert [(s.doc_id, s.start, s.end) for s in fitted] == [("b", 1, 4)]
     assert fitted[0].score == pytest.approx(1.9)
     assert fit_segments(segs, cost, None) == [segs[1], segs[0], segs[2]]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_fit_segments_bisection_matches_trimming_one_chunk_at_a_time(seed: int) -> None:
+    """The trims of an overflowing segment are searched by bisection; the result must be the one
+    the plain loop (trim, re-cost, repeat) gives. Costs vary per chunk and never grow on a trim."""
+    from arborag.query.rse import _trim
+
+    rng = np.random.default_rng(seed)
+    docs = {d: rng.normal(0.2, 0.5, 30) for d in "abcd"}
+    sizes = {d: rng.integers(5, 60, 30) for d in docs}
+    segs = []
+    for d in docs:
+        s = int(rng.integers(0, 20))
+        e = s + int(rng.integers(1, 11))
+        segs.append(Segment(d, s, e, float(docs[d][s:e].sum())))
+
+    def cost(seg: Segment) -> int:
+        return int(sizes[seg.doc_id][seg.start : seg.end].sum())
+
+    def plain(budget: int) -> list[Segment]:
+        out, used = [], 0
+        for seg in sorted(segs, key=lambda s: -s.score):
+            cur = seg
+            while cur is not None and used + cost(cur) > budget:
+                cur = _trim(cur, docs[cur.doc_id])
+            if cur is None or (cur is not seg and cur.score <= 0):
+                continue
+            out.append(cur)
+            used += cost(cur)
+            if used >= budget:
+                break
+        return out
+
+    for budget in (20, 60, 150, 400):
+        assert fit_segments(segs, cost, budget, values=docs) == plain(budget)
