@@ -61,6 +61,13 @@ def extra_calibration(out: Path, a: float, b: float) -> None:
     """Segments again over the same two builds with the cosine relevance calibrated by
     Beta(a, b) instead of dsRAG's Beta(0.4, 0.4); scored like the eval; written to
     ``OUT/<variant>/extra_results.parquet`` and ``extra_hits.parquet`` (systems suffixed ``·β{a:g}``)."""
+    extra_run(out, f"·β{a:g}", {"rerank": {"a": a, "b": b}}, [s for s in SYSTEMS if s.startswith("segments")], tuple(VARIANTS))
+
+
+def extra_run(out: Path, suffix: str, overrides: dict, systems: list[str], variants: tuple[str, ...], tag: str = "extra") -> None:
+    """``systems`` again over the builds of ``variants`` with config ``overrides`` (e.g. another
+    calibration or reranker), scored like the eval; systems suffixed ``suffix``; written to
+    ``OUT/<variant>/<tag>_results.parquet`` and ``<tag>_hits.parquet``."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -72,15 +79,13 @@ def extra_calibration(out: Path, a: float, b: float) -> None:
     from arborag.tasks.evaluation.retrieve import run_queries
     from arborag.tasks.evaluation.score import score_hits
 
-    for variant in VARIANTS:
+    for variant in variants:
         root = out / variant
         prepared = read_prepared(root / "dataset")
         corpus_dir = root / "corpora" / "sentence"
-        cfg = load_config(out / f"{variant}.yaml", overrides={"rerank": {"a": a, "b": b}})
+        cfg = load_config(out / f"{variant}.yaml", overrides=overrides)
         index = open_index(corpus_dir, config=cfg)
-        systems = [s for s in SYSTEMS if s.startswith("segments")]
         hits = run_queries(index, prepared.queries(), "sentence", systems, BUDGETS, k=cfg.query.k)
-        suffix = f"·β{a:g}"
         hits = hits.set_column(hits.schema.get_field_index("system"), "system",
                                pa.array([f"{s}{suffix}" for s in hits.column("system").to_pylist()]))
         documents = Corpus(corpus_dir).read("documents")
@@ -88,8 +93,8 @@ def extra_calibration(out: Path, a: float, b: float) -> None:
         pages = evidence_page_texts(prepared.evidence(), documents, gold)
         res = score_hits(hits, prepared.queries(), {"sentence": gold}, dataset=prepared.name, match=prepared.match,
                          gold_pages={"sentence": pages})
-        pq.write_table(hits, root / "extra_hits.parquet")
-        pq.write_table(res, root / "extra_results.parquet")
+        pq.write_table(hits, root / f"{tag}_hits.parquet")
+        pq.write_table(res, root / f"{tag}_results.parquet")
 
 
 def evidence_coverage(context: str, evidence: str, n: int = 5) -> float:
@@ -113,9 +118,10 @@ def table_rows(out: Path) -> tuple[list[list[str]], dict]:
     for variant in VARIANTS:
         res = pl.read_parquet(out / variant / "results.parquet")
         hits = pl.read_parquet(out / variant / "hits" / "sentence.parquet")
-        if (out / variant / "extra_results.parquet").exists():
-            res = pl.concat([res, pl.read_parquet(out / variant / "extra_results.parquet")], how="vertical_relaxed")
-            hits = pl.concat([hits, pl.read_parquet(out / variant / "extra_hits.parquet")], how="vertical_relaxed")
+        for tag in ("extra", "llm"):
+            if (out / variant / f"{tag}_results.parquet").exists():
+                res = pl.concat([res, pl.read_parquet(out / variant / f"{tag}_results.parquet")], how="vertical_relaxed")
+                hits = pl.concat([hits, pl.read_parquet(out / variant / f"{tag}_hits.parquet")], how="vertical_relaxed")
         hits = hits.join(queries, on="qid")
         cov = hits.select(
             "system", "budget", "qid",
@@ -143,7 +149,7 @@ def table_rows(out: Path) -> tuple[list[list[str]], dict]:
     for budget in BUDGETS:
         for variant in VARIANTS:
             base = raw.get((variant, "flat", budget))
-            for system in [*SYSTEMS, *sorted({k[1] for k in raw if "·" in k[1]})]:
+            for system in [*SYSTEMS, *sorted({k[1] for k in raw if "·" in k[1] and k[0] == variant})]:
                 r = raw.get((variant, system, budget))
                 if r is None:
                     continue
@@ -160,12 +166,20 @@ def main() -> None:
     ap.add_argument("--reuse", action="store_true", help="re-score existing runs instead of running them again")
     ap.add_argument("--beta", type=float, default=5.0,
                     help="also run segments with the cosine calibrated by Beta(x, x) instead of dsRAG's 0.4/0.4 (0 = skip)")
+    ap.add_argument("--llm-url", default=None, help="also run segments and rerank with the LLM reranker of this "
+                    "OpenAI-compatible endpoint (e.g. http://127.0.0.1:8011/v1, scripts/local_llm.sh) on the headers build")
+    ap.add_argument("--llm-model", default="local", help="model name sent to --llm-url")
+    ap.add_argument("--llm-top-n", type=int, default=20, help="candidates the LLM rates per question")
     args = ap.parse_args()
     setup_env()
     before = machine_line()
     secs = {v: run_eval(args.out, v, args.reuse) for v in VARIANTS}
     if args.beta:
         extra_calibration(args.out, args.beta, args.beta)
+    if args.llm_url:
+        extra_run(args.out, "·llm", {"rerank": {"kind": "llm", "top_n": args.llm_top_n},
+                                      "summarize": {"base_url": args.llm_url, "llm_model": args.llm_model, "timeout_s": 120.0}},
+                  ["segments", "rerank"], ("headers",), tag="llm")
     rows, _ = table_rows(args.out)
     header = ["budget", "build", "system", "page hit", "× flat", "evidence-in-context", "answer-in-context", "tokens", "hits", "search ms"]
     report = "\n".join([
