@@ -100,7 +100,8 @@ def _print(answer: Any, budget: int | None) -> None:
     u = answer.usage
     console.print(
         f"tokens: {u.tokens_in} in, {u.tokens_out} out ({u.calls} LLM calls, {u.cache_hits} from cache"
-        f"{f', {u.failures} failed' if u.failures else ''}); cost ≈ ${answer.cost:.5f}; {answer.seconds:.1f} s"
+        f"{f', {u.failures} failed' if u.failures else ''}); cost ≈ ${answer.cost:.5f} at summarize.price_*_per_1k; "
+        f"{answer.seconds:.1f} s"
         + (f"; model {answer.model}" if answer.model else "")
     )
     if status == "no_llm":
