@@ -186,6 +186,16 @@ def render_summary(results: Frame, meta: dict[str, Any]) -> str:
     md.append(_table(["system"] + [f"{t} (n={counts[t]})" for t in types],
                      [[s] + [_triple(by_type.get((s, t if t != "–" else None)) or by_type.get((s, t))) for t in types] for s in systems]))
 
+    # Question types x budgets
+    by_tb = aggregate(at_primary, ["system", "type", "budget"])
+    for col, label in (("answer_hit", "Hit rate"), ("recall_at_budget", "Gold-evidence recall at budget")):
+        if all(a.get(col) is None for a in by_tb.values()):
+            continue
+        md.append(f"\n{label} by question type and budget (strategy `{primary}`):\n")
+        cols = [(t, b) for t in types for b in budgets]
+        md.append(_table(["system"] + [f"{t} @ {b}" for t, b in cols],
+                         [[s] + [_type_cell(by_tb, s, t, b, col) for t, b in cols] for s in systems]))
+
     # Strategy x system
     by_lv = aggregate(at_budget, ["strategy", "system"])
     if len(strategies) > 1:
@@ -216,6 +226,12 @@ def _limit_text(meta: dict[str, Any]) -> str:
         return ""
     cut = meta.get("scope", "auto") in ("auto", "questions")
     return f" (first {meta['limit']}; " + ("corpus cut to their documents)" if cut else "whole corpus)")
+
+
+def _type_cell(agg: dict[tuple, dict[str, Any]], system: str, t: str, budget: int, col: str) -> Any:
+    """One metric of (system, question type, budget); "–" is the label of a missing type."""
+    a = agg.get((system, None if t == "–" else t, budget)) or agg.get((system, t, budget)) or {}
+    return a.get(col)
 
 
 def _triple(a: dict[str, Any] | None) -> str:
