@@ -12,7 +12,6 @@ import re
 import pytest
 from fake_llm_server import FakeLLMServer, error, reply
 from helpers_llm import ScriptedFakeChat
-from helpers_searchers import demo_corpus  # noqa: F401 - fixture
 
 from arborag.errors import LLMError
 
@@ -42,7 +41,7 @@ class CitingFake(ScriptedFakeChat):
 
 
 @pytest.fixture(scope="module")
-def demo_index(demo_corpus):  # noqa: F811 - fixture
+def demo_index(demo_corpus):
     from arborag.config import load_config
     from arborag.query import open_index
 
@@ -137,7 +136,7 @@ def _run_cli(args, env):
     return CliRunner().invoke(app, args, env=env)
 
 
-def test_searchers_ask_cli_without_llm(demo_corpus, monkeypatch):  # noqa: F811 - fixture
+def test_searchers_ask_cli_without_llm(demo_corpus, monkeypatch):
     for var in ("ARBORAG_LLM_BASE_URL", "ARBORAG_SUMMARIZE__BASE_URL", "ARBORAG_SUMMARIZE__BACKEND"):
         monkeypatch.delenv(var, raising=False)
     res = _run_cli(["ask", Q, "--corpus", str(demo_corpus), "--budget", "500"], env={"COLUMNS": "200"})
@@ -149,7 +148,7 @@ def test_searchers_ask_cli_without_llm(demo_corpus, monkeypatch):  # noqa: F811 
     assert data["status"] == "no_llm" and data["sources"] and data["sources"][0]["docs"][0]["title"] == "cinderella"
 
 
-def test_searchers_ask_cli_with_fake_server(demo_corpus, monkeypatch):  # noqa: F811 - fixture
+def test_searchers_ask_cli_with_fake_server(demo_corpus, monkeypatch):
     with FakeLLMServer(model="fake-model") as srv:
         srv.script("Question: " + Q, reply('{"supported": true, "answer": "She married the prince [1].", "citations": [1]}'))
         srv.script("Question: broken", error(500))

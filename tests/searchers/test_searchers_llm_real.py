@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 
 import pytest
-from helpers_searchers import demo_corpus, hops_index  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.llm
 
@@ -28,7 +27,7 @@ def real_llm(tmp_path_factory):
                      cache_dir=tmp_path_factory.mktemp("llm"))
 
 
-def test_searchers_real_llm_multi_variants(real_llm, hops_index):  # noqa: F811 - fixture
+def test_searchers_real_llm_multi_variants(real_llm, hops_index):
     client = real_llm
     hits = hops_index.search("Where was the author of Xanadu born?", mode="multi", budget=40, llm=client)
     tr = hits.trace
@@ -40,7 +39,7 @@ def test_searchers_real_llm_multi_variants(real_llm, hops_index):  # noqa: F811 
 
 
 @pytest.mark.slow
-def test_searchers_real_llm_ask_cinderella(real_llm, demo_corpus):  # noqa: F811 - fixture
+def test_searchers_real_llm_ask_cinderella(real_llm, demo_corpus):
     from arborag.config import load_config
     from arborag.query import open_index
     from arborag.query.answer import ask

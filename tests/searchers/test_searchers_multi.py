@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from fake_llm_server import FakeLLMServer, error, reply, slow
 from helpers_llm import FAST, KEY_ENV, ScriptedFakeChat
-from helpers_searchers import hops_index  # noqa: F401 - fixture
 
 from arborag.errors import LLMError, QueryError
 from arborag.llm import LLMClient
