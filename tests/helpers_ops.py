@@ -19,7 +19,7 @@ from helpers_reliability import REPO, cli_env, wait_for
 
 PYTHON = sys.executable
 
-__all__ = ["HOLD_LOCK", "free_port", "hold_lock", "no_server_env", "prefect_server", "stop"]
+__all__ = ["HOLD_LOCK", "free_port", "hold_lock", "no_server_env", "prefect_server", "stop", "write_small_docs"]
 
 # hold the corpus lock in a separate process until the file argv[3] exists (or argv[4] seconds pass)
 HOLD_LOCK = r"""
@@ -52,6 +52,23 @@ def hold_lock(corpus: Path, *, purpose: str = "test-holder", limit: float = 60.0
         release.touch()
         stop(proc, grace=10)
         release.unlink(missing_ok=True)
+
+
+_PLACES = ("Arden", "Bexley", "Corran", "Dunmore", "Elsworth", "Fallow", "Garth", "Hollin", "Ivel", "Jarrow", "Kestle", "Lowick")
+_THINGS = ("a stone bridge", "a water mill", "a clock tower", "a salt market", "a rope walk", "a tide pool",
+           "a glass works", "a bell foundry", "a paper mill", "a ferry landing", "a lime kiln", "a signal box")
+
+
+def write_small_docs(folder: Path, n: int, *, start: int = 0) -> list[Path]:
+    """``n`` one-sentence .txt documents, each with its own place and thing (one leaf each: a build
+    of up to 11 of them makes no summary level, so no clustering: fast)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for i in range(start, start + n):
+        path = folder / f"note{i:03d}.txt"
+        path.write_text(f"The town of {_PLACES[i % 12]}{i // 12 or ''} is known for {_THINGS[(i * 5) % 12]} built in {1800 + 7 * i}.\n")
+        out.append(path)
+    return out
 
 
 def stop(proc: subprocess.Popen, *, grace: float = 10.0) -> None:
