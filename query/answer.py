@@ -172,12 +172,12 @@ def ask(
     **options: Any,
 ) -> Answer:
     """Retrieve with ``mode`` and answer with ``llm`` (None: status ``no_llm``, the passages
-    still returned). ``multi`` gets the same ``llm`` for its variants."""
+    still returned). ``multi`` and ``level`` get the same ``llm`` for their own calls."""
     from arborag.llm.configured import HOW_TO_CONFIGURE
 
     started = time.perf_counter()
     usage = Usage()
-    if mode == "multi" and llm is not None:
+    if mode in ("multi", "level") and llm is not None:  # the modes that take an llm= of their own
         options.setdefault("llm", llm)
     hits = index.search(question, mode=mode, budget=budget, k=k, levels=levels, **options)
     retrieval = _retrieval_trace(hits, usage)
@@ -202,8 +202,9 @@ def _retrieval_trace(hits: Any, usage: Usage) -> dict[str, Any] | None:
     inner = getattr(trace, "usage", None)
     if isinstance(inner, Usage):
         usage.merge(inner)
-    else:  # e.g. level's trace: token totals only
+    else:  # e.g. level's trace: token totals and a list of calls
         usage.tokens_in += int(getattr(trace, "tokens_in", 0) or 0)
         usage.tokens_out += int(getattr(trace, "tokens_out", 0) or 0)
+        usage.calls += len(getattr(trace, "calls", None) or ())
     to_dict = getattr(trace, "to_dict", None)
     return to_dict() if callable(to_dict) else None

@@ -162,3 +162,15 @@ def test_searchers_ask_cli_with_fake_server(demo_corpus, monkeypatch):
         assert u["calls"] == 1 and (u["tokens_in"] > 0 or u["cache_hits"] == 1)  # the corpus's LLM cache may hold it
         res = _run_cli(["ask", "broken question", "--corpus", str(demo_corpus), "--budget", "300"], env={**env, "COLUMNS": "200"})
         assert res.exit_code == 0 and "LLM failed" in res.output and "http 500" in res.output
+
+
+def test_searchers_ask_level_shares_the_llm_and_its_tokens(demo_index):
+    from arborag.query.answer import ask
+
+    # every level step gets the same (useless for it) reply and falls back; the answer step parses it
+    fake = ScriptedFakeChat('{"supported": true, "answer": "At the ball [1].", "citations": [1]}', repeat_last=True)
+    ans = ask(demo_index, Q, llm=fake, mode="level", budget=500)
+    assert fake.tags[-1] == "answer-with-citations@v2" and len(fake.tags) > 1
+    assert all(t.startswith("level-") for t in fake.tags[:-1])
+    assert ans.status == "answered" and ans.usage.calls == len(fake.tags)
+    assert ans.retrieval is not None and ans.usage.tokens_in > 0
