@@ -165,3 +165,16 @@ def test_block_titles_skip_running_headers_and_page_numbers() -> None:
     # "Table of Contents" repeats on every page: never a title; "2"/"3" are page numbers
     assert [s.title for s in secs] == ["Revenue by segment", "Liquidity and Capital Resources", "SIGNATURES"]
     assert "".join(text[s.start_char : s.end_char] for s in secs) == text
+
+
+def test_headers_without_sections_have_only_the_document_part(tmp_path: Path, structural) -> None:
+    plain = build_chunks(structural[0].read("documents"), ArboragConfig().segment)
+    corpus, _, out = _ingest(tmp_path, ArboragConfig().with_overrides(context={"headers": True}))
+    assert "sections" not in out and out["context"]["documents"] == 4
+    chunks = corpus.read("chunks").to_pylist()
+    assert sorted(c["chunk_id"] for c in chunks) == sorted(plain.column("chunk_id").to_pylist())  # ids as without headers
+    context = {r["doc_id"]: r for r in corpus.read("doc_context").to_pylist()}
+    for c in chunks:
+        d = context[c["doc_id"]]
+        assert c["section_id"] is None and c["header"] == compose_header(d["title"], d["summary"])
+        assert "Section context" not in c["header"] and c["header"].startswith("Document context: ")
