@@ -14,9 +14,12 @@ the packaged model, 254 of them text); sentence-transformers silently drops the 
 default) a text over the limit is cut into token windows of the limit (consecutive windows share
 ``long_text_overlap`` tokens; :func:`long_text_windows`), each window is embedded and
 L2-normalised, and the text's vector is their mean, re-normalised. Texts within the limit are
-embedded exactly as before. The policy is part of :attr:`Embedder.model_id` (so the embedding
-cache never mixes vectors of the two policies) and of the ``embed`` config a snapshot records in
-its ``info.json``. ``"truncate"`` keeps the model's own behaviour and the old ``model_id``.
+embedded exactly as before. A text may start with a **prefix** (``prefix_chars``: a chunk's
+AutoContext header and its blank line) that is repeated at the start of every window, so each
+window — not only the first — is embedded with its context (the prefix is capped at half the
+limit; the windows of the rest are shorter by the prefix's tokens). The policy is part of
+:attr:`Embedder.model_id` (so the embedding cache never mixes vectors of the two policies) and of
+the ``embed`` config a snapshot records in its ``info.json``. ``"truncate"`` keeps the model's own behaviour and the old ``model_id``.
 """
 
 from __future__ import annotations
@@ -242,10 +245,11 @@ class Embedder:
         return self._model is not None
 
     # -- embedding --------------------------------------------------------------------------
-    def embed(self, texts: Sequence[str], *, progress: Progress = None) -> np.ndarray:
+    def embed(self, texts: Sequence[str], *, progress: Progress = None, prefix_chars: Sequence[int] | None = None) -> np.ndarray:
         """float32 ``(len(texts), dim)`` L2-normalised vectors, rows in the order of ``texts``.
 
-        A text over the model's limit is embedded by the ``embed.long_text`` policy (module docs).
+        A text over the model's limit is embedded by the ``embed.long_text`` policy (module docs);
+        ``prefix_chars[i]``: the first characters of ``texts[i]`` repeated in each of its windows.
         Texts are sorted by length before batching (less padding) and the order is restored.
         ``progress(n)`` is called after every group of texts with the number just embedded.
         """
@@ -254,14 +258,14 @@ class Embedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         if self._threads == "auto" and len(texts) == 1:
             with _torch_threads(1):  # one query: one thread (no contention with other work)
-                return self._embed(texts, progress)
-        return self._embed(texts, progress)
+                return self._embed(texts, progress, prefix_chars)
+        return self._embed(texts, progress, prefix_chars)
 
-    def _embed(self, texts: list[str], progress: Progress) -> np.ndarray:
+    def _embed(self, texts: list[str], progress: Progress, prefix_chars: Sequence[int] | None = None) -> np.ndarray:
         model = self._load()
         if self.cfg.long_text == "truncate":
             return self._encode(model, texts, progress)
-        pieces, owner = self._split_long(model, texts)
+        pieces, owner = self._split_long(model, texts, prefix_chars)
         if len(pieces) == len(texts):
             return self._encode(model, texts, progress)
         done = [0]
@@ -277,23 +281,38 @@ class Embedder:
         np.add.at(out, owner, vecs.astype(np.float64))
         return _l2_normalise(out)
 
-    def windows(self, text: str) -> list[str]:
+    def windows(self, text: str, prefix_chars: int = 0) -> list[str]:
         """The texts :meth:`embed` embeds for ``text`` (one, or its long-text windows)."""
-        return self._split_long(self._load(), [text])[0]
+        return self._split_long(self._load(), [text], [prefix_chars])[0]
 
-    def _split_long(self, model: Any, texts: list[str]) -> tuple[list[str], np.ndarray]:
+    def _split_long(
+        self, model: Any, texts: list[str], prefix_chars: Sequence[int] | None = None
+    ) -> tuple[list[str], np.ndarray]:
         """Every text's windows in order, and the text each window belongs to."""
         limit = self.max_len - 2
         # a token covers at least a quarter character (a Hangul syllable can be 3 pieces): shorter texts fit
         maybe = [i for i, t in enumerate(texts) if len(t) > limit // 4]
         windows: dict[int, list[str]] = {}
         if maybe:
-            enc = model.tokenizer([texts[i] for i in maybe], add_special_tokens=False, return_offsets_mapping=True,
-                                  truncation=False, verbose=False)
+            tok = model.tokenizer
+            enc = tok([texts[i] for i in maybe], add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False)
             for i, offs in zip(maybe, enc["offset_mapping"]):
-                if len(offs) > limit:
+                if len(offs) <= limit:
+                    continue
+                p = int(prefix_chars[i]) if prefix_chars is not None else 0
+                if p <= 0:
                     windows[i] = long_text_windows(texts[i], [a for a, _ in offs], [b for _, b in offs], self.max_len,
                                                    self.cfg.long_text_overlap)
+                    continue
+                # the prefix: its tokens (at most half the limit) start every window of the rest
+                n_pre = sum(1 for a, _ in offs if a < p)
+                keep = min(n_pre, limit // 2)
+                prefix = texts[i][: offs[keep - 1][1]] + ("\n\n" if keep < n_pre else texts[i][offs[keep - 1][1] : p]) if keep else ""
+                body = [(a - p, b - p) for a, b in offs if a >= p]
+                rest = texts[i][p:]
+                wins = long_text_windows(rest, [a for a, _ in body], [b for _, b in body], self.max_len - keep - 1,
+                                         self.cfg.long_text_overlap)
+                windows[i] = [prefix + w for w in wins]
         pieces: list[str] = []
         owner: list[int] = []
         for i, text in enumerate(texts):

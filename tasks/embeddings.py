@@ -7,6 +7,7 @@ loader lives in the foundation (:mod:`arborag.embedder`) and the cache in storag
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,18 +32,22 @@ def embed_cached(
     cache: EmbeddingCache | None,
     *,
     progress: Progress = None,
+    prefix_chars: Sequence[int] | None = None,
 ) -> tuple[np.ndarray, int]:
     """Vectors of ``texts`` (rows aligned), embedding only what the cache lacks.
 
     Identical texts are embedded once. Returns ``(vectors, n_computed)`` where ``n_computed``
     counts the distinct texts that went through the model. ``embedder`` needs ``model_id``,
-    ``dim`` and ``embed(texts, progress=...)``.
+    ``dim`` and ``embed(texts, progress=...)``. ``prefix_chars[i] > 0``: the first characters of
+    ``texts[i]`` (a chunk's header) are repeated in each long-text window
+    (:meth:`arborag.embedder.Embedder.embed`); such a text's cache key is ``<text hash>+p<n>``.
     """
     texts = list(texts)
     dim = int(embedder.dim)
     if not texts:
         return np.zeros((0, dim), dtype=np.float32), 0
-    hashes = [hash_text(t) for t in texts]
+    pre = [int(p) for p in prefix_chars] if prefix_chars is not None else [0] * len(texts)
+    hashes = [hash_text(t) + (f"+p{p}" if p > 0 else "") for t, p in zip(texts, pre, strict=True)]
     first: dict[str, int] = {}  # distinct hash -> first row holding it
     inverse = np.fromiter((first.setdefault(h, len(first)) for h in hashes), dtype=np.int64, count=len(hashes))
     unique = list(first)
@@ -57,8 +62,22 @@ def embed_cached(
         progress(int(found[inverse].sum()))
     missing = np.flatnonzero(~found)
     if len(missing):
-        new = np.asarray(embedder.embed([texts[rows_of[j]] for j in missing], progress=progress), dtype=np.float32)
+        todo = [texts[rows_of[j]] for j in missing]
+        todo_pre = [pre[rows_of[j]] for j in missing]
+        if any(todo_pre) and _takes_prefixes(embedder):
+            new = embedder.embed(todo, progress=progress, prefix_chars=todo_pre)
+        else:
+            new = embedder.embed(todo, progress=progress)
+        new = np.asarray(new, dtype=np.float32)
         if cache is not None:
             cache.put_many(embedder.model_id, [unique[j] for j in missing], new)
         distinct[missing] = new
     return distinct[inverse], len(missing)
+
+
+def _takes_prefixes(embedder: Any) -> bool:
+    """Does ``embedder.embed`` accept ``prefix_chars`` (the foundation embedder does; test doubles may not)?"""
+    try:
+        return "prefix_chars" in inspect.signature(embedder.embed).parameters
+    except (TypeError, ValueError):
+        return False

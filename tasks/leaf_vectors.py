@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from arborag.embedder import Embedder
@@ -26,7 +27,7 @@ from arborag.tasks.embeddings import embed_cached
 from arborag.tasks.leaves import load_leaves
 from arborag.tasks.tree import leaf_embed_texts
 
-__all__ = ["OUTPUTS", "embed_function", "embedder_of", "read_vectors_file", "run_leaf_vectors", "write_vectors_file"]
+__all__ = ["OUTPUTS", "embed_function", "embedder_of", "header_chars", "read_vectors_file", "run_leaf_vectors", "write_vectors_file"]
 
 OUTPUTS = ("leaf_vectors.parquet",)
 
@@ -39,18 +40,29 @@ def embedder_of(ctx: StageContext) -> tuple[Embedder, EmbeddingCache]:
     )
 
 
-def embed_function(ctx: StageContext, label: str) -> Callable[[Sequence[str]], np.ndarray]:
-    """``embed(texts) -> (n, dim) float32`` through the cache; adds computed texts to the counters."""
+def embed_function(ctx: StageContext, label: str) -> Callable[..., np.ndarray]:
+    """``embed(texts, prefix_chars=None) -> (n, dim) float32`` through the cache; adds computed
+    texts to the counters (``prefix_chars``: see :func:`arborag.tasks.embeddings.embed_cached`)."""
 
-    def embed(texts: Sequence[str]) -> np.ndarray:
+    def embed(texts: Sequence[str], prefix_chars: Sequence[int] | None = None) -> np.ndarray:
         embedder, cache = embedder_of(ctx)
         texts = list(texts)
         with progress_bar(f"embed {label}", len(texts), enabled=ctx.progress) as advance:
-            vectors, n_new = embed_cached(texts, embedder, cache, progress=advance)
+            vectors, n_new = embed_cached(texts, embedder, cache, progress=advance, prefix_chars=prefix_chars)
         ctx.counters.embedded_texts += n_new
         return vectors
 
     return embed
+
+
+def header_chars(leaves: pa.Table) -> list[int]:
+    """Per leaf, the characters of ``header + "\\n\\n"`` at the start of its embedded text
+    (:func:`arborag.tasks.tree.leaf_embed_texts`; 0 without a header): repeated in every window of a
+    long chunk, so each window is embedded with the chunk's context."""
+    if "header" not in leaves.column_names:
+        return [0] * leaves.num_rows
+    lengths = pc.fill_null(pc.utf8_length(leaves.column("header")), 0).to_numpy(zero_copy_only=False)
+    return [int(n) + 2 if n else 0 for n in lengths]
 
 
 def write_vectors_file(path: Path, ids: pa.Array | pa.ChunkedArray, vectors: np.ndarray) -> None:
@@ -72,7 +84,7 @@ def run_leaf_vectors(ctx: StageContext, key: str) -> dict[str, Any]:
     before = ctx.counters.embedded_texts
     path = stage_dir / OUTPUTS[0]
     if leaves.num_rows <= STREAM_ROWS:
-        vectors = embed_function(ctx, "leaves")(leaf_embed_texts(leaves))
+        vectors = embed_function(ctx, "leaves")(leaf_embed_texts(leaves), header_chars(leaves))
         write_vectors_file(path, leaves.column("chunk_id"), vectors)
     else:
         _stream_leaf_vectors(ctx, leaves, path)
@@ -94,7 +106,8 @@ def _stream_leaf_vectors(ctx: StageContext, leaves: pa.Table, path: Path) -> Non
         try:
             for start in range(0, leaves.num_rows, STREAM_ROWS):
                 part = leaves.slice(start, STREAM_ROWS)
-                vectors, n_new = embed_cached(leaf_embed_texts(part), embedder, cache, progress=advance)
+                vectors, n_new = embed_cached(leaf_embed_texts(part), embedder, cache, progress=advance,
+                                              prefix_chars=header_chars(part))
                 ctx.counters.embedded_texts += n_new
                 table = pa.table({"node_id": part.column("chunk_id"), "vector": vectors_to_arrow(vectors)})
                 if writer is None:

@@ -6,6 +6,8 @@
 - The ``embed`` stage runner with a counting fake embedder (named so) and the real embedding
   cache: changing the header of one document's chunks re-embeds exactly those chunks.
 - The sparse stage's input: a term only in a header finds the leaf; the node text stays the chunk.
+- A long chunk's header starts every one of its windows (not only the first), so a question about
+  the chunk's context reaches its vector.
 """
 
 from __future__ import annotations
@@ -122,3 +124,39 @@ def test_headers_are_indexed_with_leaves_not_returned(tmp_path: Path) -> None:
     build_sparse_index(indexed, tmp_path / "sparse", SparseConfig(), snapshot_id="s")
     hits = open_sparse_index(tmp_path / "sparse", SparseConfig()).search("zeppelin ledger", k=10, lucene=False)
     assert sorted(h.node_id for h in hits) == ["doc-a-0", "doc-a-1", "doc-a-2"]
+
+
+def test_the_header_starts_every_window_of_a_long_chunk(embedders: dict[str, Embedder]) -> None:
+    from arborag.tasks.embeddings import embed_cached
+    from arborag.tasks.leaf_vectors import header_chars
+
+    mean = embedders["mean"]
+    span = segment_text(CINDERELLA, "ffs", SegmentConfig())[0]
+    window = CINDERELLA[span.start : span.end]
+    header = ("Document context: the following excerpt is from a document titled 'Quarterly report of Acme Steel "
+              "Corporation'. This document is about: steel prices, furnaces and quarterly revenue.")
+    text = f"{header}\n\n{window}"
+    p = len(header) + 2
+    assert header_chars(_leaves({"doc-a": header, "doc-b": ""})) == [p] * 3 + [0] * 3
+    wins = mean.windows(text, p)
+    assert len(wins) > len(mean.windows(text)) and all(w.startswith(header + "\n\n") for w in wins)
+    plain, first_only = mean.embed([window, text])  # no prefix: the header is in the first window only
+    every = mean.embed([text], prefix_chars=[p])[0]
+    query = mean.embed(["quarterly revenue of Acme Steel"])[0]
+    # the chunk's context reaches its vector: far more with the header in every window than in the first only
+    assert float(query @ every) > float(query @ first_only) + 0.1 > float(query @ plain) + 0.1
+    # through the cache: the prefix is part of the key, so both embeddings coexist
+    class Cache(dict):
+        def get_many(self, model_id, hashes):
+            got = [self.get((model_id, h)) for h in hashes]
+            return np.array([g is not None for g in got]), got
+
+        def put_many(self, model_id, hashes, vectors):
+            self.update({(model_id, h): v for h, v in zip(hashes, vectors)})
+
+    cache = Cache()
+    v1, n1 = embed_cached([text], mean, cache, prefix_chars=[p])
+    v2, n2 = embed_cached([text], mean, cache)
+    assert (n1, n2) == (1, 1) and np.allclose(v1[0], every, atol=1e-6) and np.allclose(v2[0], first_only, atol=1e-6)
+    keys = sorted(h for _, h in cache)
+    assert len(keys) == 2 and keys[1] == keys[0] + f"+p{p}"
