@@ -83,9 +83,10 @@ def test_answers_with_the_llm_client_against_a_fake_server(data_dir: Path, tmp_p
 
     monkeypatch.setenv("ARBORAG_TEST_EVAL_KEY", "sk-test")
     with FakeLLMServer(model="fake-model") as server:
-        server.script("Lilu is what kind", reply("spirit"))
-        server.script("Which river", reply("The Seine."))
-        server.script("Mount Fuji", reply("no"))
+        # the answering step (arborag.llm.answering) asks for a cited answer as JSON
+        server.script("Lilu is what kind", reply(json.dumps({"supported": True, "answer": "A spirit [1].", "short": "spirit", "citations": [1]})))
+        server.script("Which river", reply(json.dumps({"supported": True, "answer": "The Seine [1].", "short": "The Seine.", "citations": [1]})))
+        server.script("Mount Fuji", reply(json.dumps({"supported": False, "answer": "The passages do not say.", "short": "", "citations": []})))
         cfg = ArboragConfig().with_overrides(
             summarize={"base_url": server.base_url, "llm_model": "fake-model", "api_key_env": "ARBORAG_TEST_EVAL_KEY", "retries": 0}
         )
@@ -93,7 +94,7 @@ def test_answers_with_the_llm_client_against_a_fake_server(data_dir: Path, tmp_p
                            systems=("flat",), answer=True, progress=False)
         evaluate(opts, cfg, use_prefect=False, builder=FakeBuilds(), opener=FakeOpener())
         prompts = [r.body["messages"][-1]["content"] for r in server.requests]
-    assert len(prompts) == 3 and all("Context:" in p and "Question:" in p for p in prompts)
+    assert len(prompts) == 3 and all("Context passages:" in p and "Question:" in p for p in prompts)
     rows = {r["qid"]: r for r in pq.read_table(tmp_path / "ev" / "results.parquet").to_pylist()}
     assert rows["q2"]["prediction"] == "The Seine." and rows["q2"]["em"] == 1.0 and rows["q2"]["f1"] == 1.0
     assert rows["q1"]["em"] == 1.0 and rows["q3"]["em"] == 0.0 and rows["q3"]["f1"] == 0.0
