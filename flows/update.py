@@ -95,6 +95,9 @@ def decide(ctx: StageContext, leaves: Any) -> tuple[str, str]:
         return "full", "the published tree has no fitted clusters to update (built before incremental updates)"
     if info.get("tree_config") != tree_config(ctx.config):
         return "full", "the tree config (embedder, clustering, summarizer, scope) differs from the published tree's"
+    levels = [int(k) for k in ((info.get("counts") or {}).get("levels") or {"0": 0})]
+    if max(levels) == 0 and leaves.num_rows > ctx.config.cluster.dims + 1:
+        return "full", "the published tree has no summary level yet and the leaves are now enough for one"
     if ctx.config.tree.scope != "corpus":
         return "full", "per-document trees are rebuilt (tree.scope = document)"
     drift = tree_update.drift_after(snap, info, leaves)

@@ -208,6 +208,7 @@ def update_tree(
     removed: set[str] = old_level - current.keys()
     added: list[str] = [c for c in order["chunk_id"].to_list() if c not in old_level]
     replaced: dict[str, list[str]] = {}
+    persist: set[str] = set()
     # previous summaries' vectors: their texts are in the embedding cache
     prev_summaries = [i for lvl in range(1, top + 1) for i in by_level.get(lvl, [])]
     if prev_summaries:
@@ -225,7 +226,7 @@ def update_tree(
         clusters = {p: dict(members.get(p, {})) for p in by_level.get(level, [])}
         before = {p: set(m) for p, m in clusters.items()}
         model = models.get(level)
-        gone_children = set(removed) | set(replaced)
+        gone_children = set(removed) | (set(replaced) - persist)  # a split's piece may keep the old cluster's id
         if model is not None:
             st["training_dropped"] = model.drop_training(gone_children)
         origin: dict[str, tuple[int, int]] = {}
@@ -281,6 +282,19 @@ def update_tree(
             else:
                 jobs.append((p, kids))
         st["split"] = splits
+        # a piece with exactly the old members (the guard cut the newcomers off) keeps the old summary
+        next_persist: set[str] = set()
+        kept_jobs = []
+        for old_p, kids in jobs:
+            if {k for k, _ in kids} == before.get(old_p):
+                next_persist.add(old_p)
+                n = info[old_p]
+                n.pos = min(out_nodes[k].pos for k, _ in kids)
+                out_nodes[old_p] = n
+                out_edges.extend((old_p, k, prob, level) for k, prob in kids)
+            else:
+                kept_jobs.append((old_p, kids))
+        jobs = kept_jobs
         # 6. summarize only those
         new_ids: list[str] = []
         if jobs:
@@ -309,6 +323,8 @@ def update_tree(
         next_removed: set[str] = set()
         next_replaced: dict[str, list[str]] = {}
         for p in by_level.get(level, []):
+            if p in next_persist:
+                continue
             if p in clusters and p not in changed:
                 n = info[p]
                 n.pos = min(out_nodes[k].pos for k in clusters[p])
@@ -318,9 +334,6 @@ def update_tree(
             else:
                 next_removed.add(p)
         for (old_p, _), nid in zip(jobs, new_ids):
-            if nid == old_p:  # same members after all (e.g. a child left and came back)
-                next_removed.discard(nid)
-                continue
             next_replaced.setdefault(old_p, []).append(nid)
         next_removed -= set(next_replaced)
         if model is not None:
@@ -329,7 +342,7 @@ def update_tree(
         st["clusters"] = sum(1 for n in out_nodes.values() if n.level == level)
         st["seconds"] = round(time.perf_counter() - t0, 3)
         stats.append(st)
-        removed, replaced, added = next_removed, next_replaced, []
+        removed, replaced, persist, added = next_removed, next_replaced, next_persist, []
     # the last level's replaced/removed have no parents: nothing more to do
     st0 = {"assigned_leaves": n_assigned}
     if stats:

@@ -1,13 +1,15 @@
 """The local tree update (tasks/tree_update.update_tree) on synthetic clustered vectors: the tree
 it returns keeps the build's invariants after adds, deletes, a cluster that grows past the token
 limit (split by the build's guard) and a cluster left with one child (dissolved); and the fitted
-models survive a save/load round trip. Real UMAP/GMM and the extractive summarizer; the
-embedding of summaries is a deterministic stand-in (a hash-seeded vector), so no model loads.
+models survive a save/load round trip. PCA stands in for UMAP (no numba JIT; the real UMAP runs
+in test_update_incremental.py), real GMMs and the extractive summarizer; the embedding of
+summaries is a deterministic stand-in (a hash-seeded vector), so no model loads.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +68,18 @@ def _check(nodes: pa.Table, edges: pa.Table, name: str) -> None:
             assert sorted(r["doc_ids"]) == sorted({d for k in kids[node_id] for d in n[k]["doc_ids"]})
         if r["level"] < top:
             assert parents.get(node_id, 0) >= 1, f"level-{r['level']} node {node_id} has no parent"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def pca_for_umap() -> Iterator[None]:
+    """PCA stands in for UMAP here (the update logic is under test, and this file stays fast
+    without numba's JIT); tests/update/test_update_incremental.py runs the real UMAP."""
+    from arborag.tasks import clustering
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(clustering, "_reduce", lambda x, dims, nn, seed, stats: clustering._pca(x, max(1, min(dims, len(x) - 2))))
+    yield
+    mp.undo()
 
 
 @pytest.fixture(scope="module")
