@@ -155,11 +155,13 @@ def lead_summary(text: str, *, title: str = "", max_chars: int = 240) -> str:
     """The first sentences of ``text`` (after heading/title lines), at most ``max_chars``."""
     body: list[str] = []
     skipped: list[str] = []
-    for line in text.split("\n"):
-        s = line.strip()
+    lines = [ln.strip() for ln in text.split("\n")]
+    for k, s in enumerate(lines):
         if not s or s.startswith("#") or s.casefold() == title.strip().casefold():
             continue
-        if len(s) < 60 and not re.search(r"[.!?。！？:;,]$", s) and s[:1].isupper():
+        after = next((x for x in lines[k + 1 : k + 3] if x), "")
+        continues = bool(after) and (after[:1].islower() or after[:1].isdigit())  # a wrapped line of prose
+        if len(s) < 60 and not re.search(r"[.!?。！？:;,]$", s) and s[:1].isupper() and not continues:
             skipped.append(s)  # a short title-like line (a heading of HTML, DOCX or PDF text)
             continue
         body.append(s)
