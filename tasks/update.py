@@ -13,7 +13,7 @@ not hold any more is *deleted* (``--dry-run`` shows which before anything happen
 
 The runner :func:`run_update_documents` writes the table (only when it changed) and returns the
 plan's counts; :func:`update_estimate` says what the tree will cost (new leaves to embed,
-clusters to re-summarize per level, at most).
+clusters to re-summarize per level, roughly).
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def run_update_documents(ctx: StageContext, files: list[str], prune: bool, dry_r
 
 
 def estimate_work(ctx: StageContext, plan: UpdatePlan) -> dict[str, Any]:
-    """What the update would cost: new leaves to embed, leaves that go, and per level at most
+    """What the update would cost: new leaves to embed, leaves that go, and per level about
     how many clusters are re-summarized (from the published snapshot's tree)."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -161,9 +161,10 @@ _EST_MEMBERSHIP = 1.1
 
 
 def update_estimate(new_leaves: int, gone_leaf_parents: int, clusters_per_level: Sequence[int], summary_tokens: int, leaf_tokens: float) -> list[dict[str, Any]]:
-    """At most how many clusters each level re-summarizes: level 1 gets the parents of the leaves
-    that leave plus ~1.1 clusters per new leaf; each level above gets ~1.1 per changed child —
-    never more than the level's clusters. Returns per level ``{level, summaries, tokens_in}``."""
+    """About how many clusters each level re-summarizes: level 1 gets the parents of the leaves
+    that leave plus ~1.1 clusters per new leaf (soft membership); each level above about one per
+    changed child (changed siblings often share a parent, so this leans high) — never more than
+    the level's clusters. Returns per level ``{level, summaries, tokens_in}``."""
     rows = []
     touched = float(gone_leaf_parents + np.ceil(new_leaves * _EST_MEMBERSHIP))
     per_node = leaf_tokens
@@ -173,7 +174,6 @@ def update_estimate(new_leaves: int, gone_leaf_parents: int, clusters_per_level:
             break
         size = 5.0
         rows.append({"level": level, "summaries": int(touched), "tokens_in": int(touched * size * per_node)})
-        touched = np.ceil(touched * _EST_MEMBERSHIP)
         per_node = float(summary_tokens)
     return rows
 
