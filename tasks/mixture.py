@@ -263,15 +263,24 @@ class LevelFit:
     origins: list[tuple[int, int]]
 
 
-def knn_transform(x: np.ndarray, train: np.ndarray, reduced: np.ndarray, n_neighbors: int) -> np.ndarray:
-    """New points into a fitted UMAP embedding: UMAP's own ``transform`` initialisation, without
-    its refining SGD epochs (umap.umap_.UMAP.transform → ``init_graph_transform``).
+#: How many nearest training points place a new point (see :func:`knn_transform`).
+TRANSFORM_NEIGHBORS = 5
 
-    The ``n_neighbors`` nearest training points by cosine distance, membership strengths
-    ``exp(-d / sigma)`` with sigma found per point so that they sum to log2(k) (``smooth_knn_dist``
-    with UMAP's transform-time local connectivity 0), and the strength-weighted mean of the
-    neighbours' coordinates; a point equal to a training point lands on it. Exact (no ANN index):
-    O(new x train) dot products.
+
+def knn_transform(x: np.ndarray, train: np.ndarray, reduced: np.ndarray, n_neighbors: int) -> np.ndarray:
+    """New points into a fitted UMAP embedding: UMAP's own ``transform`` initialisation
+    (umap.umap_.UMAP.transform → ``init_graph_transform``) over the nearest training points.
+
+    The k nearest training points by cosine distance, membership strengths ``exp(-d / sigma)``
+    with sigma found per point so that they sum to log2(k) (``smooth_knn_dist`` with UMAP's
+    transform-time local connectivity 0), and the strength-weighted mean of the neighbours'
+    coordinates; a point equal to a training point lands on it. k = min(``n_neighbors``,
+    :data:`TRANSFORM_NEIGHBORS`): UMAP starts from the mean over all ``n_neighbors`` and then
+    runs SGD epochs that pull the point towards its strongest neighbours; we skip the epochs and
+    start from the nearest few instead. Measured hold-one-out on 736 HotpotQA leaves (global
+    fit, n_neighbors 27): the point's own GMM cluster is recovered 70% of the time from the
+    27-neighbour mean, 90% from the 5-neighbour mean (as often as the nearest neighbour's
+    cluster). Exact (no ANN index): O(new x train) dot products.
     """
     x = np.asarray(x, np.float32)
     t = np.asarray(train, np.float32)
@@ -280,7 +289,7 @@ def knn_transform(x: np.ndarray, train: np.ndarray, reduced: np.ndarray, n_neigh
     xn = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
     tn = t / np.maximum(np.linalg.norm(t, axis=1, keepdims=True), 1e-12)
     d = np.clip(1.0 - xn @ tn.T, 0.0, 2.0).astype(np.float64)
-    k = max(1, min(int(n_neighbors), len(t)))
+    k = max(1, min(int(n_neighbors), TRANSFORM_NEIGHBORS, len(t)))
     idx = np.argsort(d, axis=1, kind="stable")[:, :k]
     dk = np.take_along_axis(d, idx, axis=1)
     target = np.log2(k) if k > 1 else 1.0
