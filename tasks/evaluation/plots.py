@@ -33,7 +33,9 @@ def _plt():  # type: ignore[no-untyped-def]
     return plt
 
 
-_COLORS = {"flat": "#444444", "bm25": "#1f77b4", "collapsed": "#d62728", "traversal": "#ff7f0e", "hybrid": "#2ca02c"}
+_COLORS = {"flat": "#444444", "bm25": "#1f77b4", "collapsed": "#d62728", "traversal": "#ff7f0e", "hybrid": "#2ca02c",
+           "auto": "#9467bd", "hybrid-rrf": "#8c564b", "auto-rrf": "#e377c2", "auto-minmax": "#bcbd22", "auto-tree": "#17becf",
+           "auto-summaries": "#7f7f7f"}
 
 
 def plot_hit_rate_vs_budget(results: Frame, path: Path, *, strategy: str, dataset: str = "") -> Path:
