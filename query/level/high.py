@@ -3,7 +3,8 @@
 1. **Decompose** the question into atomic sub-questions (none → the question itself).
 2. Run every sub-question through the low-level searchers (sparse, dense, web if on) and fuse
    their hits (reciprocal rank fusion).
-3. **Summarize** what was found per sub-question (one or two sentences).
+3. **Summarize** what was found per sub-question (one or two sentences) for the verifier (in the
+   last allowed round no verify follows, so the summary is the top hit's opening, no LLM call).
 4. **Verify** whether the findings answer the question; if not, **supplement** with new
    sub-questions — at most ``max_rounds`` rounds in all, and a sub-question is never asked twice
    (case- and space-insensitive; a repeat proposed by the LLM is recorded as dropped).
@@ -80,8 +81,10 @@ class HighLevelSearcher:
         sq.hits = [h.node_id for h in fused]
         return fused
 
-    def summarize(self, sq: SubQuestion, hits: Sequence[Hit]) -> None:
-        reply = self.ctx.llm.ask("summarize", P.LEVEL_SUMMARIZE, TextReply, question=sq.text, context=self.ctx.context(hits))
+    def summarize(self, sq: SubQuestion, hits: Sequence[Hit], *, ask: bool = True) -> None:
+        """What was found for ``sq``: the LLM's summary when a verify step will read it (``ask``),
+        else (the last round, offline, a failed call) the top hit's opening words."""
+        reply = self.ctx.llm.ask("summarize", P.LEVEL_SUMMARIZE, TextReply, question=sq.text, context=self.ctx.context(hits)) if ask else None
         if reply is not None:
             sq.summary = reply.text
         elif hits:  # offline / failed: the top hit's opening words
@@ -103,7 +106,7 @@ class HighLevelSearcher:
                 trace.sub_questions.append(sq)
                 hits = self.run_sub_question(sq)
                 per_sub.append(hits)
-                self.summarize(sq, hits)
+                self.summarize(sq, hits, ask=round_ < self.max_rounds)
             if round_ >= self.max_rounds or self.ctx.llm.down:
                 break
             findings = "\n".join(f"- {s.text} -> {s.summary}" for s in trace.sub_questions)
