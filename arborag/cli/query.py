@@ -60,7 +60,7 @@ def register(app: typer.Typer) -> None:
     def query(
         text: str = typer.Argument(..., help="The question (or a Lucene query with --lucene)."),
         corpus: Optional[Path] = typer.Option(None, "--corpus", "-c", help="Corpus directory with a published build (or --server)."),
-        mode: Optional[str] = typer.Option(None, "--mode", "-m", help="collapsed | traversal | sparse | hybrid (default: query.mode, collapsed)."),
+        mode: Optional[str] = typer.Option(None, "--mode", "-m", help="auto | collapsed | traversal | sparse | hybrid, or a plug-in mode (default: query.mode, auto)."),
         budget: Optional[int] = typer.Option(None, "--budget", "-b", help="Token budget of the returned context (default: query.budget, 2000)."),
         k: Optional[int] = typer.Option(None, "--k", help="traversal: nodes kept per level (default: query.k, 5)."),
         levels: Optional[str] = typer.Option(None, "--levels", help="Comma-separated tree levels to search, e.g. 0 for leaves only."),
