@@ -44,7 +44,7 @@ def build_corpus(limit: int, corpus: Path) -> tuple[Any, Path]:
     from arborag.tasks.datasets import load_hotpotqa
 
     ds = load_hotpotqa(DATA, limit=limit)
-    if not (corpus / "published.json").exists():
+    if not (corpus / "manifest.json").exists():  # a published build is reused
         src = corpus.parent / (corpus.name + "_src")
         src.mkdir(parents=True, exist_ok=True)
         for f in ds.files:
