@@ -29,12 +29,13 @@ score stands out more gets more weight), ``depth``, ``sparse=False`` (dense leav
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from arborag.errors import QueryError
+from arborag.errors import BackendUnavailable, QueryError, SparseNotBuiltError
 from arborag.query.fusion import FUSIONS, fuse, normalize
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -55,6 +56,15 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+_WARNED: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _WARNED:
+        _WARNED.add(message)
+        logging.getLogger("arborag.query.auto").warning(message)
+
+
 def _sparse_scores(index: Index, text: str, *, levels, doc_ids, lucene: bool, want: int) -> tuple[np.ndarray, np.ndarray]:
     ranked = index._sparse_ranked(text, budget=None, k=want, levels=levels, doc_ids=doc_ids, lucene=lucene, want=want)
     if not ranked:
@@ -65,14 +75,22 @@ def _sparse_scores(index: Index, text: str, *, levels, doc_ids, lucene: bool, wa
 
 
 def fused_scores(index: Index, text: str, vector: np.ndarray, *, levels: Sequence[int] | None, doc_ids, lucene: bool,
-                 fusion: str, dense_weight: float, depth: int, sparse: bool, rrf_k: int) -> tuple[np.ndarray, np.ndarray]:
-    """(rows, fused score) of every node the filters allow: dense ⊕ BM25."""
+                 fusion: str, dense_weight: float, depth: int, sparse: bool, rrf_k: int,
+                 fallback: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, fused score) of every node the filters allow: dense ⊕ BM25. ``fallback``: with no
+    sparse index (or its backend down), fuse the dense list alone (logged once) instead of raising."""
     d_rows, d_scores = index.dense_scores(vector, levels=levels, doc_ids=doc_ids)
     if not sparse or d_rows.size == 0:
         if fusion == "rrf":
             return fuse([(d_rows, d_scores)], method="rrf", k=rrf_k)
         return d_rows, normalize(d_scores, fusion, depth=depth)[0]  # type: ignore[arg-type]
-    s_rows, s_scores = _sparse_scores(index, text, levels=levels, doc_ids=doc_ids, lucene=lucene, want=2 * depth)
+    try:
+        s_rows, s_scores = _sparse_scores(index, text, levels=levels, doc_ids=doc_ids, lucene=lucene, want=2 * depth)
+    except (SparseNotBuiltError, BackendUnavailable) as exc:  # the default mode still answers, dense only
+        if not fallback:
+            raise
+        _warn_once(f"auto: no BM25 list ({exc}); fusing the dense list only. Rebuild the corpus or start the sparse backend.")
+        s_rows, s_scores = np.zeros(0, dtype=np.int64), np.zeros(0)
     if s_rows.size == 0:
         return d_rows, normalize(d_scores, "minmax" if fusion == "rrf" else fusion, depth=depth)[0]  # type: ignore[arg-type]
     w = adaptive_weight(d_scores, s_scores, depth) if dense_weight == "adaptive" else float(dense_weight)
@@ -136,10 +154,10 @@ def search(index: Index, text: str, *, budget: int | None, k: int, levels: Seque
     leaf_levels = [0] if levels is None else [lv for lv in levels if lv == 0]
     if levels is not None and not leaf_levels:  # only summary levels asked for: fuse those
         rows, scores = fused_scores(index, text, vector, levels=levels, doc_ids=doc_ids, lucene=lucene, fusion=o["fusion"],
-                                    dense_weight=o["dense_weight"], depth=o["depth"], sparse=o["sparse"], rrf_k=index.config.query.rrf_k)
+                                    dense_weight=o["dense_weight"], depth=o["depth"], sparse=o["sparse"], rrf_k=index.config.query.rrf_k, fallback=True)
         return index.fill(rows, scores, budget, k)
     rows, scores = fused_scores(index, text, vector, levels=leaf_levels, doc_ids=doc_ids, lucene=lucene, fusion=o["fusion"],
-                                dense_weight=o["dense_weight"], depth=o["depth"], sparse=o["sparse"], rrf_k=index.config.query.rrf_k)
+                                dense_weight=o["dense_weight"], depth=o["depth"], sparse=o["sparse"], rrf_k=index.config.query.rrf_k, fallback=True)
     if top == 0 or not with_summaries or (levels is not None and levels == [0]):
         return index.fill(rows, scores, budget, k)
     summary_levels = [lv for lv in range(1, top + 1) if levels is None or lv in levels]
@@ -166,7 +184,7 @@ def _fill_with_summaries(index: Index, text, vector, leaf_rows, leaf_scores, sum
     its children is already in the context (its content is there), and summaries take at most
     ``summary_share`` of the budget."""
     s_rows, s_scores = fused_scores(index, text, vector, levels=summary_levels, doc_ids=doc_ids, lucene=lucene, fusion=o["fusion"],
-                                    dense_weight=o["dense_weight"], depth=o["depth"], sparse=o["sparse"], rrf_k=index.config.query.rrf_k)
+                                    dense_weight=o["dense_weight"], depth=o["depth"], sparse=o["sparse"], rrf_k=index.config.query.rrf_k, fallback=True)
     rows = np.concatenate([leaf_rows, s_rows])
     scores = np.concatenate([leaf_scores, s_scores])
     order = np.lexsort((rows, -scores))

@@ -116,3 +116,13 @@ def test_retrieval_thematic_questions_resolve_to_single_passages(shared_data: Pa
     assert all(g for g in ds.queries.column("gold_ids").to_pylist())
     assert set(ds.queries.column("type").to_pylist()) == {"thematic-single", "thematic-multi"}
     assert ds.match == "doc" and len(ds.files) == 47
+
+
+def test_retrieval_auto_without_a_sparse_index_falls_back_to_dense(tmp_path, caplog):
+    corpus = Corpus(tmp_path / "nosparse").ensure()
+    publish_snapshot(corpus, "snap-dense")  # no sparse index in this snapshot
+    index = open_index(corpus.root, embed_query=FakeQueryEmbedder())
+    with caplog.at_level("WARNING", logger="arborag.query.auto"):
+        hits = index.search("alpha", budget=130)
+    assert [h.node_id for h in hits] == ["a", "b", "c"]  # dense order over leaves
+    assert "dense list only" in caplog.text

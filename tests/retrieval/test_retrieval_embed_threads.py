@@ -18,7 +18,7 @@ def test_retrieval_single_query_uses_one_thread_then_restores(monkeypatch):
     torch = pytest.importorskip("torch")
     emb = Embedder(EmbedConfig(long_text="truncate"))
     seen: list[int] = []
-    monkeypatch.setattr(emb, "_embed", lambda texts, progress: (seen.append(torch.get_num_threads()), np.zeros((len(texts), 3)))[1])
+    monkeypatch.setattr(emb, "_embed", lambda texts, progress, prefix_chars=None: (seen.append(torch.get_num_threads()), np.zeros((len(texts), 3)))[1])
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
@@ -29,6 +29,6 @@ def test_retrieval_single_query_uses_one_thread_then_restores(monkeypatch):
     finally:
         torch.set_num_threads(before)
     fixed = Embedder(EmbedConfig(threads=None, long_text="truncate"))
-    monkeypatch.setattr(fixed, "_embed", lambda texts, progress: (seen.append(torch.get_num_threads()), np.zeros((1, 3)))[1])
+    monkeypatch.setattr(fixed, "_embed", lambda texts, progress, prefix_chars=None: (seen.append(torch.get_num_threads()), np.zeros((1, 3)))[1])
     fixed.embed(["one query"])
     assert seen[-1] == torch.get_num_threads()  # None: torch's default, untouched
