@@ -73,9 +73,9 @@ def _print_plan(plan: dict[str, Any]) -> None:
     if est:
         console.print(
             f"estimated work: {est.get('new_leaves', 0)} new leaves to embed, {est.get('gone_leaves', 0)} leaves to remove, "
-            f"about {est.get('summaries', 0)} summaries to rewrite "
-            + ("(" + ", ".join(f"level {r['level']}: {r['summaries']}" for r in est.get("levels", [])) + ")" if est.get("levels") else "")
-            + f"; ~{est.get('embed_texts', 0)} texts to embed"
+            + (f"about {est.get('summaries', 0)} summaries to rewrite ("
+               + ", ".join(f"level {r['level']}: {r['summaries']}" for r in est.get("levels", [])) + "); " if est.get("levels") else "")
+            + f"~{est.get('embed_texts', 0)} texts to embed"
         )
         if est.get("note"):
             console.print(est["note"])
