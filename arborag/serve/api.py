@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Query, status
 
 from arborag.errors import QueryError
 from arborag.serve.models import (
+    AskRequest,
     ID_PATTERN, DocumentResponse, ErrorBody, Health, Limits, LuceneReport, NodeRef, NodeResponse,
     SearchHit, SearchRequest, SearchResponse, Source, Stats,
 )
@@ -98,14 +99,27 @@ def make_router(holder: Any, limits: Limits, guard: Any) -> APIRouter:
                                 sources=_sources(h.doc_ids, docs)) for h in hits],
             )
 
-    @api.post("/ask", dependencies=protected, status_code=501, responses={501: {"model": ErrorBody}}, tags=["search"],
-              summary="Answer a question (not yet: needs an LLM-backed searcher)")
-    def ask() -> None:
-        raise HTTPException(
-            status.HTTP_501_NOT_IMPLEMENTED,
-            detail="answering is not available yet: it needs the searchers issue (an LLM-backed `ask`) and a "
-                   "configured LLM; use POST /search to retrieve the context",
-        )
+    @api.post("/ask", dependencies=protected, responses=errors, tags=["search"],
+              summary="Answer a question with citations (needs a configured LLM; without one, the context and how to configure it)")
+    def ask(req: AskRequest) -> dict[str, Any]:
+        """Retrieve like POST /search, then answer with the LLM configured for the server
+        (``summarize.base_url`` / ``ARBORAG_SUMMARIZE__*``), citing passages [1], [2] that map to
+        node ids and sources. ``status`` is answered | refused | no_llm | failed; with no LLM the
+        retrieved passages come back with the answer saying how to configure one (never an error)."""
+        _check_limits(SearchRequest(text=req.text, mode=req.mode, budget=req.budget, k=req.k, levels=req.levels), limits)
+        from arborag.llm.configured import llm_from_config
+        from arborag.query.answer import ask as ask_question
+
+        with holder.lease() as snap:
+            index = _need(snap).index
+            llm = llm_from_config(index.config, cache_dir=index.corpus.cache_dir / "llm")
+            try:
+                answer = ask_question(index, req.text, llm=llm, mode=req.mode, budget=req.budget, k=req.k,
+                                      levels=req.levels, max_tokens=req.max_tokens)
+            finally:
+                if llm is not None:
+                    llm.close()
+            return {"snapshot": snap.id, **answer.to_dict()}
 
     @api.get("/nodes/{node_id}", response_model=NodeResponse, dependencies=protected, responses=errors, tags=["tree"],
              summary="A node of the published tree with its parents and children")

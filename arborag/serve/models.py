@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
-    "Limits", "SearchRequest", "SearchResponse", "SearchHit", "Source", "LuceneReport",
+    "AskRequest", "Limits", "SearchRequest", "SearchResponse", "SearchHit", "Source", "LuceneReport",
     "NodeRef", "NodeResponse", "DocumentResponse", "Health", "Stats", "ErrorBody", "ID_PATTERN",
 ]
 
@@ -34,6 +34,28 @@ class Limits(BaseModel):
     max_budget: int = Field(20000, ge=1, description="Largest token budget.")
     max_filter_ids: int = Field(200, ge=1, description="Most doc ids in a doc filter.")
     max_document_chars: int = Field(200_000, ge=1, description="Most characters of a document's text returned.")
+
+
+class AskRequest(BaseModel):
+    """POST /ask: retrieve with ``mode`` and answer with the configured LLM, citing passages."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        "examples": [{"text": "How did Cinderella reach her happy ending?", "budget": 2000}],
+    })
+
+    text: str = Field(..., min_length=1, description="The question.")
+    mode: Mode = Field("auto", description="The retrieval mode of the context (as in POST /search).")
+    budget: int | None = Field(2000, ge=1, description="Token budget of the retrieved context.")
+    k: int = Field(5, ge=1, description="traversal: nodes kept per level.")
+    levels: list[int] | None = Field(None, description="Tree levels to search ([0] = leaves only).")
+    max_tokens: int | None = Field(None, ge=1, le=4096, description="Cap on the answer's length (tokens).")
+
+    @field_validator("text")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("the question is blank")
+        return v
 
 
 class SearchRequest(BaseModel):

@@ -173,9 +173,38 @@ def test_document(client):
 
 
 # -- ask, health, stats, docs, page ----------------------------------------------------------
-def test_ask_is_501_with_an_explanation(client):
-    r = client.post("/ask", json={"text": QUESTION})
-    assert r.status_code == 501 and "searchers" in r.json()["detail"] and "/search" in r.json()["detail"]
+def test_ask_without_an_llm_returns_the_context_and_how_to_configure_one(client, snapshot, node_ids, monkeypatch):
+    monkeypatch.delenv("ARBORAG_LLM_BASE_URL", raising=False)
+    r = client.post("/ask", json={"text": QUESTION, "budget": 300})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["snapshot"] == snapshot and body["status"] == "no_llm" and body["citations"] == []
+    assert "needs an LLM" in body["answer"] and "ARBORAG_LLM_BASE_URL" in body["answer"]
+    assert body["sources"] and {s["node_id"] for s in body["sources"]} <= node_ids
+    assert sum(s["n_tokens"] for s in body["sources"]) <= 300
+
+
+def test_ask_answers_with_citations_from_a_fake_llm_server(built_corpus, embedders, monkeypatch):
+    from fake_llm_server import FakeLLMServer, reply
+
+    from arborag.config import ArboragConfig
+
+    monkeypatch.setenv("ARBORAG_TEST_SERVE_KEY", "sk-test")
+    with FakeLLMServer(model="fake-model") as server:  # a fake OpenAI-compatible server
+        server.script("Cinderella", reply(json.dumps({"supported": True, "answer": "She went to the ball [1].",
+                                                      "short": "the ball", "citations": [1]})))
+        cfg = ArboragConfig().with_overrides(summarize={"base_url": server.base_url, "llm_model": "fake-model",
+                                                        "api_key_env": "ARBORAG_TEST_SERVE_KEY", "retries": 0})
+        with TestClient(create_app(built_corpus, config=cfg, embedders=embedders)) as c:
+            r = c.post("/ask", json={"text": QUESTION, "budget": 300})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["status"] == "answered" and body["citations"] == [1] and body["short"] == "the ball"
+    assert body["cited"] == [body["sources"][0]["node_id"]]
+
+
+def test_ask_rejects_a_blank_question(client):
+    assert client.post("/ask", json={"text": "  "}).status_code == 422
 
 
 def test_health_and_stats(client, snapshot, node_ids):
