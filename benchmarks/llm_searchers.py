@@ -71,6 +71,20 @@ def gold_items(index, ds) -> dict[str, list[Any]]:
     return out
 
 
+def score_answer(row: dict[str, Any]) -> None:
+    """Token F1 / EM of the answer text against the gold answers (a refusal scores 0); the
+    model's own "short" field is scored too (``f1_short``) — the small model often fills it
+    with something else ("see passages [1] and [2]")."""
+    from arborag.tasks.metrics import exact_match, token_f1
+
+    if "status" not in row:
+        return
+    answered = row["status"] == "answered"
+    pred = (row.get("answer") or "") if answered else ""
+    row["f1"], row["em"] = token_f1(pred, row["answers"]), exact_match(pred, row["answers"])
+    row["f1_short"] = token_f1(row.get("short") or "", row["answers"]) if answered else 0.0
+
+
 PREFIX_BUDGETS = (500, 1000)
 
 
@@ -111,7 +125,7 @@ def summarize(rows: list[dict[str, Any]], systems: list[str]) -> list[dict[str, 
                "retrieval_s": m("retrieval_s"), "answer_s": m("answer_s"), "retrieval_tokens_in": m("retrieval_tokens_in"),
                "retrieval_tokens_out": m("retrieval_tokens_out"), "answer_tokens_in": m("answer_tokens_in"),
                "answer_tokens_out": m("answer_tokens_out"), "llm_calls": m("retrieval_llm_calls"),
-               "context_tokens": m("context_tokens"), "fallbacks": sum(1 for r in rs if r.get("llm_errors"))}
+               "context_tokens": m("context_tokens"), "answered": (sum(1 for r in rs if r.get("status") == "answered") / len(rs)) if any("status" in r for r in rs) else None, "fallbacks": sum(1 for r in rs if r.get("llm_errors"))}
         if s == "hybrid":
             base = row
         out.append(row)
@@ -127,10 +141,10 @@ def table(summary: list[dict[str, Any]]) -> str:
         return "–" if x is None else f"{x:.{nd}f}"
 
     rows = [[s["system"], s["n"], f(s.get("recall@500")), f(s.get("recall@1000")), f(s["recall"]), f(s["recall_vs_hybrid"], 2) + "×", f(s["full_support"], 2), f(s["f1"]),
-             f(s["em"], 2), f(s["retrieval_s"], 1), f(s["answer_s"], 1), f(s["llm_calls"], 1),
+             f(s["em"], 2), f(s.get("answered"), 2), f(s["retrieval_s"], 1), f(s["answer_s"], 1), f(s["llm_calls"], 1),
              f"{f(s['retrieval_tokens_in'], 0)} / {f(s['retrieval_tokens_out'], 0)}",
              f"{f(s['answer_tokens_in'], 0)} / {f(s['answer_tokens_out'], 0)}"] for s in summary]
-    return md_table(["system", "questions", "gold recall @500 (head)", "@1000 (head)", "gold recall @budget", "vs hybrid", "all gold found", "answer F1", "EM",
+    return md_table(["system", "questions", "gold recall @500 (head)", "@1000 (head)", "gold recall @budget", "vs hybrid", "all gold found", "answer F1", "EM", "answered (not refused)",
                      "retrieval s/q", "answer s/q", "LLM calls/q (retrieval)", "retrieval tokens in/out per q",
                      "answer tokens in/out per q"], rows)
 
@@ -151,15 +165,26 @@ def main() -> None:
                     help="answer from the head of the retrieved context within this many tokens (default: all of it)")
     ap.add_argument("--show", type=int, default=None, help="level: hits shown to the LLM per feedback step")
     ap.add_argument("--time-limit", type=float, default=None, help="start no new question after this many seconds")
+    ap.add_argument("--resume", action="store_true", help="keep the rows already in --out and skip their questions")
+    ap.add_argument("--rescore", action="store_true", help="only recompute the metrics and table of --out")
     ap.add_argument("--out", type=Path, default=RESULTS / "llm_searchers.json")
     args = ap.parse_args()
     setup_env()
+    if args.rescore:
+        report = json.loads(args.out.read_text(encoding="utf-8"))
+        for row in report["rows"]:
+            score_answer(row)
+        report["summary"] = summarize(report["rows"], report["systems"])
+        report["table"] = table(report["summary"])
+        args.out.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
+        print(report["table"])
+        return
 
     from arborag.config import load_config
     from arborag.llm import LLMClient
     from arborag.query import open_index
     from arborag.query.answer import answer_from_sources, build_sources
-    from arborag.tasks.metrics import evidence_matches, exact_match, full_support, recall_at, token_f1
+    from arborag.tasks.metrics import evidence_matches, full_support, recall_at
 
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     ds, corpus = build_corpus(args.limit, args.corpus)
@@ -176,6 +201,10 @@ def main() -> None:
     q = ds.queries
     questions = list(zip(q.column("qid").to_pylist(), q.column("question").to_pylist(), q.column("answers").to_pylist()))
     rows: list[dict[str, Any]] = []
+    if args.resume and args.out.exists():
+        rows = json.loads(args.out.read_text(encoding="utf-8"))["rows"]
+        done = {r["qid"] for r in rows}
+        questions = [x for x in questions if x[0] not in done]
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     print(f"{len(questions)} questions x {systems}; LLM: {base_url or 'none (offline plans, no answers)'}", flush=True)
     t_start = time.perf_counter()
@@ -214,10 +243,9 @@ def main() -> None:
                 given = hits if args.answer_budget is None else hits[: _prefix(hits, args.answer_budget)]
                 ans = answer_from_sources(llm, question, build_sources(index, given), mode=system, max_tokens=args.answer_max_tokens)
                 row["answer_s"] = time.perf_counter() - t1
-                pred = ans.short or ans.answer if ans.status == "answered" else ""
-                row.update(answer=ans.answer, short=ans.short, status=ans.status, f1=token_f1(pred, answers),
-                           em=exact_match(pred, answers), answer_tokens_in=ans.usage.tokens_in,
+                row.update(answer=ans.answer, short=ans.short, status=ans.status, answer_tokens_in=ans.usage.tokens_in,
                            answer_tokens_out=ans.usage.tokens_out)
+                score_answer(row)
             rows.append(row)
             print(f"[{i}/{len(questions)}] {system:7s} recall={row['recall']:.2f} f1={row.get('f1', float('nan')):.2f} "
                   f"retrieval {r_s:.1f}s ({calls} calls, {t_in}/{t_out} tok) answer {row.get('answer_s', 0):.1f}s", flush=True)
