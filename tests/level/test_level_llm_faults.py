@@ -22,6 +22,10 @@ DENSE_FB = "write a new short"
 SUMMARIZE = "state what the passages say"
 VERIFY = "Facts found so far"
 
+# read at import: the level_index fixture clears the LLM variables for the fake-server tests
+REAL_URL = os.environ.get("ARBORAG_LLM_BASE_URL")
+REAL_MODEL = os.environ.get("ARBORAG_LLM_MODEL", "local")
+
 
 def _client(srv, **kw):
     return LLMClient(model="fake-model", base_url=srv.base_url, api_key_env=KEY_ENV, **{"retries": 1, "timeout_s": 5, **FAST, **kw})
@@ -99,10 +103,10 @@ def test_level_endpoint_from_config(level_index, monkeypatch):
 @pytest.mark.llm
 def test_level_real_endpoint(level_index):
     """A real OpenAI-compatible endpoint (e.g. scripts/local_llm.sh): the trace is complete and nothing crashes."""
-    base = os.environ.get("ARBORAG_LLM_BASE_URL")
+    base = REAL_URL
     if not base:
         pytest.skip("ARBORAG_LLM_BASE_URL is not set: no real LLM endpoint to test against (docs/LLM.md)")
-    llm = LLMClient(model=os.environ.get("ARBORAG_LLM_MODEL", "local"), base_url=base,
+    llm = LLMClient(model=REAL_MODEL, base_url=base,
                     timeout_s=float(os.environ.get("ARBORAG_LLM_TIMEOUT_S", "300")), retries=1)
     hits = level_index.search(QUESTION, mode="level", budget=200, llm=llm, max_rounds=2, sparse_rounds=2, dense_rounds=2)
     tr = hits.trace
