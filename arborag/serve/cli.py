@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
         warm: bool = typer.Option(True, "--warm/--no-warm", help="Load the index and the query embedder before accepting requests."),
         embed_threads: Optional[int] = typer.Option(
             None, "--embed-threads", min=1,
-            help="torch threads of the query embedder (default: embed.threads from the config, else 1: on a shared "
+            help="torch threads of the query embedder (default: embed.threads from the config, 'auto' = 1 per single query: on a shared "
                  "machine one thread measured 10-20x faster per query than two threads contending).",
         ),
         log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),

@@ -36,7 +36,8 @@ def test_serve_defaults_to_loopback_and_reads_the_token_from_env(monkeypatch, bu
     assert r.exit_code == 0, r.output
     assert seen["host"] == "127.0.0.1" and seen["port"] == 8000
     assert seen["create"]["token"] == "from-env" and seen["create"]["cors_origins"] is None
-    assert seen["create"]["config"].embed.threads == 1  # one torch thread per forward pass unless configured
+    # embed.threads "auto": one torch thread for a single text (a query), torch's default for batches
+    assert seen["create"]["config"].embed.threads == "auto"
     assert "from-env" not in r.output and "token required" in _text(r)
 
 
