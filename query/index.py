@@ -14,7 +14,7 @@ from arborag.errors import QueryError
 from arborag.storage.corpus import Corpus
 from arborag.storage.vectors import VectorStore
 
-__all__ = ["Hit", "Index", "Mode", "greedy_fill", "open_index", "snapshot_embed_config", "snapshot_sparse_config", "top_order"]
+__all__ = ["Hit", "Index", "Mode", "fill_hits", "greedy_fill", "open_index", "snapshot_embed_config", "snapshot_sparse_config", "top_order"]
 
 #: A retrieval mode: one of :func:`arborag.query.modes.available_modes` (core or plug-in).
 Mode = str
@@ -440,6 +440,17 @@ def greedy_fill(sizes: np.ndarray, budget: int) -> np.ndarray:
         remaining -= int(cs[cnt - 1])
         i = j + cnt
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+
+def fill_hits(hits: Sequence[Hit], budget: int | None, k: int) -> list[Hit]:
+    """Hits (in rank order) a best-first fill keeps: each one that still fits in ``budget``
+    tokens (:func:`greedy_fill`); ``budget=None`` keeps the first ``k``. For modes that rank
+    hits themselves (multi, level)."""
+    hits = list(hits)
+    if budget is None:
+        return hits[:k]
+    sizes = np.fromiter((int(h.n_tokens) for h in hits), dtype=np.int64, count=len(hits))
+    return [hits[int(i)] for i in greedy_fill(sizes, budget)]
 
 
 def _light_embedder(cfg: EmbedConfig):

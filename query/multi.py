@@ -36,6 +36,7 @@ import numpy as np
 
 from arborag.errors import QueryError
 from arborag.llm.types import Usage
+from arborag.query.index import fill_hits
 
 if TYPE_CHECKING:
     from arborag.llm.types import ChatLLM
@@ -179,7 +180,7 @@ def search(
     rankings = [rankings[0]] * max(1, int(question_weight)) + rankings[1:]
     ordered = _fuse(index, rankings, vector, mmr=mmr, mmr_lambda=mmr_lambda)
     trace.seconds = time.perf_counter() - started
-    return MultiHits(_fill(ordered, budget, k), trace)
+    return MultiHits(fill_hits(ordered, budget, k), trace)
 
 
 def _llm_variants(chat: ChatLLM, text: str, n: int, usage: Usage) -> tuple[list[Variant], str]:
@@ -221,19 +222,3 @@ def _fuse(index: Index, rankings: list[list[Hit]], vector: np.ndarray, *, mmr: b
         picked = mmr_order(vector, index.vectors.matrix[rows], k=len(ordered), lambda_=mmr_lambda, relevance=rel)
         ordered = [ordered[i] for i in picked]
     return ordered
-
-
-def _fill(ordered: list[Hit], budget: int | None, k: int) -> list[Hit]:
-    """Best-first until ``budget`` tokens (a hit that would overflow is skipped), or ``k`` hits."""
-    if budget is None:
-        return ordered[:k]
-    out: list[Hit] = []
-    used = 0
-    for h in ordered:
-        if used + h.n_tokens > budget:
-            continue
-        out.append(h)
-        used += h.n_tokens
-        if used >= budget:
-            break
-    return out

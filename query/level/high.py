@@ -22,7 +22,7 @@ from typing import Any
 
 from arborag.llm import prompts as P
 from arborag.llm.structured import SubQuestions
-from arborag.query.index import Hit
+from arborag.query.index import Hit, fill_hits
 from arborag.query.level.llm import Supplement, TextReply
 from arborag.query.level.searchers import SearchContext, fuse
 from arborag.query.level.trace import LevelTrace, RoundVerdict, SubQuestion
@@ -34,20 +34,7 @@ def _norm(q: str) -> str:
     return " ".join(q.lower().strip().rstrip("?.!").split())
 
 
-def fill_budget(hits: Sequence[Hit], budget: int | None, k: int) -> list[Hit]:
-    """Best-first fill: each hit taken while it still fits in ``budget`` tokens (``None``: ``k`` hits)."""
-    if budget is None:
-        return list(hits[:k])
-    out: list[Hit] = []
-    used = 0
-    for h in hits:
-        if used + h.n_tokens > budget:
-            continue
-        out.append(h)
-        used += h.n_tokens
-        if used >= budget:
-            break
-    return out
+fill_budget = fill_hits  # the one best-first fill (arborag.query.index.fill_hits)
 
 
 class HighLevelSearcher:
