@@ -227,23 +227,14 @@ def docx_headings(raw: bytes) -> list[tuple[str, int]]:
 
 
 def pdf_headings(raw: bytes) -> list[tuple[str, int, int]]:
-    """``(title, level, page_index)`` of every outline entry, in outline order."""
+    """``(title, level, page_index)`` of every outline entry, in outline order — the outline
+    walk ingest records in ``documents.metadata`` (:func:`arborag.tasks.ingest.formats_doc.pdf_outline`),
+    so a sectioner reading the file and one reading the record see the same headings."""
     from pypdf import PdfReader
 
-    reader = PdfReader(io.BytesIO(raw))
-    out: list[tuple[str, int, int]] = []
+    from arborag.tasks.ingest.formats_doc import pdf_outline
 
-    def walk(items: list[Any], level: int) -> None:
-        for item in items:
-            if isinstance(item, list):
-                walk(item, level + 1)
-                continue
-            page = reader.get_destination_page_number(item)
-            if page is not None and page >= 0:
-                out.append((str(item.title), level, page))
-
-    walk(list(reader.outline), 1)
-    return out
+    return [(title, level, page) for title, level, page in pdf_outline(PdfReader(io.BytesIO(raw)))]
 
 
 def _pdf_to_headings(text: str, entries: list[tuple[str, int, int]], page_starts: Sequence[int] | None) -> list[Heading]:

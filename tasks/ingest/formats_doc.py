@@ -10,7 +10,7 @@ from arborag.errors import IngestError
 from arborag.tasks.ingest.decode import decode_text, good_title, normalize_text
 from arborag.tasks.ingest.records import MIME_TYPES, Extracted, SourceFile
 
-__all__ = ["read_docx", "read_html", "read_pdf"]
+__all__ = ["pdf_outline", "read_docx", "read_html", "read_pdf"]
 
 _HTML_DROP = ("script", "style", "noscript", "template", "svg", "head", "iframe", "object")
 _HTML_BLOCKS = (
@@ -67,7 +67,7 @@ def read_pdf(src: SourceFile, raw: bytes) -> Extracted:
         pages = [normalize_text(page.extract_text() or "") for page in reader.pages]
         info = reader.metadata
         title = good_title(info.get("/Title")) if info else None
-        outline = _pdf_outline(reader)
+        outline = pdf_outline(reader)
     except IngestError:
         raise
     except Exception as exc:  # pypdf signals broken files with many exception types
@@ -128,7 +128,7 @@ def _docx_heading_level(paragraph: Any) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _pdf_outline(reader: Any) -> list[list[Any]]:
+def pdf_outline(reader: Any) -> list[list[Any]]:
     """``[title, level, page_index]`` of every outline (bookmark) entry, in outline order; a
     broken outline is no outline (the sectioner falls back to blocks)."""
     out: list[list[Any]] = []
