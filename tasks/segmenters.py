@@ -307,7 +307,8 @@ def rcs_ranges(text: str, starts: IntArray, chunk_size: int, overlap: int) -> tu
     whole text without any — LangChain counts each *character* tokenized alone
     (``"python"`` = 6), we count real tokens (``"python"`` = 1), so our chunks there hold up to
     ``chunk_size`` real tokens where LangChain's hold up to ``chunk_size`` characters. For CJK
-    characters (one token each) the two agree.
+    characters (one token each) the two agree. A stripped chunk in which no token starts
+    (control or format characters only, e.g. ``"\\x1b"``, which LangChain would emit) is dropped.
 
     Returns the chunks' character ranges ``(starts, ends)`` in document order (they overlap).
     """
@@ -320,8 +321,11 @@ def rcs_ranges(text: str, starts: IntArray, chunk_size: int, overlap: int) -> tu
         left = len(piece) - len(piece.lstrip())
         if left == len(piece):
             return
-        out_s.append(a + left)
-        out_e.append(b - (len(piece) - len(piece.rstrip())))
+        s, e = a + left, b - (len(piece) - len(piece.rstrip()))
+        if int(np.searchsorted(starts, e, "left")) == int(np.searchsorted(starts, s, "left")):
+            return  # no token starts here (control or format characters only): nothing to embed
+        out_s.append(s)
+        out_e.append(e)
 
     def merge(bounds: list[int], tok: list[int], lo: int, hi: int) -> None:
         # pieces lo … hi-1; piece k is text[bounds[k]:bounds[k+1]] with tok[k+1]-tok[k] tokens

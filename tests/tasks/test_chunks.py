@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
@@ -213,6 +213,7 @@ def test_properties_on_word_texts(strategy: str, tok: Tokenizer) -> None:
 def test_structure_on_arbitrary_unicode(strategy: str, tok: Tokenizer) -> None:
     @HYPOTHESIS
     @given(text=any_texts, cfg=_configs(strategy))
+    @example(text="\x1b\n0:", cfg=SegmentConfig(rcs_chunk_size=2, rcs_overlap=0))  # found by CI: a token-less rcs piece
     def run(text: str, cfg: SegmentConfig) -> None:
         check_structure(text, _segment(text, strategy, cfg, tok), strategy, tok)
 
@@ -223,6 +224,12 @@ def test_structure_on_arbitrary_unicode(strategy: str, tok: Tokenizer) -> None:
 @pytest.mark.parametrize("text", ["", " ", "\n\n\t \u3000 \r\n", "\x00\u200b"])
 def test_empty_and_whitespace_text_gives_no_spans(strategy: str, text: str, tok: Tokenizer) -> None:
     assert segment_text(text, strategy, SegmentConfig(), tokenizer=tok) == []  # type: ignore[arg-type]
+
+
+def test_rcs_drops_pieces_without_tokens(tok: Tokenizer) -> None:
+    """An escape character alone before a line break holds no token: no chunk for it."""
+    spans = segment_text("\x1b\n0:", "rcs", SegmentConfig(rcs_chunk_size=2, rcs_overlap=0), tokenizer=tok)
+    assert [("\x1b\n0:"[s.start : s.end], s.n_tokens) for s in spans] == [("0:", 2)]
 
 
 class _CountingTokenizer:
