@@ -37,7 +37,7 @@ from arborag.env import offline_env
 from arborag.errors import ConfigError, IngestError
 from arborag.flows.common import RUNNERS, config_overrides, current_flow_run_id, dask_task_runner, install_fanout, new_run_id, plain_json
 from arborag.flows.ingest import INGEST_PIPELINE, discover, run_ingest_stages
-from arborag.flows.stage import Stage, pipeline_fingerprint, record_run, run_stage
+from arborag.flows.stage import Stage, finish_run, pipeline_fingerprint, run_stage
 from arborag.storage.corpus import Corpus
 from arborag.storage.lock import corpus_lock
 from arborag.tasks import leaf_vectors, nodes, sparse, vectors
@@ -133,12 +133,7 @@ def build_pipeline(ctx: StageContext, files: list[str] | None, *, use_prefect: b
         status, message = "failed", f"{type(exc).__name__}: {exc}"
         raise
     finally:
-        out["calls"] = ctx.counters.as_dict()
-        out["status"] = status
-        out["stage_seconds"] = dict(ctx.counters.seconds)
-        if not dry_run:
-            counts = {**ctx.counters.stages, "calls": out["calls"], "cached": out["cached"], "seconds": out["stage_seconds"]}
-            record_run(ctx, "build", started=started, finished=datetime.now(timezone.utc), status=status, message=message, counts=counts)
+        finish_run(ctx, "build", out, started=started, status=status, message=message, record=not dry_run)
 
 
 @flow(name=FLOW_NAME, log_prints=False)

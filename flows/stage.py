@@ -7,7 +7,8 @@ A pipeline is data: a tuple of :class:`Stage` entries, each naming its module-le
   (``use_prefect=False``) — and trusts a cache hit only while the stage's outputs still exist
   (``done(summary)``); otherwise it runs the stage again and refreshes the record. Only I/O
   errors (:data:`arborag.flows.common.RETRY_ON`) are retried.
-- :func:`record_run` appends the run to the ``runs`` table.
+- :func:`record_run` appends the run to the ``runs`` table; :func:`finish_run` is the common
+  end of the build and update flows (counters into the result, then :func:`record_run`).
 - :func:`pipeline_fingerprint` hashes the source of the pipeline's runner modules and every
   module of ours they import (at any depth, lazy imports included), so a cache dies with the
   code it ran and no module list is kept by hand.
@@ -22,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from arborag.hashing import hash_json
 from arborag.flows.common import task_options, was_cached
 from arborag.tasks.context import StageContext
 
-__all__ = ["Stage", "module_closure", "pipeline_fingerprint", "record_run", "run_stage"]
+__all__ = ["Stage", "finish_run", "module_closure", "pipeline_fingerprint", "record_run", "run_stage"]
 
 Done = Callable[[dict[str, Any] | None], bool]
 
@@ -117,6 +118,29 @@ def record_run(
             "message": message or None,
         }
     )
+
+
+def finish_run(
+    ctx: StageContext,
+    flow: str,
+    out: dict[str, Any],
+    *,
+    started: datetime,
+    status: str,
+    message: str | None,
+    record: bool = True,
+    counts: dict[str, Any] | None = None,
+) -> None:
+    """The common end of a tree flow (build, update): stamp ``out`` with the counters
+    (``calls``, ``status``, ``stage_seconds``) and, unless ``record`` is off (a dry run),
+    append the run — stage counts, ``counts`` and the counters — to the ``runs`` table."""
+    out["calls"] = ctx.counters.as_dict()
+    out["status"] = status
+    out["stage_seconds"] = dict(ctx.counters.seconds)
+    if record:
+        merged = {**ctx.counters.stages, **(counts or {}), "calls": out["calls"], "cached": out.get("cached", []),
+                  "seconds": out["stage_seconds"]}
+        record_run(ctx, flow, started=started, finished=datetime.now(timezone.utc), status=status, message=message, counts=merged)
 
 
 # ---------------------------------------------------------------------------------------------

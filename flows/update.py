@@ -41,7 +41,7 @@ from arborag.errors import IngestError
 from arborag.flows.build import PUBLISH, TREE_PIPELINE, _reuse_snapshot, run_tree_stages
 from arborag.flows.common import config_overrides, current_flow_run_id, new_run_id, plain_json
 from arborag.flows.ingest import discover, run_ingest_stages
-from arborag.flows.stage import Stage, pipeline_fingerprint, record_run, run_stage
+from arborag.flows.stage import Stage, finish_run, pipeline_fingerprint, run_stage
 from arborag.hashing import hash_json
 from arborag.storage.corpus import Corpus
 from arborag.tasks import leaf_vectors, sparse, tree_update, vectors
@@ -160,20 +160,15 @@ def update_pipeline(
         status, message = "failed", f"{type(exc).__name__}: {exc}"
         raise
     finally:
-        out["calls"] = ctx.counters.as_dict()
-        out["status"] = status
-        out["stage_seconds"] = dict(ctx.counters.seconds)
         out["tokens"] = {"in": ctx.counters.tokens_in, "out": ctx.counters.tokens_out}
-        if not dry_run:
-            plan_counts = {k: v for k, v in (out.get("plan") or {}).items() if k in ("added", "changed", "deleted", "unchanged", "failed", "new_docs", "gone_docs")}
-            tree = ctx.counters.stages.get("tree-update") or {}
-            counts = {
-                **ctx.counters.stages, **plan_counts, "mode": out.get("mode"), "full_rebuild": bool(out.get("full_rebuild")),
-                "reason": out.get("reason"), "clusters_touched": tree.get("clusters_touched", {}),
-                "summaries_rewritten": ctx.counters.summaries, "tokens_in": ctx.counters.tokens_in, "tokens_out": ctx.counters.tokens_out,
-                "calls": out["calls"], "cached": out["cached"], "seconds": out["stage_seconds"],
-            }
-            record_run(ctx, "update", started=started, finished=datetime.now(timezone.utc), status=status, message=message, counts=counts)
+        plan_counts = {k: v for k, v in (out.get("plan") or {}).items() if k in ("added", "changed", "deleted", "unchanged", "failed", "new_docs", "gone_docs")}
+        tree = ctx.counters.stages.get("tree-update") or {}
+        counts = {
+            **plan_counts, "mode": out.get("mode"), "full_rebuild": bool(out.get("full_rebuild")),
+            "reason": out.get("reason"), "clusters_touched": tree.get("clusters_touched", {}),
+            "summaries_rewritten": ctx.counters.summaries, "tokens_in": ctx.counters.tokens_in, "tokens_out": ctx.counters.tokens_out,
+        }
+        finish_run(ctx, "update", out, started=started, status=status, message=message, record=not dry_run, counts=counts)
 
 
 @flow(name=FLOW_NAME, log_prints=False)
