@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 import typer
 
-from arborag.cli.common import CONFIG_OPTION, config_from, console, err_console, fail, offline_env
+from arborag.cli.common import CONFIG_OPTION, config_from, console, err_console, fail, offline_env, query_options
 from arborag.errors import ArboragError
 
 
@@ -45,10 +45,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         offline_env()
         cfg = config_from(config)
-        mode = mode if mode is not None else cfg.query.mode
-        budget = budget if budget is not None else cfg.query.budget
-        k = k if k is not None else cfg.query.k
-        lv = [int(x) for x in levels.split(",")] if levels else None
+        mode, budget, k, lv = query_options(cfg, mode, budget, k, levels)
         try:
             from arborag.llm.configured import llm_from_config
             from arborag.query import open_index

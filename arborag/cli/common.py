@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import typer
 from rich.console import Console
@@ -16,7 +16,8 @@ from arborag.config import ArboragConfig, load_config
 from arborag.env import offline_env
 from arborag.errors import ArboragError
 
-__all__ = ["console", "err_console", "EXIT_OK", "EXIT_PARTIAL", "EXIT_ERROR", "EXIT_USAGE", "config_from", "corpus_option", "fail", "offline_env"]
+__all__ = ["console", "err_console", "EXIT_OK", "EXIT_PARTIAL", "EXIT_ERROR", "EXIT_USAGE", "QueryOptions", "config_from", "corpus_option",
+           "fail", "offline_env", "query_options"]
 
 console = Console()
 err_console = Console(stderr=True)
@@ -40,6 +41,30 @@ def config_from(path: Path | None, overrides: dict[str, dict[str, Any]] | None =
     except ArboragError as exc:
         fail(exc)
         raise  # unreachable
+
+
+class QueryOptions(NamedTuple):
+    mode: str
+    budget: int
+    k: int
+    levels: list[int] | None
+
+
+def query_options(cfg: ArboragConfig, mode: str | None, budget: int | None, k: int | None, levels: str | None) -> QueryOptions:
+    """The retrieval options of ``query`` and ``ask``: an option given on the command line wins,
+    otherwise ``query.*`` from arborag.yaml / ``ARBORAG_QUERY__*``. ``levels`` is "0,1,..."."""
+    lv = None
+    if levels:
+        try:
+            lv = [int(x) for x in levels.split(",") if x.strip()]
+        except ValueError:
+            raise typer.BadParameter(f"{levels!r}: give tree levels as comma-separated whole numbers, e.g. 0 or 0,1", param_hint="--levels") from None
+    return QueryOptions(
+        mode if mode is not None else cfg.query.mode,
+        budget if budget is not None else cfg.query.budget,
+        k if k is not None else cfg.query.k,
+        lv,
+    )
 
 
 def fail(exc: BaseException, code: int = EXIT_ERROR) -> None:

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 import typer
 
-from arborag.cli.common import CONFIG_OPTION, config_from, console, err_console, fail, offline_env
+from arborag.cli.common import CONFIG_OPTION, config_from, console, err_console, fail, offline_env, query_options
 from arborag.errors import ArboragError, BackendUnavailable, QueryError
 
 
@@ -74,11 +74,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         offline_env()
         cfg = config_from(config)
-        # an option given on the command line wins; otherwise arborag.yaml / ARBORAG_QUERY__*
-        mode = mode if mode is not None else cfg.query.mode
-        budget = budget if budget is not None else cfg.query.budget
-        k = k if k is not None else cfg.query.k
-        lv = [int(x) for x in levels.split(",")] if levels else None
+        mode, budget, k, lv = query_options(cfg, mode, budget, k, levels)
         if (corpus is None) == (server is None):
             err_console.print("[bold red]error:[/] give either --corpus DIR or --server URL")
             raise typer.Exit(2)

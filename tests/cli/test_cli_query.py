@@ -62,3 +62,18 @@ def test_console_script_reports_the_env_budget(corpus: Path) -> None:
                           capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     assert "(budget 300)" in " ".join(done.stdout.split())
+
+
+@pytest.mark.parametrize("command", ["query", "ask"])
+def test_levels_must_be_whole_numbers(corpus: Path, command: str) -> None:
+    result = runner.invoke(app, [command, "text", "--corpus", str(corpus), "--levels", "0,top"], env={"COLUMNS": "200"})
+    assert result.exit_code == 2
+    out = " ".join(result.output.split())
+    assert "--levels" in out and "comma-separated whole numbers" in out
+
+
+def test_levels_restrict_the_search(corpus: Path) -> None:
+    every = json.loads(runner.invoke(app, ["query", "text", "-c", str(corpus), "--mode", "sparse", "--json"]).output)
+    assert {h["level"] for h in every} - {0}, "without --levels the summaries are searched too"
+    hits = json.loads(runner.invoke(app, ["query", "text", "-c", str(corpus), "--mode", "sparse", "--levels", "0", "--json"]).output)
+    assert hits and {h["level"] for h in hits} == {0}
