@@ -73,37 +73,37 @@ def resolve_model_path(model: str) -> tuple[Path, str]:
     return path.resolve(), path.resolve().name
 
 
+def _config_int(path: Path, places: tuple[tuple[str, str], ...], ok: Callable[[int], bool] = lambda v: True) -> int | None:
+    """The first whole number found at ``(file, key)`` in a model folder's JSON config files
+    that passes ``ok`` (unreadable or malformed files are skipped)."""
+    for rel, key in places:
+        f = path / rel
+        if not f.is_file():
+            continue
+        try:
+            value = json.loads(f.read_text(encoding="utf-8")).get(key)
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(value, int) and ok(value):
+            return value
+    return None
+
+
 def _dim_from_files(path: Path) -> int | None:
     """The output dimension from a sentence-transformers folder, without importing torch."""
-    for rel, key in (("1_Pooling/config.json", "word_embedding_dimension"), ("config.json", "hidden_size")):
-        f = path / rel
-        if f.is_file():
-            try:
-                value = json.loads(f.read_text(encoding="utf-8")).get(key)
-            except (OSError, ValueError):
-                continue
-            if isinstance(value, int):
-                # a Dense projection after pooling would change the dim: only trust config
-                # files when the module list has no Dense layer
-                modules = path / "modules.json"
-                if modules.is_file() and "Dense" in modules.read_text(encoding="utf-8"):
-                    return None
-                return value
-    return None
+    # a Dense projection after pooling would change the dim: only trust config files when the
+    # module list has no Dense layer
+    modules = path / "modules.json"
+    if modules.is_file() and "Dense" in modules.read_text(encoding="utf-8"):
+        return None
+    return _config_int(path, (("1_Pooling/config.json", "word_embedding_dimension"), ("config.json", "hidden_size")))
 
 
 def max_seq_length(path: Path) -> int:
     """The model's max sequence length (special tokens included) from its config files (no torch)."""
-    for rel, key in (("sentence_bert_config.json", "max_seq_length"), ("config.json", "max_position_embeddings")):
-        f = path / rel
-        if f.is_file():
-            try:
-                value = json.loads(f.read_text(encoding="utf-8")).get(key)
-            except (OSError, ValueError):
-                continue
-            if isinstance(value, int) and value > 2:
-                return value
-    return 512
+    found = _config_int(path, (("sentence_bert_config.json", "max_seq_length"), ("config.json", "max_position_embeddings")),
+                        lambda v: v > 2)
+    return 512 if found is None else found
 
 
 def model_id_for(name: str, cfg: EmbedConfig, max_len: int) -> str:

@@ -50,3 +50,25 @@ def test_embed_cached_without_cache_and_with_real_model(embedder, tmp_path):
     v2, n2 = embed_cached(TEXTS, e, None)
     assert n2 == len(TEXTS)
     assert np.sum(v[: len(TEXTS)] * v2, axis=1).min() > 0.999
+
+
+def test_model_facts_come_from_config_files_without_torch(tmp_path) -> None:
+    """Dimension and max sequence length are read from a model folder's JSON files; a Dense
+    layer makes the dimension unknown; broken or odd files are skipped, not fatal."""
+    import json
+
+    from arborag.embedder import _dim_from_files, max_seq_length
+
+    m = tmp_path / "model"
+    (m / "1_Pooling").mkdir(parents=True)
+    assert _dim_from_files(m) is None and max_seq_length(m) == 512
+    (m / "config.json").write_text(json.dumps({"hidden_size": 384, "max_position_embeddings": 512}))
+    (m / "sentence_bert_config.json").write_text("[1, 2]")  # valid JSON, not an object: skipped
+    assert _dim_from_files(m) == 384 and max_seq_length(m) == 512
+    (m / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": 256}))
+    (m / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 128}))
+    assert _dim_from_files(m) == 256 and max_seq_length(m) == 128
+    (m / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 1}))  # nonsense: next source
+    assert max_seq_length(m) == 512
+    (m / "modules.json").write_text(json.dumps([{"type": "sentence_transformers.models.Dense"}]))
+    assert _dim_from_files(m) is None
