@@ -1,15 +1,9 @@
 """The evaluation flow: prepare dataset → build per strategy → run queries per system → score → report.
 
-One run compares retrieval *systems* (how the index is queried) and segmentation *strategies*
-(how leaves are cut) on one dataset, with one embedder and the same token budgets:
-
-| system | mode | levels | what it is |
-| --- | --- | --- | --- |
-| flat | collapsed | [0] | dense top-k over leaf chunks: the no-tree baseline |
-| bm25 | sparse | [0] | BM25 over leaf chunks |
-| collapsed | collapsed | all | RAPTOR collapsed tree (every level, best-first to the budget) |
-| traversal | traversal | all | RAPTOR tree traversal (top-k per level, root to leaves) |
-| hybrid | hybrid | all | dense + BM25 fused by reciprocal rank fusion |
+One run compares retrieval *systems* (how the index is queried — flat, bm25, collapsed,
+traversal, hybrid, auto, multi, level, segments, rerank, ...; the table and each system's mode
+and levels are in :mod:`arborag.tasks.evaluation.plan`) and segmentation *strategies* (how
+leaves are cut) on one dataset, with one embedder and the same token budgets.
 
 Builds: one per strategy (``run_build`` into ``OUT/corpora/<strategy>``); every system queries
 the same built index of its strategy. The first strategy gets every system; the others get only
