@@ -91,15 +91,18 @@ def decide(ctx: StageContext, leaves: Any) -> tuple[str, str]:
     info = json.loads((snap / "info.json").read_text(encoding="utf-8"))
     if tree_update.same_leaves(snap, leaves) and info.get("tree_config") in (None, tree_config(ctx.config)):
         return "noop", "the published tree already holds exactly these leaves"
-    if not (snap / tree_update.CLUSTERS_DIR).is_dir():
-        return "full", "the published tree has no fitted clusters to update (built before incremental updates)"
     if info.get("tree_config") != tree_config(ctx.config):
         return "full", "the tree config (embedder, clustering, summarizer, scope) differs from the published tree's"
+    if ctx.config.tree.scope == "document":
+        if not (snap / "chunks.parquet").exists():
+            return "full", "the published tree has no leaf provenance (chunks.parquet) to compare documents against"
+        added, removed = tree_update.leaf_delta(snap, leaves)
+        return "incremental", f"per-document trees: {added} leaves added, {removed} removed; only the trees of added or changed documents are built"
+    if not (snap / tree_update.CLUSTERS_DIR).is_dir():
+        return "full", "the published tree has no fitted clusters to update (built before incremental updates)"
     levels = [int(k) for k in ((info.get("counts") or {}).get("levels") or {"0": 0})]
     if max(levels) == 0 and leaves.num_rows > ctx.config.cluster.dims + 1:
         return "full", "the published tree has no summary level yet and the leaves are now enough for one"
-    if ctx.config.tree.scope != "corpus":
-        return "full", "per-document trees are rebuilt (tree.scope = document)"
     drift = tree_update.drift_after(snap, info, leaves)
     if drift["share"] > ctx.config.update.max_drift:
         return "full", (f"{drift['changed']} of {drift['fitted']} leaves ({drift['share']:.0%}) changed since the last full fit, "

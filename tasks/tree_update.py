@@ -31,6 +31,9 @@ The runner :func:`run_tree_update` reads the previous snapshot (nodes, edges, ``
 the staged leaf vectors, and the cached summary vectors (the embedding cache is keyed by text),
 and stages nodes, edges, node vectors, the updated models and ``tree_info.json`` (drift counted
 on) exactly like the build's tree stage, so the build's vectors/sparse/publish stages follow.
+Per-document trees (``tree.scope = document``) take the exact path of
+:mod:`arborag.tasks.tree_update_docs` instead: unchanged documents keep their trees, added and
+changed ones are built anew.
 """
 
 from __future__ import annotations
@@ -453,11 +456,22 @@ def run_tree_update(ctx: StageContext, key: str) -> dict[str, Any]:
         raise SchemaError("leaf_vectors", "staged leaf vectors do not align with the leaves; delete the staging folder and run again")
     embedder, _ = embedder_of(ctx)
     summarizer = make_summarizer(ctx.config.summarize, cache_dir=ctx.corpus.cache_dir / "llm", embedder=embedder)
-    drift = drift_after(snap, info, leaves)
-    result = update_tree(
-        read_table("nodes", snap / "nodes.parquet"), read_table("edges", snap / "edges.parquet"), load_models(snap / CLUSTERS_DIR),
-        leaves, leaf_vecs, embed=embed_function(ctx, "summaries"), summarizer=summarizer, cfg=ctx.config.cluster, run_id=ctx.run_id,
-    )
+    if ctx.config.tree.scope == "document":  # exact: only added and changed documents' trees are built
+        from arborag.tasks.tree_update_docs import update_document_trees
+
+        added, removed = leaf_delta(snap, leaves)
+        drift = {"fitted": leaves.num_rows, "changed": 0, "share": 0.0, "added": added, "removed": removed}
+        result = update_document_trees(
+            read_table("nodes", snap / "nodes.parquet"), read_table("edges", snap / "edges.parquet"), read_table("chunks", snap / "chunks.parquet"),
+            leaves, leaf_vecs, embed=embed_function(ctx, "summaries"), summarizer=summarizer, cfg=ctx.config.cluster,
+            tree_cfg=ctx.config.tree, run_id=ctx.run_id,
+        )
+    else:
+        drift = drift_after(snap, info, leaves)
+        result = update_tree(
+            read_table("nodes", snap / "nodes.parquet"), read_table("edges", snap / "edges.parquet"), load_models(snap / CLUSTERS_DIR),
+            leaves, leaf_vecs, embed=embed_function(ctx, "summaries"), summarizer=summarizer, cfg=ctx.config.cluster, run_id=ctx.run_id,
+        )
     ctx.counters.summaries += result.summaries
     ctx.counters.tokens_in += int(getattr(summarizer, "tokens_in", 0) or 0)
     ctx.counters.tokens_out += int(getattr(summarizer, "tokens_out", 0) or 0)
