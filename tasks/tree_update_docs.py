@@ -82,12 +82,12 @@ def update_document_trees(
     prev = pl.from_arrow(prev_nodes)
     assert isinstance(prev, pl.DataFrame)
     kept = prev.with_row_index("row").with_columns(pl.col("doc_ids").list.first().alias("doc")).filter(pl.col("doc").is_in(keep))
-    leaf_ids = pl.from_arrow(leaves.column("chunk_id"))
-    leaf_row = {cid: i for i, cid in enumerate(leaf_ids.to_list())}  # type: ignore[union-attr]
+    leaf_rows = pl.DataFrame({"node_id": pl.from_arrow(leaves.column("chunk_id"))}).with_row_index("vrow")
     kept_vecs = np.zeros((kept.height, dim), np.float32)
     is_leaf = (kept["level"] == 0).to_numpy()
-    if is_leaf.any():
-        kept_vecs[is_leaf] = vectors[[leaf_row[c] for c in kept.filter(pl.col("level") == 0)["node_id"].to_list()]]
+    if is_leaf.any():  # a kept leaf's vector is its row of the staged leaf vectors
+        rows = kept.filter(pl.col("level") == 0).select("node_id").join(leaf_rows, on="node_id", how="left", maintain_order="left")["vrow"]
+        kept_vecs[is_leaf] = vectors[rows.to_numpy()]
     if (~is_leaf).any():
         kept_vecs[~is_leaf] = embed(kept.filter(pl.col("level") > 0)["text"].to_list())  # cache hits: the build embedded them
 
