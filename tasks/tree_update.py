@@ -41,7 +41,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +55,7 @@ from arborag.errors import SchemaError
 from arborag.tasks.context import StageContext
 from arborag.tasks.mixture import knn_transform
 from arborag.tasks.summarize import ExtractiveSummarizer, Summarizer
-from arborag.tasks.tree_update_model import LevelModel
+from arborag.tasks.tree_update_model import LevelModel, UpdateResult
 
 __all__ = [
     "CLUSTERS_DIR", "OUTPUTS", "UpdateResult", "drift_after", "leaf_delta", "run_tree_update", "same_leaves", "update_tree",
@@ -113,19 +113,6 @@ class _Node:
     summarizer: str
     summary_status: str
     created_by_run: str | None
-
-
-@dataclass
-class UpdateResult:
-    nodes: pa.Table  # NODES
-    edges: pa.Table  # EDGES
-    vectors: np.ndarray  # rows aligned with nodes
-    models: list[LevelModel]
-    stats: list[dict[str, Any]] = field(default_factory=list)  # one per summary level
-
-    @property
-    def summaries(self) -> int:
-        return sum(int(s.get("rewritten", 0)) for s in self.stats)
 
 
 class _Vectors:

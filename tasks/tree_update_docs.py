@@ -30,7 +30,7 @@ from arborag.config import ClusterConfig, TreeConfig
 from arborag.tasks.frames import to_table
 from arborag.tasks.summarize import Summarizer
 from arborag.tasks.tree import build_tree
-from arborag.tasks.tree_update import UpdateResult
+from arborag.tasks.tree_update_model import UpdateResult
 
 __all__ = ["documents_to_rebuild", "update_document_trees"]
 

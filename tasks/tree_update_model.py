@@ -28,11 +28,27 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from arborag.storage.tables import atomic_write_bytes
 from arborag.tasks.mixture import FitRecord, LevelFit
 
-__all__ = ["LevelModel", "ModelFit", "load_models", "model_of", "save_models"]
+__all__ = ["LevelModel", "ModelFit", "UpdateResult", "load_models", "model_of", "save_models"]
+
+
+@dataclass
+class UpdateResult:
+    """What a tree update returns (the corpus-wide local update and the per-document one alike)."""
+
+    nodes: pa.Table  # NODES
+    edges: pa.Table  # EDGES
+    vectors: np.ndarray  # rows aligned with nodes
+    models: list[LevelModel]
+    stats: list[dict[str, Any]] = field(default_factory=list)  # one per summary level
+
+    @property
+    def summaries(self) -> int:
+        return sum(int(s.get("rewritten", 0)) for s in self.stats)
 
 
 @dataclass
