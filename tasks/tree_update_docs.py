@@ -116,11 +116,11 @@ def update_document_trees(
 
     # one table in the build's order: level, then document (positions run document by document),
     # then each tree's own order; the vectors follow the rows
-    merged = pl.concat([p.with_columns(pl.lit(i, dtype=pl.Int32).alias("part")) for i, p in enumerate(parts)], how="vertical_relaxed")
-    merged = merged.with_columns(pl.col("doc_ids").list.first().alias("doc")).with_row_index("at")
+    # (a document's rows all come from one part, so "row" orders them within it)
+    merged = pl.concat(parts, how="vertical_relaxed").with_columns(pl.col("doc_ids").list.first().alias("doc")).with_row_index("at")
     order = merged.sort(["level", "doc", "row"], maintain_order=True)["at"].to_numpy()
-    all_vecs = np.concatenate(part_vecs) if part_vecs else np.zeros((0, dim), np.float32)
-    nodes = to_table(merged[order].drop(["at", "row", "part", "doc"]), "nodes")
+    all_vecs = np.concatenate(part_vecs)
+    nodes = to_table(merged[order].drop(["at", "row", "doc"]), "nodes")
     edges = to_table(pl.concat(edge_parts, how="vertical_relaxed").unique(["parent_id", "child_id"], keep="first")
                      .sort(["level", "parent_id", "child_id"]), "edges")
     return UpdateResult(nodes, edges, all_vecs[order], [], stats)
