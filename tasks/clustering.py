@@ -24,8 +24,10 @@ KMeans that initialises each GMM cost up to 70x more than one thread when the co
 (measured 0.15 s vs 0.002 s for one k=1 fit on 2,229 points at load 9). Same seed + same input
 => same output.
 
-Cost: umap's numba JIT costs 15-50 s once per process; call :func:`warm_up` once (the flow
-does) — nothing here creates per-call objects that force recompilation. The BIC search is
+Cost: UMAP runs through :mod:`arborag.tasks.umap_runtime`: its numba code is compiled once per
+machine (an on-disk cache; 15-50 s the first time, then a load of ~1-2 s per process that
+:func:`warm_up` pays) and its exact distances below 4,096 points are computed in one compiled loop
+(bit-identical to UMAP's own) — nothing here creates per-call objects that force recompilation. The BIC search is
 ``cfg.bic_search``: ``"exhaustive"`` fits k = 1..K; ``"coarse_to_fine"`` fits a geometric grid
 of k with an early stop and then every k around the best grid points
 (benchmarks/results/bic_search.md).
@@ -47,6 +49,7 @@ import numpy as np
 from arborag.config import ClusterConfig
 from arborag.errors import SchemaError
 from arborag.tasks import mixture
+from arborag.tasks.umap_runtime import import_umap
 from arborag.tasks.mixture import (
     LOOSE_MIN_N,
     LOOSE_TOL,
@@ -164,7 +167,8 @@ def _umap_init(x: np.ndarray, n_neighbors: int, dims: int, seed: int) -> str | n
         return "spectral"
     from scipy.sparse.csgraph import connected_components
     from sklearn.metrics import pairwise_distances
-    from umap.umap_ import fuzzy_simplicial_set
+
+    fuzzy_simplicial_set = import_umap().umap_.fuzzy_simplicial_set
 
     # the graph UMAP.fit builds for small data: exact cosine distances, precomputed
     graph = fuzzy_simplicial_set(pairwise_distances(x, metric="cosine"), n_neighbors, np.random.RandomState(seed), "precomputed")[0]
@@ -197,8 +201,7 @@ def _reduce(x: np.ndarray, dims: int, n_neighbors: int, seed: int, stats: Cluste
     n_neighbors = max(2, min(n_neighbors, n - 1))
     t0 = time.perf_counter()
     try:
-        import umap
-
+        umap = import_umap()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             reducer = umap.UMAP(

@@ -1,0 +1,160 @@
+"""UMAP as arborag runs it: compiled once per machine, and its exact distances in compiled code.
+
+Two costs of a UMAP fit here are not UMAP's method, only how the library runs it; both are
+removed without changing a single number it computes.
+
+1. **Compiling in every process.** umap-learn decorates ~125 functions with ``numba.njit``
+   and only one asks numba to cache its machine code (``cache=True``); pynndescent caches
+   most of its own. So every new process compiled UMAP again — 15-50 s of a cold build on this
+   2-core machine (more under load), before any work. :func:`import_umap` imports umap (and
+   pynndescent) with numba's on-disk cache switched on for every function they define while
+   being imported: ``numba.njit`` and ``numba.vectorize`` are wrapped for the duration of that
+   import only, adding ``cache=True`` where the library did not say. The cache lives in
+   ``NUMBA_CACHE_DIR`` (:func:`arborag.env.offline_env` points it at a user-level folder,
+   ``~/.cache/arborag/numba``), keyed by numba on each source file's path and modification
+   time, so a machine compiles a given umap install once; a function numba cannot cache is
+   compiled as before (numba's warning about it is silenced).
+2. **Exact distances one Python call per pair.** Below 4,096 points UMAP computes all pairwise
+   distances with ``sklearn.metrics.pairwise_distances(X, metric=umap.distances.cosine)``:
+   sklearn calls the compiled ``cosine`` from Python once per pair (n²/2 calls, ~2 million at
+   2,000 points; measured 12 s of a 2,000-point fit on a loaded box, most of its time). The
+   same matrix is computed by :func:`cosine_matrix` in one compiled loop that calls the same
+   ``umap.distances.cosine`` on the same rows in the same order (that function is compiled
+   without fastmath, so each value is IEEE-exact and independent of where it is called from),
+   rounded to float32 and mirrored as sklearn does — bit-identical (``tests/tasks`` checks it).
+   :func:`import_umap` points ``umap.umap_.pairwise_distances`` at :func:`pairwise_distances`,
+   which takes that path only for UMAP's cosine on a dense float32 matrix and hands every other
+   call to sklearn unchanged.
+
+Everything else (kNN graph, spectral init, the SGD layout, its epochs and seed) is UMAP's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+__all__ = ["cosine_matrix", "import_umap", "pairwise_distances"]
+
+_LOCK = threading.Lock()
+_UMAP: Any = None
+_SKLEARN_PAIRWISE: Any = None
+_COSINE_MATRIX: Any = None
+
+
+@contextlib.contextmanager
+def _numba_cache_on() -> Iterator[None]:
+    """``numba.njit`` / ``numba.vectorize`` default to ``cache=True`` for the block (module imports)."""
+    import numba
+
+    njit, vectorize = numba.njit, numba.vectorize
+
+    def cached_njit(*args: Any, **kw: Any) -> Any:
+        kw.setdefault("cache", True)
+        return njit(*args, **kw)
+
+    def cached_vectorize(*args: Any, **kw: Any) -> Any:
+        kw.setdefault("cache", True)
+        return vectorize(*args, **kw)
+
+    numba.njit, numba.vectorize = cached_njit, cached_vectorize
+    try:
+        yield
+    finally:
+        numba.njit, numba.vectorize = njit, vectorize
+
+
+def _ensure_cache_dir() -> None:
+    """numba's cache folder: ``NUMBA_CACHE_DIR`` if numba read one, else arborag's user-level default."""
+    import numba
+
+    if not numba.config.CACHE_DIR:
+        from arborag.env import numba_cache_dir
+
+        folder = numba_cache_dir()
+        if folder is not None:
+            numba.config.CACHE_DIR = str(folder)
+
+
+def import_umap() -> Any:
+    """The ``umap`` module, imported once per process with numba's on-disk cache on (module docs)."""
+    global _UMAP
+    if _UMAP is not None:
+        return _UMAP
+    with _LOCK:
+        if _UMAP is None:
+            import sys
+
+            fresh = "umap" not in sys.modules
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # numba: "cannot cache ..."; umap: tensorflow absent
+                if fresh:
+                    _ensure_cache_dir()
+                    with _numba_cache_on():
+                        import umap
+                        import umap.umap_  # noqa: F401
+                else:  # imported before us (a library, a notebook): used as it is
+                    import umap
+                    import umap.umap_  # noqa: F401
+            _install_pairwise(umap.umap_)
+            _UMAP = umap
+    return _UMAP
+
+
+def _install_pairwise(module: Any) -> None:
+    global _SKLEARN_PAIRWISE
+    current = getattr(module, "pairwise_distances", None)
+    if current is pairwise_distances:
+        return
+    _SKLEARN_PAIRWISE = current
+    module.pairwise_distances = pairwise_distances
+
+
+def _cosine_matrix_fn() -> Any:
+    """The compiled loop (built on first use, cached on disk like the rest)."""
+    global _COSINE_MATRIX
+    if _COSINE_MATRIX is None:
+        import numba
+        from umap.distances import cosine
+
+        def _matrix(x: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+            n = x.shape[0]
+            out = np.zeros((n, n), dtype=np.float32)
+            for i in range(n):
+                for j in range(i + 1, n):
+                    # sklearn: out[i, j] = metric(x_i, x_j) (float64 -> float32), then out + out.T
+                    v = np.float32(cosine(x[i], x[j]))
+                    out[i, j] = v + np.float32(0.0)
+                    out[j, i] = np.float32(0.0) + v
+                out[i, i] = np.float32(cosine(x[i], x[i]))
+            return out
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _COSINE_MATRIX = numba.njit(cache=True)(_matrix)
+    return _COSINE_MATRIX
+
+
+def cosine_matrix(x: np.ndarray) -> np.ndarray:
+    """``sklearn.metrics.pairwise_distances(x, metric=umap.distances.cosine)``, bit for bit, compiled.
+
+    ``x``: a dense 2-D float32 array. float32 ``(n, n)``; the diagonal is each row's own distance."""
+    import_umap()
+    return _cosine_matrix_fn()(np.ascontiguousarray(x, dtype=np.float32))  # type: ignore[no-any-return]
+
+
+def pairwise_distances(X: Any, Y: Any = None, metric: Any = "euclidean", **kwds: Any) -> Any:
+    """What UMAP calls for exact distances: :func:`cosine_matrix` for its own cosine on one dense
+    float32 matrix with no extra options, sklearn's ``pairwise_distances`` for everything else."""
+    from umap.distances import cosine
+
+    if (metric is cosine and Y is None and not kwds and isinstance(X, np.ndarray) and X.ndim == 2
+            and X.dtype == np.float32 and len(X) > 1):
+        return cosine_matrix(X)
+    assert _SKLEARN_PAIRWISE is not None
+    return _SKLEARN_PAIRWISE(X, Y, metric=metric, **kwds)

@@ -1,0 +1,112 @@
+"""UMAP as arborag runs it (tasks/umap_runtime.py): the same numbers, compiled once per machine."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+from arborag.env import numba_cache_dir
+from arborag.tasks import umap_runtime
+from arborag.tasks.umap_runtime import cosine_matrix, import_umap
+
+
+def _sklearn(x: np.ndarray) -> np.ndarray:
+    from sklearn.metrics import pairwise_distances
+    from umap.distances import cosine
+
+    return pairwise_distances(x, metric=cosine)
+
+
+def test_cosine_matrix_is_bit_identical_to_umaps_own_distances():
+    import_umap()
+    rng = np.random.default_rng(3)
+    for n, d in ((2, 3), (40, 384), (257, 10)):
+        x = rng.standard_normal((n, d)).astype(np.float32)
+        x[0] = 0.0  # a zero row (distance 1 to others, 0 to itself)
+        x[-1] = x[1]  # a duplicate
+        got, want = cosine_matrix(x), _sklearn(x)
+        assert got.dtype == want.dtype == np.float32
+        assert np.array_equal(got, want)
+        assert np.array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_umap_embedding_unchanged_by_the_compiled_distances():
+    """A fit through UMAP's own sklearn path and through the compiled matrix: identical coordinates."""
+    umap = import_umap()
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((90, 32)).astype(np.float32)
+
+    def fit() -> np.ndarray:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return umap.UMAP(n_neighbors=9, n_components=4, metric="cosine", random_state=224, n_jobs=1, n_epochs=50).fit_transform(x)
+
+    fast = fit()
+    umap.umap_.pairwise_distances = umap_runtime._SKLEARN_PAIRWISE
+    try:
+        slow = fit()
+    finally:
+        umap.umap_.pairwise_distances = umap_runtime.pairwise_distances
+    assert np.array_equal(fast, slow)
+
+
+def test_other_metrics_go_to_sklearn_unchanged():
+    import_umap()
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((12, 5)).astype(np.float32)
+    from sklearn.metrics import pairwise_distances
+
+    assert np.array_equal(umap_runtime.pairwise_distances(x, metric="euclidean"), pairwise_distances(x, metric="euclidean"))
+    y = x.astype(np.float64)  # not float32: UMAP's cosine, but through sklearn
+    from umap.distances import cosine
+
+    assert np.array_equal(umap_runtime.pairwise_distances(y, metric=cosine), pairwise_distances(y, metric=cosine))
+
+
+def test_functions_defined_while_importing_are_cached_on_disk():
+    """Inside the import block numba.njit/vectorize cache by default; outside, numba is untouched."""
+    import numba
+
+    with umap_runtime._numba_cache_on():
+        inside = numba.njit(lambda a: a + 1)
+        explicit = numba.njit(cache=False)(lambda a: a + 2)
+    outside = numba.njit(lambda a: a + 3)
+    assert inside._cache.__class__.__name__ == "FunctionCache"
+    assert explicit._cache.__class__.__name__ == "NullCache"
+    assert outside._cache.__class__.__name__ == "NullCache"
+
+
+def test_a_fresh_process_caches_umaps_layout_code():
+    """umap's SGD epoch is not ``cache=True`` in umap itself; imported by us it is (a fresh process)."""
+    import subprocess
+    import sys
+
+    code = ("from arborag.tasks.umap_runtime import import_umap; u = import_umap(); "
+            "print(type(u.layouts._nb_optimize_layout_euclidean_single_epoch._cache).__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "FunctionCache"
+
+
+def test_numba_cache_dir_user_level_and_switchable(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("ARBORAG_NUMBA_CACHE", raising=False)
+    folder = numba_cache_dir()
+    assert folder == tmp_path / "arborag" / "numba" and folder.is_dir()
+    monkeypatch.setenv("ARBORAG_NUMBA_CACHE", "0")
+    assert numba_cache_dir() is None
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
+def test_numba_cache_dir_unwritable_is_none(tmp_path, monkeypatch):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(ro))
+    monkeypatch.delenv("ARBORAG_NUMBA_CACHE", raising=False)
+    try:
+        assert numba_cache_dir() is None
+    finally:
+        ro.chmod(0o700)
