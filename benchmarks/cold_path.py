@@ -1,0 +1,367 @@
+"""The cold path (issue 26): a CLI build and CLI updates in fresh processes, against the embedding floor.
+
+Side by side in one run, on corpora made from the shared HotpotQA paragraphs, every step a
+fresh ``arborag`` process as a user's shell (or a cron job) starts it:
+
+- **cold build**: ``arborag build SRC --corpus C`` into an empty corpus folder (no embedding
+  cache, no staged results), default settings;
+- **embedding floor**: a fresh process that embeds exactly the texts that build embedded — every
+  leaf's ``header + text`` (long texts by the same window policy) and every summary — with the
+  same model and settings (:class:`arborag.embedder.Embedder` of the same config). Reported as
+  *encode* seconds (model loaded and warmed: the cost nobody can avoid) and as the whole
+  process (imports + model load + encode). Build / floor is computed against the encode
+  seconds of the same run;
+- **updates** (each a fresh ``arborag update SRC --corpus C``): no-op (nothing changed), +1%
+  documents added, −1% deleted, ~1% changed (a sentence appended) — one after the other, each
+  against the cold build of the same run.
+
+Corpora: ``1x`` = the 2,318 two-sentence pieces of the 994 HotpotQA paragraphs (as
+``benchmarks/update.py`` cuts them; 99% form the base, the rest is what +1% adds); ``4x`` = four
+cuts of the same paragraphs — cut r >= 1 rotates each paragraph's sentences by r before cutting
+and marks its title line "recut r" — 9,272 documents, so every leaf text is distinct (content
+addressing would otherwise collapse repeats) while the topics stay real.
+
+Every child's wall seconds, CPU seconds (user + sys, ``wait4``), peak RSS and the cores other
+processes kept busy meanwhile (``/proc/stat``) are recorded; a step run while others used more
+than half a core is marked *busy*. The per-stage and per-phase seconds of the cold build and
+the +1% update come from the runs table (``runs.counts``: stage seconds and start-up phases);
+an import-time table comes from a separate fresh process.
+
+Run::
+
+    python benchmarks/cold_path.py                       # 1x and 4x, one round each
+    python benchmarks/cold_path.py --sizes 1 --rounds 2  # 1x only, twice
+    python benchmarks/cold_path.py --quick               # 300 documents: a smoke run
+
+Writes ``benchmarks/results/cold_path.md`` (and ``cold_path.json``); ``--quick`` writes
+``cold_path-smoke.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (  # noqa: E402
+    RESULTS,
+    _proc_busy_seconds,
+    busy_processes,
+    fmt_ratio,
+    fmt_s,
+    git_commit,
+    hotpot_paragraphs,
+    machine_line,
+    md_table,
+    setup_env,
+    wait_for_quiet,
+)
+
+SEED = 26
+BUILD_FLOOR_TARGET = {1: 1.5, 4: 1.25}
+UPDATE_TARGET = 0.10  # +1% update / cold build
+NOOP_TARGET_S = 1.5
+BUSY_CORES = 0.5  # other processes' average cores during a step above which it is marked busy
+
+ARBORAG = [str(Path(sys.executable).parent / "arborag")]  # the console script, as a shell starts it
+
+# The embedding floor: exactly the texts the build embedded, same model and settings, fresh process.
+FLOOR = r'''
+import json, sys, time
+t0 = time.perf_counter()
+from arborag.env import offline_env
+offline_env()
+from arborag.config import load_config
+from arborag.embedder import Embedder
+from arborag.storage.corpus import Corpus
+from arborag.tasks.leaf_vectors import header_chars
+from arborag.tasks.leaves import leaves_for
+from arborag.tasks.tree import leaf_embed_texts
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+cfg = load_config(None)
+corpus = Corpus(sys.argv[1])
+leaves = leaves_for(corpus.read("chunks"), cfg.segment.strategy)
+nodes = pq.read_table(corpus.published_dir() / "nodes.parquet", columns=["level", "text"])
+summaries = nodes.filter(pc.greater(nodes.column("level"), 0)).column("text").to_pylist()
+texts, prefix = leaf_embed_texts(leaves), header_chars(leaves)
+t_read = time.perf_counter()
+emb = Embedder(cfg.embed)
+import torch, sentence_transformers  # noqa: F401  (what loading the model imports)
+t_import = time.perf_counter()
+emb.embed(texts[:64])  # model load + first batches (kernels warmed)
+t_load = time.perf_counter()
+emb.embed(texts, prefix_chars=prefix)
+t_leaves = time.perf_counter()
+emb.embed(summaries)
+t_end = time.perf_counter()
+print(json.dumps({"leaves": len(texts), "summaries": len(summaries), "read_s": t_read - t0, "import_s": t_import - t_read,
+                  "load_s": t_load - t_import, "leaves_s": t_leaves - t_load, "summaries_s": t_end - t_leaves,
+                  "encode_s": t_end - t_load, "threads": torch.get_num_threads()}))
+'''
+
+# What a cold process imports, group by group (each group's own seconds: earlier groups are loaded).
+IMPORTS = r'''
+import json, time
+out = []
+def imp(label, stmt):
+    t = time.perf_counter()
+    exec(stmt, {})
+    out.append([label, time.perf_counter() - t])
+imp("python + arborag.cli.app (typer, rich, config)", "import arborag.cli.app")
+imp("pyarrow + polars", "import pyarrow.parquet, polars")
+imp("prefect (+ flows' module imports)", "from arborag.env import offline_env; offline_env(); import prefect")
+imp("arborag.flows.build (tasks, storage)", "import arborag.flows.build")
+imp("torch", "import torch")
+imp("sentence_transformers (transformers, sklearn)", "import sentence_transformers")
+imp("umap (numba, pynndescent, scipy)", "import umap")
+imp("lancedb", "import lancedb")
+imp("tantivy", "import tantivy")
+print(json.dumps(out))
+'''
+
+
+# -- corpora -------------------------------------------------------------------------------------
+def pieces(replicas: int) -> list[tuple[str, str]]:
+    """(file name, text): 2-sentence pieces of every HotpotQA paragraph, cut ``replicas`` ways, shuffled."""
+    paras = hotpot_paragraphs()
+    out: list[tuple[str, str]] = []
+    for r in range(replicas):
+        for p, (title, sents) in enumerate(paras):
+            rot = sents[r % len(sents):] + sents[: r % len(sents)] if r else sents
+            for k in range(0, len(rot), 2):
+                body = " ".join(rot[k : k + 2])
+                head = f"{title} (part {k // 2 + 1})" if r == 0 else f"{title} (part {k // 2 + 1}, recut {r})"
+                out.append((f"r{r}-p{p:04d}-{k // 2}.txt", f"{head}\n\n{body}\n"))
+    random.Random(SEED).shuffle(out)
+    return out
+
+
+# -- children ------------------------------------------------------------------------------------
+def run_child(argv: list[str], label: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """One fresh process: wall, CPU (user+sys), peak RSS, other processes' cores meanwhile."""
+    load1 = os.getloadavg()[0]
+    busy0 = _proc_busy_seconds()
+    with tempfile.TemporaryFile("w+") as fout, tempfile.TemporaryFile("w+") as ferr:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=fout, stderr=ferr, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        fout.seek(0)
+        ferr.seek(0)
+        out, err = fout.read(), ferr.read()
+    busy1 = _proc_busy_seconds()
+    cpu = usage.ru_utime + usage.ru_stime
+    other = max(0.0, (busy1 - busy0 - cpu) / wall) if busy0 is not None and busy1 is not None and wall > 0 else None
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise SystemExit(f"{label} failed (exit {code}): {' '.join(argv)}\n{out[-3000:]}\n{err[-3000:]}")
+    row = {"step": label, "wall": wall, "cpu": cpu, "rss_mb": usage.ru_maxrss / 1024, "other_cores": other, "load1": load1,
+           "busy": bool(other is not None and other > BUSY_CORES), "stdout": out}
+    print(f"  {label}: {wall:.2f} s wall, {cpu:.2f} s cpu, {row['rss_mb']:.0f} MB, others {other if other is None else round(other, 2)} cores"
+          f"{' (busy)' if row['busy'] else ''}", flush=True)
+    return row
+
+
+def last_run(corpus: Path) -> dict[str, Any]:
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(corpus / "tables" / "runs.parquet").to_pylist()
+    row = rows[-1]
+    return {"flow": row["flow"], "status": row["status"], "counts": json.loads(row["counts"] or "{}"),
+            "seconds": (row["finished_at"] - row["started_at"]).total_seconds()}
+
+
+def node_ids(corpus: Path) -> list[str]:
+    import pyarrow.parquet as pq
+
+    man = json.loads((corpus / "manifest.json").read_text())
+    return sorted(pq.read_table(corpus / "snapshots" / man["snapshot"] / "nodes.parquet", columns=["node_id"]).column("node_id").to_pylist())
+
+
+def one_size(mult: int, work: Path, n_docs: int | None, env: dict[str, str], extra: list[str]) -> dict[str, Any]:
+    all_pieces = pieces(mult)
+    if n_docs:
+        all_pieces = all_pieces[:n_docs]
+    n = len(all_pieces)
+    one = max(1, round(n * 0.01))
+    base, pool = all_pieces[: n - one], all_pieces[n - one :]
+    src, corpus = work / f"src-{mult}x", work / f"corpus-{mult}x"
+    for d in (src, corpus):
+        shutil.rmtree(d, ignore_errors=True)
+    src.mkdir(parents=True)
+    for name, text in base:
+        (src / name).write_text(text, encoding="utf-8")
+    print(f"{mult}x: {len(base)} documents in {src} (+{len(pool)} to add)", flush=True)
+    rows: dict[str, dict[str, Any]] = {}
+    runs: dict[str, dict[str, Any]] = {}
+
+    rows["build"] = run_child(ARBORAG + ["build", str(src), "--corpus", str(corpus), *extra], "cold build", env)
+    runs["build"] = last_run(corpus)
+    ids_build = node_ids(corpus)
+    floor = run_child([sys.executable, "-c", FLOOR, str(corpus)], "embedding floor", env)
+    rows["floor"] = {**floor, **json.loads(floor["stdout"].strip().splitlines()[-1])}
+
+    upd = ARBORAG + ["update", str(src), "--corpus", str(corpus), *extra]
+    rows["noop"] = run_child(upd, "no-op update", env)
+    for name, text in pool:
+        (src / name).write_text(text, encoding="utf-8")
+    rows["add"] = run_child(upd, "update +1% added", env)
+    runs["add"] = last_run(corpus)
+    rng = random.Random(SEED + 1)
+    present = sorted(p.name for p in src.iterdir())
+    for name in rng.sample(present, one):
+        (src / name).unlink()
+    rows["delete"] = run_child(upd, "update -1% deleted", env)
+    runs["delete"] = last_run(corpus)
+    present = sorted(p.name for p in src.iterdir())
+    for i, name in enumerate(rng.sample(present, one)):
+        path = src / name
+        path.write_text(path.read_text(encoding="utf-8") + f"Revised in edition {i + 2}.\n", encoding="utf-8")
+    rows["change"] = run_child(upd, "update ~1% changed", env)
+    runs["change"] = last_run(corpus)
+    floor2 = run_child([sys.executable, "-c", FLOOR, str(corpus)], "embedding floor (after updates)", env)
+    rows["floor2"] = {**floor2, **json.loads(floor2["stdout"].strip().splitlines()[-1])}
+    for r in rows.values():
+        r.pop("stdout", None)
+    return {"mult": mult, "documents": len(base), "added": len(pool), "one_percent": one, "rows": rows, "runs": runs,
+            "nodes": len(ids_build), "node_ids_hash": __import__("hashlib").sha256("\n".join(ids_build).encode()).hexdigest()[:16]}
+
+
+def import_table(env: dict[str, str]) -> list[list[Any]]:
+    row = run_child([sys.executable, "-c", IMPORTS], "import times", env)
+    return json.loads(row["stdout"].strip().splitlines()[-1])
+
+
+# -- report --------------------------------------------------------------------------------------
+def stage_table(run: dict[str, Any], wall: float) -> list[list[str]]:
+    counts = run["counts"]
+    secs = counts.get("seconds") or {}
+    phases = counts.get("phases") or {}
+    rows = [[f"stage {k}", fmt_s(v)] for k, v in secs.items()]
+    tree = counts.get("tree") or {}
+    for st in tree.get("stats") or []:
+        if st.get("level", 0) >= 1:
+            rows.append([f"  tree level {st['level']}: cluster (UMAP {fmt_s(st.get('umap_s'))} over {st.get('umap_fits')} fits, "
+                         f"GMM {fmt_s(st.get('gmm_s'))}) / summarize / embed summaries",
+                         f"{fmt_s(st.get('cluster_s'))} / {fmt_s(st.get('summarize_s'))} / {fmt_s(st.get('embed_s'))}"])
+    rows += [[f"phase {k}", fmt_s(v)] for k, v in phases.items()]
+    flow = run["seconds"]
+    rows.append(["the run (started → finished, as recorded)", fmt_s(flow)])
+    rows.append(["process wall outside the run (interpreter, imports before the run, Prefect, exit)", fmt_s(max(0.0, wall - flow))])
+    rows.append(["process wall", fmt_s(wall)])
+    return rows
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [
+        "# The cold path: CLI build and updates against the embedding floor (issue 26)",
+        "",
+        f"Generated by `{result['command']}` on {result['date']}, commit {result['commit']}.  ",
+        f"Machine at start: {result['machine_start']}  ",
+        f"Machine at end: {result['machine_end']}  ",
+        f"Other busy processes at end: {result['busy_end'] or 'none above 20% CPU'}",
+        "",
+        "Every step is a fresh process (`arborag build|update ...`, default settings). \"others\" = average cores",
+        "other processes kept busy during the step (/proc/stat); *busy* marks a step where that exceeded "
+        f"{BUSY_CORES} of the 2 cores. Ratios are within one size of one round.",
+        "",
+    ]
+    for size in result["sizes"]:
+        r = size["rows"]
+        floor_enc = min(r["floor"]["encode_s"], r["floor2"]["encode_s"])
+        floor_proc = min(r["floor"]["wall"], r["floor2"]["wall"])
+        build = r["build"]["wall"]
+        mult = size["mult"]
+        lines += [f"## {mult}x: {size['documents']:,} documents (round {size.get('round', 1)})", "",
+                  f"Leaves {r['floor']['leaves']:,}, summaries {r['floor']['summaries']:,} (texts embedded by the build: "
+                  f"{r['floor']['leaves'] + r['floor']['summaries']:,}); nodes {size['nodes']:,}; node ids hash {size['node_ids_hash']}.",
+                  ""]
+        table = []
+
+        def add(label: str, row: dict[str, Any], ratio: float | None, target: str) -> None:
+            table.append([label, fmt_s(row["wall"]), fmt_s(row["cpu"]), f"{row['rss_mb']:.0f}",
+                          "—" if row.get("other_cores") is None else f"{row['other_cores']:.2f}" + (" busy" if row.get("busy") else ""),
+                          ratio if isinstance(ratio, str) else fmt_ratio(ratio), target])
+
+        enc_line = (f"encode {fmt_s(r['floor']['encode_s'])} / {fmt_s(r['floor2']['encode_s'])} s "
+                    f"(leaves {fmt_s(r['floor']['leaves_s'])}, summaries {fmt_s(r['floor']['summaries_s'])}; "
+                    f"import {fmt_s(r['floor']['import_s'])}, load {fmt_s(r['floor']['load_s'])}; {r['floor']['threads']} threads)")
+        add("embedding floor, whole process (before / after the updates: min)", {**r["floor"], "wall": floor_proc}, "1.00×", enc_line)
+        tgt = BUILD_FLOOR_TARGET.get(mult)
+        ratio = build / floor_enc
+        add("cold CLI build", r["build"], f"{ratio:.2f}× encode floor, {build / floor_proc:.2f}× floor process",
+            f"≤ {tgt}× encode floor: {'MET' if ratio <= tgt else 'MISSED'}" if tgt else "")
+        for key, label in (("noop", "no-op update"), ("add", "update +1% added"), ("delete", "update −1% deleted"), ("change", "update ~1% changed")):
+            row = r[key]
+            share = row["wall"] / build
+            target = ""
+            if key == "noop":
+                target = f"≤ {NOOP_TARGET_S} s: {'MET' if row['wall'] <= NOOP_TARGET_S else 'MISSED'}"
+            elif key == "add":
+                target = f"≤ {UPDATE_TARGET:.0%} of build: {'MET' if share <= UPDATE_TARGET else 'MISSED'}"
+            add(label, row, f"{share:.1%} of build", target)
+        lines += [md_table(["step", "wall s", "cpu s", "peak MB", "others (cores)", "ratio", "target / detail"], table), ""]
+        for key, label in (("build", "cold build"), ("add", "update +1% added")):
+            if key in size["runs"]:
+                lines += [f"Where the {label} spends its {fmt_s(r[key]['wall'])} s (runs table of that run):", "",
+                          md_table(["part", "seconds"], stage_table(size["runs"][key], r[key]["wall"])), ""]
+    if result.get("imports"):
+        lines += ["Import seconds of a fresh process, group by group (each group on top of the ones above):", "",
+                  md_table(["imports", "seconds"], [[a, fmt_s(b)] for a, b in result["imports"]]), ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="1,4", help="corpus multiples to run (1 = ~2,300 documents, 4 = ~9,300)")
+    ap.add_argument("--rounds", type=int, default=1, help="repeat every size this many times (fresh corpora each round)")
+    ap.add_argument("--quick", action="store_true", help="300 documents, one size: a smoke run")
+    ap.add_argument("--work", type=Path, default=Path("/tmp/arborag-bench-cold"))
+    ap.add_argument("--max-load", type=float, default=1.0, help="wait (up to --max-wait s) for the 1-min load to fall under this first")
+    ap.add_argument("--max-wait", type=float, default=300.0)
+    ap.add_argument("--extra", default="", help="extra CLI options for build and update (e.g. --no-prefect)")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    setup_env()
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 2))
+    args.work.mkdir(parents=True, exist_ok=True)
+    sizes = [1] if args.quick else [int(x) for x in args.sizes.split(",") if x.strip()]
+    result: dict[str, Any] = {
+        "command": "python benchmarks/cold_path.py " + " ".join(sys.argv[1:]),
+        "date": f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC", "commit": git_commit(),
+        "machine_start": machine_line(), "sizes": [],
+    }
+    load = wait_for_quiet(args.max_load, args.max_wait)
+    result["load_at_start"] = load
+    print(f"load at start {load:.2f}", flush=True)
+    result["imports"] = import_table(env)
+    for rnd in range(1, args.rounds + 1):
+        for mult in sizes:
+            wait_for_quiet(args.max_load, args.max_wait)
+            size = one_size(mult, args.work, 300 if args.quick else None, env, args.extra.split())
+            size["round"] = rnd
+            result["sizes"].append(size)
+    result["machine_end"] = machine_line()
+    result["busy_end"] = ", ".join(busy_processes())
+    out = args.out or (RESULTS / ("cold_path-smoke.md" if args.quick else "cold_path.md"))
+    report = markdown(result)
+    out.write_text(report, encoding="utf-8")
+    out.with_suffix(".json").write_text(json.dumps(result, indent=1, default=str), encoding="utf-8")
+    print(report)
+
+
+if __name__ == "__main__":
+    main()
