@@ -207,8 +207,11 @@ class Embedder:
                 self._model = _WORKER_MODELS[key]
                 return self._model
             offline_env()
-            import torch
-            from sentence_transformers import SentenceTransformer
+            from arborag import phases
+
+            with phases.phase("import torch + sentence-transformers"):
+                import torch
+                from sentence_transformers import SentenceTransformer
 
             if isinstance(self._threads, int):
                 torch.set_num_threads(max(1, int(self._threads)))
@@ -219,10 +222,11 @@ class Embedder:
             except Exception:  # pragma: no cover - optional nicety
                 pass
             dtype = torch.bfloat16 if self.cfg.dtype == "bfloat16" else torch.float32
-            model = SentenceTransformer(
-                str(self.path), device=self.cfg.device, model_kwargs={"dtype": dtype}
-            )
-            model.eval()
+            with phases.phase("embedding model load"):
+                model = SentenceTransformer(
+                    str(self.path), device=self.cfg.device, model_kwargs={"dtype": dtype}
+                )
+                model.eval()
             self.max_len = int(getattr(model, "max_seq_length", None) or self.max_len)
             get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
             dim = get_dim()
@@ -243,6 +247,10 @@ class Embedder:
     @property
     def loaded(self) -> bool:
         return self._model is not None
+
+    def load(self) -> None:
+        """Load the model now (otherwise the first :meth:`embed` does); thread-safe, once."""
+        self._load()
 
     # -- embedding --------------------------------------------------------------------------
     def embed(self, texts: Sequence[str], *, progress: Progress = None, prefix_chars: Sequence[int] | None = None) -> np.ndarray:

@@ -19,7 +19,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["OFFLINE_ENV", "numba_cache_dir", "offline_env"]
+__all__ = ["OFFLINE_ENV", "numba_cache_dir", "offline_env", "prefect_api_url"]
 
 #: The defaults, by variable name.
 OFFLINE_ENV: Mapping[str, str] = {
@@ -54,3 +54,41 @@ def numba_cache_dir() -> Path | None:
     except OSError:
         return None
     return folder if os.access(folder, os.W_OK) else None
+
+
+def prefect_api_url() -> str | None:
+    """The Prefect server this process is configured to report to, read without importing Prefect
+    (importing it costs ~1 s): ``PREFECT_API_URL`` from the environment, else ``[api] url`` of a
+    ``prefect.toml`` in the working folder, else ``PREFECT_API_URL`` of the active profile in
+    Prefect's ``profiles.toml`` (``PREFECT_PROFILES_PATH``, ``$PREFECT_HOME/profiles.toml`` or
+    ``~/.prefect/profiles.toml``; the profile named by ``PREFECT_PROFILE`` or the file's ``active``).
+    None when none of these names a server (then a Prefect run would start a temporary local API)."""
+    url = os.environ.get("PREFECT_API_URL", "").strip()
+    if url:
+        return url
+    toml = _read_toml(Path("prefect.toml"))
+    api = toml.get("api") if isinstance(toml, dict) else None
+    if isinstance(api, dict) and str(api.get("url") or "").strip():
+        return str(api["url"]).strip()
+    if os.environ.get("PREFECT_PROFILES_PATH"):
+        path = Path(os.environ["PREFECT_PROFILES_PATH"]).expanduser()
+    else:
+        home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
+        path = home / "profiles.toml"
+    profiles = _read_toml(path)
+    name = os.environ.get("PREFECT_PROFILE") or profiles.get("active")
+    table = (profiles.get("profiles") or {}).get(name) if isinstance(profiles.get("profiles"), dict) else None
+    if isinstance(table, dict) and str(table.get("PREFECT_API_URL") or "").strip():
+        return str(table["PREFECT_API_URL"]).strip()
+    return None
+
+
+def _read_toml(path: Path) -> dict[str, object]:
+    try:
+        import tomllib
+
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import math
+import os
 import threading
 import time
 import warnings
@@ -71,6 +72,7 @@ __all__ = [
     "select_k",
     "soft_membership",
     "cut_contiguous",
+    "local_threads",
     "split_cluster",
     "warm_up",
     "LOOSE_MIN_N",
@@ -284,7 +286,7 @@ def _raptor_pass(x: np.ndarray, cfg: ClusterConfig, stats: ClusterStats | None, 
     out: list[Cluster] = []
     members = [(np.array([r for r, _ in gc], dtype=np.int64), np.array([p for _, p in gc], dtype=np.float64)) for gc in global_clusters]
     if map is None:
-        fits = (_fit_local(xd[idx], cfg, stats) for idx, _ in members)
+        fits = _local_fits([xd[idx] for idx, _ in members], cfg, stats)
     else:  # per-cluster local clustering fanned out (each fit counts into its own stats, merged here)
         fits = _merged(map(_fit_local_remote, ((xd[idx], cfg) for idx, _ in members)), stats)
     for (idx, pg), local in zip(members, fits):
@@ -300,6 +302,56 @@ def _fit_local(x: np.ndarray, cfg: ClusterConfig, stats: ClusterStats | None) ->
     if len(x) <= cfg.dims + 1:
         return [[(j, 1.0) for j in range(len(x))]]
     return _fit_level(x, cfg.local_neighbors, cfg, stats)
+
+
+def local_threads() -> int:
+    """Threads for the local clusterings of one level: ``ARBORAG_CLUSTER_THREADS``, else the cores
+    this process may use (at most 8). The result does not depend on it (module docs)."""
+    raw = os.environ.get("ARBORAG_CLUSTER_THREADS", "").strip()
+    if raw:
+        try:
+            return max(1, int(raw))
+        except ValueError:
+            pass
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(8, cores))
+
+
+def _local_fits(jobs: list[np.ndarray], cfg: ClusterConfig, stats: ClusterStats | None) -> Iterator[list[Cluster]]:
+    """The local clusterings of ``jobs`` (one per global cluster), in order, on up to
+    :func:`local_threads` threads: UMAP's compiled code runs without the GIL
+    (:mod:`arborag.tasks.umap_runtime`), so two fits use two cores. Each fit is seeded and
+    independent of the others, so the clusters and the recorded fits are those of one fit after
+    another (``tests/tasks/test_clustering.py`` compares)."""
+    threads = min(local_threads(), sum(1 for x in jobs if len(x) > cfg.dims + 1))
+    if threads <= 1:
+        for x in jobs:
+            yield _fit_local(x, cfg, stats)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    recording = _RECORDING.get()
+
+    def one(x: np.ndarray) -> tuple[list[Cluster], ClusterStats, list[Any] | None]:
+        st = ClusterStats()
+        token = _RECORDING.set([] if recording is not None else None)  # this worker thread's own context
+        try:
+            local = _fit_local(x, cfg, st)
+            return local, st, _RECORDING.get()
+        finally:
+            _RECORDING.reset(token)
+
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="arborag-cluster") as pool:
+        for local, st, records in pool.map(one, jobs):
+            if stats is not None:
+                for name in ("gmm_fits", "umap_fits", "umap_s", "gmm_s"):
+                    setattr(stats, name, getattr(stats, name) + getattr(st, name))
+            if recording is not None and records:
+                recording.extend(records)
+            yield local
 
 
 def _fit_local_remote(args: tuple[np.ndarray, ClusterConfig]) -> tuple[list[Cluster], ClusterStats]:
@@ -485,6 +537,8 @@ def warm_up(*, large: bool = False) -> float:
     worth it only when a level that large will be clustered. Idempotent (the small warm-up).
     """
     global _WARM
+    from arborag import phases
+
     t0 = time.perf_counter()
     from threadpoolctl import threadpool_limits
 
@@ -501,4 +555,6 @@ def warm_up(*, large: bool = False) -> float:
             x = rng.standard_normal((4200, 16)).astype(np.float32)
             x /= np.linalg.norm(x, axis=1, keepdims=True)
             _reduce(x, cfg.dims, 64, cfg.seed, None)
-    return time.perf_counter() - t0
+    seconds = time.perf_counter() - t0
+    phases.record("UMAP warm-up (JIT)", seconds)
+    return seconds

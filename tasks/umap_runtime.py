@@ -56,6 +56,7 @@ def _numba_cache_on() -> Iterator[None]:
 
     def cached_njit(*args: Any, **kw: Any) -> Any:
         kw.setdefault("cache", True)
+        kw.setdefault("nogil", True)
         return njit(*args, **kw)
 
     def cached_vectorize(*args: Any, **kw: Any) -> Any:
@@ -90,8 +91,10 @@ def import_umap() -> Any:
         if _UMAP is None:
             import sys
 
+            from arborag import phases
+
             fresh = "umap" not in sys.modules
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), phases.phase("import umap (numba's cached code)"):
                 warnings.simplefilter("ignore")  # numba: "cannot cache ..."; umap: tensorflow absent
                 if fresh:
                     _ensure_cache_dir()

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from arborag.cli.common import CONFIG_OPTION, EXIT_PARTIAL, config_from, console, fail, offline_env
+from arborag.cli.common import CONFIG_OPTION, EXIT_PARTIAL, PREFECT_OPTION, config_from, console, fail, offline_env, use_prefect
 from arborag.errors import ArboragError
 
 
@@ -18,7 +18,8 @@ def register(app: typer.Typer) -> None:
         help=(
             "Build (or update) the retrieval tree of a corpus and publish it atomically.\n\n"
             "Runs ingest → segment → embed → cluster/summarize per level → vectors → sparse index → "
-            "publish as a Prefect flow in-process (no server needed). A rebuild with unchanged "
+            "publish in this process — as a Prefect flow run when a Prefect server is configured "
+            "(PREFECT_API_URL; see --prefect). A rebuild with unchanged "
             "inputs and config is a no-op; caches make changed builds pay only for what changed.\n\n"
             "Example:\n\n"
             "  arborag build examples/corpus/ --corpus /tmp/demo\n\n"
@@ -37,7 +38,7 @@ def register(app: typer.Typer) -> None:
         per_document: bool = typer.Option(False, "--per-document", help="Build one tree per document instead of one over the corpus."),
         seed: Optional[int] = typer.Option(None, "--seed", help="Random seed of UMAP/GMM (same seed + input => same tree)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Ingest and segment, then print chunk counts and estimated summarizer tokens/cost per level; build nothing."),
-        no_prefect: bool = typer.Option(False, "--no-prefect", help="Run the stages without Prefect (no orchestration, no UI)."),
+        prefect: Optional[bool] = PREFECT_OPTION,
         follow_external_symlinks: bool = typer.Option(
             False, "--follow-external-symlinks", help="Follow symlinks that lead out of a source folder (skipped and reported by default)."
         ),
@@ -60,7 +61,7 @@ def register(app: typer.Typer) -> None:
         from arborag.flows.build import run_build
 
         try:
-            out = run_build([str(s) for s in (sources or [])], corpus, cfg, use_prefect=not no_prefect, dry_run=dry_run, lock_wait=not no_wait,
+            out = run_build([str(s) for s in (sources or [])], corpus, cfg, use_prefect=use_prefect(prefect) or runner == "dask", dry_run=dry_run, lock_wait=not no_wait,
                             runner=runner, workers=workers, address=address)
         except (ArboragError, OSError) as exc:  # OSError: disk full, read-only corpus
             fail(exc)

@@ -16,8 +16,8 @@ from arborag.config import ArboragConfig, load_config
 from arborag.env import offline_env
 from arborag.errors import ArboragError
 
-__all__ = ["console", "err_console", "EXIT_OK", "EXIT_PARTIAL", "EXIT_ERROR", "EXIT_USAGE", "QueryOptions", "config_from", "corpus_option",
-           "fail", "offline_env", "query_options"]
+__all__ = ["console", "err_console", "EXIT_OK", "EXIT_PARTIAL", "EXIT_ERROR", "EXIT_USAGE", "PREFECT_OPTION", "QueryOptions", "config_from",
+           "corpus_option", "fail", "offline_env", "query_options", "use_prefect"]
 
 console = Console()
 err_console = Console(stderr=True)
@@ -28,6 +28,27 @@ EXIT_USAGE = 2  # typer/click usage errors
 EXIT_PARTIAL = 3  # the job ran but some inputs failed (recorded with reasons)
 
 CONFIG_OPTION = typer.Option(None, "--config", help="Path to an arborag.yaml (default: ./arborag.yaml if present).")
+
+#: ``--prefect/--no-prefect`` of the commands that run a pipeline (build, update, ingest, segment, eval).
+PREFECT_OPTION = typer.Option(
+    None, "--prefect/--no-prefect",
+    help="Run as a Prefect flow (--prefect) or directly in this process (--no-prefect). Default: a Prefect flow run "
+         "when a Prefect server is configured (PREFECT_API_URL, or the active Prefect profile), else directly — "
+         "without a server Prefect would start a temporary local API in every run (~6 s).",
+)
+
+
+def use_prefect(flag: bool | None) -> bool:
+    """``--prefect/--no-prefect`` as given, else whether a Prefect server is configured
+    (:func:`arborag.env.prefect_api_url`; read without importing Prefect).
+
+    Measured (benchmarks/results/cold_path.md): Prefect's temporary local API costs every CLI run
+    ~6 s when no server is configured; with a server a run reports to it (its UI shows the runs)."""
+    if flag is not None:
+        return flag
+    from arborag.env import prefect_api_url
+
+    return prefect_api_url() is not None
 
 
 def corpus_option(help_text: str) -> Any:

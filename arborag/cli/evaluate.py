@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from arborag.cli.common import CONFIG_OPTION, EXIT_PARTIAL, config_from, console, fail, offline_env
+from arborag.cli.common import CONFIG_OPTION, EXIT_PARTIAL, PREFECT_OPTION, config_from, console, fail, offline_env, use_prefect
 from arborag.errors import ArboragError
 
 __all__ = ["register"]
@@ -58,7 +58,7 @@ def register(app: typer.Typer) -> None:
         full_corpus: bool = typer.Option(False, "--full-corpus", help="With --limit: keep the whole corpus instead of the questions' documents."),
         data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Folder holding hotpotqa/, narrativeqa/, financebench/ (default: ../shared/data)."),
         answer: bool = typer.Option(False, "--answer", help="Also generate answers with the configured LLM (summarize.base_url) and score F1/EM/ROUGE-L/BLEU."),
-        no_prefect: bool = typer.Option(False, "--no-prefect", help="Run the stages without Prefect (reruns still reuse builds and retrieval via their record files)."),
+        prefect: Optional[bool] = PREFECT_OPTION,
         no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
         config: Optional[Path] = CONFIG_OPTION,
     ) -> None:
@@ -88,7 +88,7 @@ def register(app: typer.Typer) -> None:
                 answer=answer,
                 progress=not no_progress,
             )
-            result = evaluate(opts, cfg, use_prefect=not no_prefect)
+            result = evaluate(opts, cfg, use_prefect=use_prefect(prefect))
         except ArboragError as exc:
             fail(exc)
             return

@@ -14,7 +14,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from arborag.cli.common import CONFIG_OPTION, EXIT_PARTIAL, config_from, console, corpus_option, fail, offline_env
+from arborag.cli.common import CONFIG_OPTION, EXIT_PARTIAL, PREFECT_OPTION, config_from, console, corpus_option, fail, offline_env, use_prefect
 from arborag.config import Strategy
 from arborag.errors import ArboragError
 
@@ -84,7 +84,7 @@ def _print_run(out: dict[str, Any], as_json: bool) -> None:
 
 def run_ingest_command(
     sources: list[str], corpus: Path, config: Optional[Path], overrides: dict[str, dict[str, Any]], *,
-    strategy: Optional[Strategy], segment: bool, no_prefect: bool, as_json: bool, no_wait: bool = False,
+    strategy: Optional[Strategy], segment: bool, prefect: Optional[bool], as_json: bool, no_wait: bool = False,
 ) -> None:
     """Run ingest (and/or segment) as the CLI does: config, the flow, the summary, the exit code."""
     offline_env()
@@ -94,7 +94,7 @@ def run_ingest_command(
 
     try:
         out = run_ingest_and_segment(
-            sources, corpus, cfg, strategy=strategy, segment=segment, use_prefect=not no_prefect,
+            sources, corpus, cfg, strategy=strategy, segment=segment, use_prefect=use_prefect(prefect),
             progress=not as_json, lock_wait=not no_wait,
         )
     except (ArboragError, OSError) as exc:  # OSError: disk full, read-only corpus
@@ -118,8 +118,8 @@ def register(app: typer.Typer) -> None:
             "read (empty, binary, corrupt or encrypted PDF, symlink loop, unreadable, too large) is "
             "recorded with status=error and a reason, and the run goes on: the exit code is then 3. "
             "Re-running over unchanged files changes nothing.\n\n"
-            "Runs as a Prefect flow in-process (a temporary API starts; set PREFECT_API_URL to "
-            "see runs in your server's UI); --no-prefect skips the orchestrator.\n\n"
+            "Runs in this process; as a Prefect flow run when a Prefect server is configured "
+            "(PREFECT_API_URL: the runs show in its UI) or with --prefect.\n\n"
             "Examples:\n\n"
             "  arborag ingest examples/corpus/ --corpus .arborag-demo\n\n"
             "  arborag ingest docs/ 'reports/**/*.pdf' --corpus /tmp/c --exclude 'draft*' --segment"
@@ -135,7 +135,7 @@ def register(app: typer.Typer) -> None:
         max_file_mb: Optional[float] = typer.Option(None, "--max-file-mb", help="Record larger files as errors instead of reading them (default 200)."),
         segment: bool = typer.Option(False, "--segment", help="Also segment the documents (same as running `arborag segment` after)."),
         strategy: Optional[Strategy] = typer.Option(None, "--strategy", "-s", help="Segmenter for --segment (default: config, sentence)."),
-        no_prefect: bool = typer.Option(False, "--no-prefect", help="Run without Prefect (no orchestration, no cache, no UI; starts faster)."),
+        prefect: Optional[bool] = PREFECT_OPTION,
         follow_external_symlinks: bool = typer.Option(
             False, "--follow-external-symlinks", help="Follow symlinks that lead out of a source folder (skipped and reported by default)."
         ),
@@ -145,4 +145,4 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         overrides = {"ingest": {"include": include or None, "exclude": exclude or None, "max_file_mb": max_file_mb,
                                 "follow_external_symlinks": follow_external_symlinks or None}}
-        run_ingest_command(list(sources), corpus, config, overrides, strategy=strategy, segment=segment, no_prefect=no_prefect, as_json=as_json, no_wait=no_wait)
+        run_ingest_command(list(sources), corpus, config, overrides, strategy=strategy, segment=segment, prefect=prefect, as_json=as_json, no_wait=no_wait)

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from arborag.cli.common import CONFIG_OPTION, corpus_option
+from arborag.cli.common import CONFIG_OPTION, PREFECT_OPTION, corpus_option
 from arborag.cli.ingest import run_ingest_command
 from arborag.config import Strategy
 
@@ -35,8 +35,8 @@ def register(app: typer.Typer) -> None:
     def segment(
         corpus: Path = corpus_option("Corpus directory with ingested documents. Env: ARBORAG_CORPUS."),
         strategy: Optional[Strategy] = typer.Option(None, "--strategy", "-s", help="sentence|ffs|dfs|dds|rcs (default: config, sentence)."),
-        no_prefect: bool = typer.Option(False, "--no-prefect", help="Run without Prefect (no orchestration, no cache, no UI; starts faster)."),
+        prefect: Optional[bool] = PREFECT_OPTION,
         as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON (no progress bar)."),
         config: Optional[Path] = CONFIG_OPTION,
     ) -> None:
-        run_ingest_command([], corpus, config, {}, strategy=strategy, segment=True, no_prefect=no_prefect, as_json=as_json)
+        run_ingest_command([], corpus, config, {}, strategy=strategy, segment=True, prefect=prefect, as_json=as_json)

@@ -8,7 +8,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from arborag.cli.common import CONFIG_OPTION, EXIT_PARTIAL, config_from, console, fail, offline_env
+from arborag.cli.common import CONFIG_OPTION, EXIT_PARTIAL, PREFECT_OPTION, config_from, console, fail, offline_env, use_prefect
 from arborag.errors import ArboragError
 
 
@@ -34,7 +34,7 @@ def register(app: typer.Typer) -> None:
         corpus: Path = typer.Option(..., "--corpus", "-c", help="Corpus directory (built before; a new one is built in full)."),
         prune: Optional[bool] = typer.Option(None, "--prune/--no-prune", help="Delete documents whose uri is gone from the sources (default: update.prune, on)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and the estimated embedding and summary work; change nothing."),
-        no_prefect: bool = typer.Option(False, "--no-prefect", help="Run the stages without Prefect (no orchestration, no UI)."),
+        prefect: Optional[bool] = PREFECT_OPTION,
         no_wait: bool = typer.Option(False, "--no-wait", help="Fail at once if another writer (build, update, ingest) holds the corpus lock, instead of waiting for it."),
         config: Optional[Path] = CONFIG_OPTION,
     ) -> None:
@@ -44,19 +44,21 @@ def register(app: typer.Typer) -> None:
 
         srcs = [str(s) for s in sources]
         try:
-            plan = run_update(srcs, corpus, cfg, prune=prune, dry_run=True, use_prefect=False)
-            _print_plan(plan.get("plan") or {})
             if dry_run:
+                plan = run_update(srcs, corpus, cfg, prune=prune, dry_run=True, use_prefect=False)
+                _print_plan(plan.get("plan") or {})
                 return
-            out = run_update(srcs, corpus, cfg, prune=prune, use_prefect=not no_prefect, progress=True, lock_wait=not no_wait)
+            # one pass: the plan is made (and printed) by the run itself, not by a dry run first
+            out = run_update(srcs, corpus, cfg, prune=prune, use_prefect=use_prefect(prefect), progress=True, lock_wait=not no_wait)
         except (ArboragError, OSError) as exc:
             fail(exc)
+        _print_plan(out.get("plan") or {}, estimate=False)
         _print_result(out)
         if out.get("status") == "partial":
             raise typer.Exit(EXIT_PARTIAL)
 
 
-def _print_plan(plan: dict[str, Any]) -> None:
+def _print_plan(plan: dict[str, Any], *, estimate: bool = True) -> None:
     t = Table(title="Update plan (by uri)")
     for col in ("added", "changed", "deleted", "unchanged", "failed"):
         t.add_column(col, justify="right")
@@ -70,7 +72,7 @@ def _print_plan(plan: dict[str, Any]) -> None:
     if plan.get("deleted") and not plan.get("pruned", True):
         console.print("[yellow]--no-prune[/]: deleted uris stay in the corpus")
     est = plan.get("estimate") or {}
-    if est:
+    if est and estimate:
         console.print(
             f"estimated work: {est.get('new_leaves', 0)} new leaves to embed, {est.get('gone_leaves', 0)} leaves to remove, "
             + (f"about {est.get('summaries', 0)} summaries to rewrite ("

@@ -233,3 +233,30 @@ def test_umap_is_reproducible_on_a_tiny_symmetric_graph() -> None:
     assert _umap_init(y, 6, 10, 224) == "spectral"
     path = np.eye(4) - np.diag([1.0, 1.0, 1.0], 1) / 2 - np.diag([1.0, 1.0, 1.0], -1) / 2
     assert _lanczos_breaks_down(path, 3)  # ones spans only the symmetric eigenvectors of a path
+
+
+def test_local_fits_on_threads_give_the_same_clusters_and_fits(monkeypatch):
+    """The local clusterings run on several threads (UMAP's code without the GIL); each is seeded
+    and independent, so clusters, stats and the recorded fits equal those of one thread."""
+    from arborag.tasks.mixture import LevelFit
+
+    x, _ = _blobs([40, 35, 30, 25, 20], dim=48, spread=0.3, seed=4)
+    tokens = np.full(len(x), 10)
+    runs = {}
+    for threads in ("1", "2"):
+        monkeypatch.setenv("ARBORAG_CLUSTER_THREADS", threads)
+        fitted: list[LevelFit] = []
+        stats = ClusterStats()
+        clusters = cluster_level(x, tokens, CFG, stats=stats, fitted=fitted)
+        runs[threads] = (clusters, stats, fitted[0])
+    (c1, s1, f1), (c2, s2, f2) = runs["1"], runs["2"]
+    assert s1.global_k > 1 and s1.umap_fits > 1  # local fits really ran
+    assert c1 == c2
+    assert (s1.global_k, s1.local_ks, s1.umap_fits, s1.gmm_fits) == (s2.global_k, s2.local_ks, s2.umap_fits, s2.gmm_fits)
+    assert f1.origins == f2.origins
+    assert len(f1.local_fits) == len(f2.local_fits)
+    for a, b in zip(f1.local_fits, f2.local_fits):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert np.array_equal(a.rows, b.rows) and np.array_equal(a.reduced, b.reduced)
+            assert (a.weights is None and b.weights is None) or np.array_equal(a.means, b.means)
