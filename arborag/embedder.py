@@ -49,8 +49,11 @@ Progress = Callable[[int], None] | None
 #: ``map(fn, items)`` -> results in order: the builtin, or a fan-out (arborag.flows.common.prefect_map)
 MapFn = Callable[[Callable[..., Any], Iterable[Any]], Iterator[Any]]
 
-# Models loaded by unpickled copies (a Dask worker gets a fresh copy with every task): one per process.
-_WORKER_MODELS: dict[tuple[str, str, str, int | None], Any] = {}
+# Loaded models, one per (folder, dtype, device, threads) and process: every Embedder of a process
+# shares it (a Dask worker gets a fresh unpickled copy with every task; a warm `arborag schedule`
+# process makes a new Embedder for every run) — inference only reads the weights.
+_MODELS: dict[tuple[str, str, str, int | str | None], Any] = {}
+_MODELS_LOCK = threading.Lock()
 
 
 def resolve_model_path(model: str) -> tuple[Path, str]:
@@ -199,13 +202,12 @@ class Embedder:
     def _load(self) -> Any:
         if self._model is not None:
             return self._model
-        with self._lock:
+        with self._lock, _MODELS_LOCK:
             if self._model is not None:
                 return self._model
             key = (str(self.path), self.cfg.dtype, str(self.cfg.device), self._threads)
-            if self._copy and key in _WORKER_MODELS:
-                self._model = _WORKER_MODELS[key]
-                return self._model
+            if key in _MODELS:
+                return self._use(_MODELS[key])
             offline_env()
             from arborag import phases
 
@@ -227,15 +229,17 @@ class Embedder:
                     str(self.path), device=self.cfg.device, model_kwargs={"dtype": dtype}
                 )
                 model.eval()
-            self.max_len = int(getattr(model, "max_seq_length", None) or self.max_len)
-            get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-            dim = get_dim()
-            if dim is not None:
-                self._dim = int(dim)
-            self._model = model
-            if self._copy:
-                _WORKER_MODELS[key] = model
-            return model
+            _MODELS[key] = model
+            return self._use(model)
+
+    def _use(self, model: Any) -> Any:
+        self.max_len = int(getattr(model, "max_seq_length", None) or self.max_len)
+        get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        dim = get_dim()
+        if dim is not None:
+            self._dim = int(dim)
+        self._model = model
+        return model
 
     @property
     def dim(self) -> int:

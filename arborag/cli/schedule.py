@@ -1,8 +1,10 @@
 """`arborag schedule`: serve the scheduled ``update`` and ``rebuild`` deployments of one corpus.
 
-One long-running process on one machine, no work pool: ``prefect.serve`` registers two
-deployments with the Prefect server at ``PREFECT_API_URL`` and runs their scheduled flow runs
-itself, each in a subprocess (``python -m prefect.engine``):
+One long-running process on one machine, no work pool: it registers two deployments with the
+Prefect server at ``PREFECT_API_URL`` and runs their scheduled flow runs itself — by default in
+this warm process, one after another (:mod:`arborag.cli.warm_runner`: imports, the embedding
+model and UMAP's compiled code are loaded once, not every run), or with ``--isolated`` through
+``prefect.serve``, each run in its own subprocess:
 
 - ``update`` — the ``update`` flow (``arborag.flows.update:update``, incremental) every
   ``--update-every``;
@@ -138,8 +140,9 @@ def register(app: typer.Typer) -> None:
             "Keep a corpus current on a schedule: serve an incremental `update` every --update-every "
             "and a full `rebuild` on --rebuild-cron, from this one process (no work pool, no worker).\n\n"
             "Needs a Prefect server: run `prefect server start` and set PREFECT_API_URL (e.g. "
-            "http://127.0.0.1:4200/api); watch the runs in its UI under Deployments. Each run starts "
-            "in a subprocess; writers take the corpus lock, so runs never overlap on the corpus. "
+            "http://127.0.0.1:4200/api); watch the runs in its UI under Deployments. The runs execute "
+            "in this process, one at a time, so the model and imports stay loaded between runs (--isolated: "
+            "each in its own subprocess); writers take the corpus lock, so runs never overlap on the corpus. "
             "Stop with Ctrl-C (the schedules are paused on shutdown). For a worker-based setup use "
             "deploy/prefect.yaml with `prefect deploy`.\n\n"
             "Examples:\n\n"
@@ -157,7 +160,13 @@ def register(app: typer.Typer) -> None:
         no_rebuild: bool = typer.Option(False, "--no-rebuild", help="Serve only the update."),
         prune: bool = typer.Option(True, "--prune/--no-prune", help="update: delete documents whose file is gone (default on)."),
         name_suffix: str = typer.Option("", "--name-suffix", help="Appended to the deployment names (e.g. -docs) to serve several corpora on one server."),
-        limit: int = typer.Option(1, "--limit", min=1, help="Flow runs this process runs at once."),
+        isolated: bool = typer.Option(
+            False, "--isolated",
+            help="Run each scheduled run in its own subprocess (Prefect's serve): every run pays the imports, the model "
+                 "load and UMAP's code load again, but a cancel from the UI stops a running run. Default: the runs execute "
+                 "in this warm process, one at a time.",
+        ),
+        limit: int = typer.Option(1, "--limit", min=1, help="With --isolated: flow runs this process runs at once."),
         config: Optional[Path] = CONFIG_OPTION,
     ) -> None:
         offline_env()
@@ -171,13 +180,35 @@ def register(app: typer.Typer) -> None:
         except ArboragError as exc:
             fail(exc)
             return
-        from prefect import serve
-
         for d in deployments:
             when = ", ".join(_describe(s) for s in d.schedules)
             console.print(f"serving [bold]{d.flow_name}/{d.name}[/] ({when})", highlight=False)
-        err_console.print(f"[dim]Prefect API {url}; runs are listed in its UI under Deployments. Ctrl-C stops.[/]", highlight=False)
-        serve(*deployments, limit=limit, print_starting_message=False)
+        how = "each run in its own subprocess" if isolated else "runs execute in this process, one at a time"
+        err_console.print(f"[dim]Prefect API {url}; runs are listed in its UI under Deployments; {how}. Ctrl-C stops.[/]",
+                          highlight=False)
+        if isolated:
+            from prefect import serve
+
+            serve(*deployments, limit=limit, print_starting_message=False)
+            return
+        from prefect.settings import get_current_settings
+
+        from arborag.cli.warm_runner import WarmRunner
+
+        poll = float(get_current_settings().runner.poll_frequency)
+        from arborag.flows.build import build
+        from arborag.flows.update import update
+
+        runner = WarmRunner(deployments, [update, build], poll_seconds=poll, on_run=_report_run)
+        try:
+            runner.serve()
+        except KeyboardInterrupt:
+            err_console.print("[dim]stopped; the schedules are paused[/]")
+
+
+def _report_run(flow_run: Any, state: Any, seconds: float) -> None:
+    name = getattr(state, "name", None) or type(state).__name__
+    console.print(f"{flow_run.name} ({flow_run.id}): {name} in {seconds:.1f} s", highlight=False)
 
 
 def _describe(schedule: Any) -> str:

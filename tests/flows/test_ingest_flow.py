@@ -109,7 +109,7 @@ def test_cli_runs_the_flow_and_reports_failures(prefect_harness: None, tmp_path:
     corpus = tmp_path / "corpus"
     runner = CliRunner()
     for expect_cached in (False, True):
-        result = runner.invoke(app, ["ingest", str(src), "--corpus", str(corpus), "--segment", "--json"])
+        result = runner.invoke(app, ["ingest", str(src), "--corpus", str(corpus), "--segment", "--json", "--prefect"])
         assert result.exit_code == EXIT_PARTIAL, result.output
         out = json.loads(result.output)
         assert out["ingest"]["failed"] == 7 and out["ingest"]["documents"] == 3

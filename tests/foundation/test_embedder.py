@@ -57,3 +57,15 @@ def test_bf16_agrees_with_fp32(embedders):
     assert cos.min() > 0.99
     # and the embedding is semantic: slipper texts are closer to each other than to the tower
     assert b[0] @ b[1] > b[0] @ b[2]
+
+
+def test_embedders_of_one_process_share_the_loaded_model(embedders):
+    """A second Embedder of the same model, dtype and threads (a warm `arborag schedule` process
+    makes one per run) reuses the loaded model: no second load, the same vectors."""
+    first = embedders["bfloat16"]
+    again = Embedder(EmbedConfig(dtype="bfloat16", batch_size=2))
+    assert not again.loaded
+    again.load()
+    assert again.loaded and again._model is first._model
+    assert np.array_equal(again.embed(TEXTS[:3]), first.embed(TEXTS[:3]))
+    assert Embedder(EmbedConfig(dtype="float32", batch_size=2))._load() is embedders["float32"]._model

@@ -98,8 +98,9 @@ def test_markers_never_appear(tmp_path) -> None:
         env = cli_env(**MARKERS, PREFECT_HOME=str(prefect_home), ARBORAG_LLM_BASE_URL=llm.base_url,
                       ARBORAG_LLM_MODEL="secret-test-model", ARBORAG_SUMMARIZE__RETRIES="0")
         runs = [
-            cli("ingest", str(src), "--corpus", str(corpus), env=env),
-            cli("build", str(src), "--corpus", str(corpus), "--summarizer", "openai", env=env),
+            # --prefect: runs through Prefect's temporary API, whose database (PREFECT_HOME) is searched too
+            cli("ingest", str(src), "--corpus", str(corpus), "--prefect", env=env),
+            cli("build", str(src), "--corpus", str(corpus), "--summarizer", "openai", "--prefect", env=env),
             cli("query", "Which game was created by Lester Smith?", "--corpus", str(corpus), env=env),
             cli("query", "dice", "--corpus", str(corpus), "--mode", "sparse", "--json", env=env),
             cli("eval", "hotpotqa", "--out", str(eval_out), "--limit", "3", "--no-prefect", "--strategies", "sentence",
