@@ -54,7 +54,8 @@ def main() -> None:
     command = "python " + " ".join(["benchmarks/eval_tables.py", *sys.argv[1:]])
     for dataset in [d.strip() for d in args.datasets.split(",") if d.strip()]:
         out = args.work / dataset
-        cmd = ["arborag", "eval", dataset, "--out", str(out), "--strategies", "sentence", "--systems", args.systems, "--no-progress"]
+        cmd = ["arborag", "eval", dataset, "--out", str(out), "--strategies", "sentence", "--systems", args.systems, "--no-progress",
+               "--no-prefect"]
         if args.limit:
             cmd += ["--limit", str(args.limit)]
         load_before = machine_line()
@@ -65,7 +66,7 @@ def main() -> None:
                               capture_output=True, text=True)
         seconds = time.perf_counter() - t0
         if done.returncode != 0:
-            sys.stderr.write(done.stdout[-3000:] + done.stderr[-5000:])
+            sys.stderr.write(done.stdout[-3000:] + done.stderr[:3000] + "\n…\n" + done.stderr[-3000:])
             raise SystemExit(f"{dataset}: arborag eval failed with exit code {done.returncode}")
         summary = (out / "summary.md").read_text(encoding="utf-8")
         header = "\n".join([
