@@ -102,3 +102,7 @@ def _print_result(out: dict[str, Any]) -> None:
         f"[green]published[/] snapshot {out.get('snapshot')}; summaries written: {calls.get('summaries', 0)}; "
         f"texts embedded: {calls.get('embedded_texts', 0)}; {out.get('seconds', '?')} s"
     )
+    from arborag.cli.build import fallback_lines
+
+    for line in fallback_lines(out, "tree-update" if out.get("tree-update") else "tree"):
+        console.print(line, highlight=False)
