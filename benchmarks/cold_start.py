@@ -217,11 +217,10 @@ def main() -> None:
         "The --server rows are the client process only (a running server with the model resident,",
         "started and warmed up once by the benchmark); their ratio is against the before median.",
         "",
-        "What the before path paid for (python -X importtime, this machine, loaded): torch 1.3–2.6 s,",
-        "sentence-transformers on top 3–5 s (transformers, scikit-learn, scipy via sentence_transformers.util),",
-        "lancedb 1.2–2.2 s (its lance_namespace / urllib3 client); the search itself < 10 ms.",
-        "After: a dense query imports torch (≈1.2–1.3 s), safetensors + tokenizers, and runs the model",
-        "(load ≈0.5 s, first forward ≈0.2–0.3 s); a sparse query imports neither torch nor lancedb.",
+        "What each path imports: before, sentence-transformers (torch, transformers, scikit-learn, scipy)",
+        "and lancedb; after, a dense query imports torch, safetensors and tokenizers and runs the model on",
+        "one thread, a sparse query imports neither torch nor lancedb. (Import times are not measured",
+        "by this script; `python -X importtime` shows them.)",
         "",
     ])
     args.out.write_text(report, encoding="utf-8")

@@ -249,7 +249,8 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     out_path = RESULTS / ("update.json" if args.docs >= 2000 and not args.paragraphs else "update-smoke.json")
     result: dict[str, Any] = json.loads(out_path.read_text()) if out_path.exists() else {}
-    result.update({"machine": machine_line(), "commit": git_commit(), "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
+    result.update({"command": "python " + " ".join(["benchmarks/update.py", *sys.argv[1:]]),
+                   "machine": machine_line(), "commit": git_commit(), "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
     try:
         if args.part in ("all", "scale"):
             result["scale"] = part_scale(args.work, args.docs)

@@ -10,7 +10,9 @@ corpus, writes its outputs there and returns a small summary.
 The build is content-addressed: ``build_key = hash(leaf chunk ids + headers, embed, cluster,
 summarize, tree and sparse config, code fingerprint of TREE_PIPELINE's runner modules and what
 they import)`` (:func:`arborag.tasks.leaves.build_key`). A build whose key equals the published
-snapshot's is a no-op — no embedding, no summarizing. Under Prefect every tree stage is a task
+snapshot's is a no-op — no embedding, no summarizing — unless that snapshot holds LLM summaries
+that fell back to extractive text: then it is not final, and the build runs again under
+``hash(key, that snapshot)`` so the LLM is asked again for those clusters (:func:`_settle`). Under Prefect every tree stage is a task
 cached on ``<stage>-<build key>`` and trusted only while its staged outputs exist; without
 Prefect a stage whose staged outputs exist is skipped — so a build that failed at ``sparse``
 (say, an unreachable Elasticsearch) resumes at ``sparse`` either way.
@@ -35,6 +37,7 @@ from typing import Any
 from arborag.config import ArboragConfig, load_config
 from arborag.env import offline_env
 from arborag.errors import ConfigError, IngestError
+from arborag.hashing import hash_json
 from arborag.flows.common import RUNNERS, config_overrides, current_flow_run_id, dask_task_runner, install_fanout, new_run_id, plain_json
 from arborag.flows.ingest import INGEST_PIPELINE, discover, run_ingest_stages
 from arborag.flows.stage import Stage, finish_run, pipeline_fingerprint, run_stage
@@ -88,17 +91,41 @@ def run_tree_stages(ctx: StageContext, pipeline: Sequence[Stage], key: str, *, u
             out["cached"].append(stage.name)
 
 
-def _reuse_snapshot(ctx: StageContext, key: str) -> tuple[str, str] | None:
-    """Publish nothing new when build ``key`` exists: ``(snapshot, message)``, or None to build."""
+def _fallbacks_in(ctx: StageContext, snap: str, *, published: bool) -> int:
+    """How many summaries of snapshot ``snap`` are the extractive fallback (its ``info.json``)."""
+    folder = ctx.corpus.published_dir() if published else ctx.corpus.snapshots_dir / snap
+    path = Path(folder) / "info.json"
+    return int(json.loads(path.read_text()).get("fallbacks", 0) or 0) if path.is_file() else 0
+
+
+def _settle(ctx: StageContext, key: str, out: dict[str, Any]) -> tuple[str, tuple[str, str] | None]:
+    """The key to build under and, when nothing needs building, ``(snapshot, message)`` to reuse.
+
+    A snapshot of ``key`` (published, or built before, e.g. the config was switched back) is
+    reused — unless some of its summaries are the extractive fallback of a failed LLM call: such a
+    snapshot is not final. The build then runs again under ``hash(key, that snapshot)``: the LLM
+    cache answers every summary that succeeded, so only the clusters that fell back are asked
+    again (``out["retry_of"]`` names the snapshot). A retry that succeeds is reused from then on;
+    one that still falls back is retried by the next build in turn.
+    """
     man = ctx.corpus.manifest()
-    snap = snapshot_id_for(key)
-    if man is not None and man.get("build_key") == key and (ctx.corpus.remote or (ctx.corpus.snapshots_dir / man["snapshot"]).is_dir()):
-        return man["snapshot"], "unchanged: the published snapshot already matches the inputs and config"
-    if (ctx.corpus.snapshots_dir / snap).is_dir():  # built before (e.g. the config was switched back)
-        info = json.loads((ctx.corpus.snapshots_dir / snap / "info.json").read_text())
-        ctx.corpus.publish_existing(snap, info)
-        return snap, "re-published an earlier snapshot with the same inputs and config"
-    return None
+    k = key
+    for _ in range(1000):  # every step names a new key; a cycle would need a hash collision
+        snap = snapshot_id_for(k)
+        published = man is not None and man.get("build_key") == k and (ctx.corpus.remote or (ctx.corpus.snapshots_dir / man["snapshot"]).is_dir())
+        if not published and not (ctx.corpus.snapshots_dir / snap).is_dir():
+            return k, None
+        current = man["snapshot"] if published and man is not None else snap
+        fallbacks = _fallbacks_in(ctx, current, published=published)
+        if not fallbacks:
+            if published:
+                return k, (current, "unchanged: the published snapshot already matches the inputs and config")
+            info = json.loads((ctx.corpus.snapshots_dir / snap / "info.json").read_text())
+            ctx.corpus.publish_existing(snap, info)
+            return k, (snap, "re-published an earlier snapshot with the same inputs and config")
+        out["retry_of"] = {"snapshot": current, "fallbacks": fallbacks}
+        k = hash_json(["retry-fallbacks", key, current])
+    raise RuntimeError(f"build key {key}: no settled snapshot after 1000 retries")
 
 
 def build_pipeline(ctx: StageContext, files: list[str] | None, *, use_prefect: bool, dry_run: bool = False) -> dict[str, Any]:
@@ -117,7 +144,7 @@ def build_pipeline(ctx: StageContext, files: list[str] | None, *, use_prefect: b
             return out
         if leaves.num_rows == 0:
             raise IngestError(str(ctx.corpus.root), "no chunks to build a tree from: ingest at least one readable, non-empty document")
-        reused = _reuse_snapshot(ctx, key)
+        key, reused = _settle(ctx, key, out)
         out["noop"] = reused is not None
         if reused is not None:
             out["snapshot"], message = reused

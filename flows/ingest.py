@@ -66,8 +66,13 @@ INGEST_PIPELINE: tuple[Stage, ...] = (INGEST, SECTIONS, CONTEXT, SEGMENT)
 
 
 def discover(ctx: StageContext, sources: Sequence[str]) -> list[str]:
-    """The files of ``sources`` (the corpus itself is never entered); raises IngestError for a missing source."""
-    return [s.uri for s in discover_sources(list(sources), ctx.config.ingest, skip=[ctx.corpus.root])]
+    """The files of ``sources`` (the corpus itself is never entered); raises IngestError for a missing source.
+    Symlinks leading out of a source's root are skipped, logged and counted in the run (``discover``)."""
+    skipped: list[Any] = []
+    files = [s.uri for s in discover_sources(list(sources), ctx.config.ingest, skip=[ctx.corpus.root], skipped=skipped)]
+    if skipped:
+        ctx.counters.stages["discover"] = {"skipped": len(skipped), "skipped_list": [{"uri": s.uri, "reason": s.reason} for s in skipped[:20]]}
+    return files
 
 
 def cached_ingest_summary(summary: dict[str, Any]) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from typing import Any
 from arborag.config import ArboragConfig, load_config
 from arborag.env import offline_env
 from arborag.errors import IngestError
-from arborag.flows.build import PUBLISH, TREE_PIPELINE, _reuse_snapshot, run_tree_stages
+from arborag.flows.build import PUBLISH, TREE_PIPELINE, _settle, run_tree_stages
 from arborag.flows.common import config_overrides, current_flow_run_id, new_run_id, plain_json
 from arborag.flows.ingest import discover, run_ingest_stages
 from arborag.flows.stage import Stage, finish_run, pipeline_fingerprint, run_stage
@@ -112,7 +112,7 @@ def decide(ctx: StageContext, leaves: Any) -> tuple[str, str]:
 
 def _full_rebuild(ctx: StageContext, leaves: Any, *, use_prefect: bool, out: dict[str, Any]) -> None:
     key = out["build_key"] = build_key(leaves, ctx.config, pipeline_fingerprint(TREE_PIPELINE))
-    reused = _reuse_snapshot(ctx, key)
+    key, reused = _settle(ctx, key, out)
     if reused is not None:
         out["snapshot"], out["reused"] = reused
         return

@@ -1,15 +1,33 @@
-"""Read-only SQL (DuckDB) over a corpus's tables, sandboxed to those Parquet files.
+"""Read-only SQL (DuckDB) over a corpus's tables — read-only by construction, not by a word list.
 
     run_sql(corpus_dir, "SELECT count(*) FROM nodes")  ->  (["count_star()"], [(101,)])
 
-Every table of :meth:`arborag.storage.corpus.Corpus.all_table_paths` (the working tables and the
-published snapshot's ``nodes``/``edges``) is a view of the same name. Only one SELECT/EXPLAIN
-statement runs; DuckDB may read those files and nothing else (external access off, configuration
-locked), so nothing can be written or attached from here.
+How nothing can be written (``tests/storage/test_sql_hostile.py`` tries the ways in):
+
+- **DuckDB gets no path at all.** Each table is a pyarrow ``Dataset`` over its Parquet file(s),
+  registered from Python; DuckDB scans it lazily (only the columns and row groups a query needs)
+  through Arrow, so it never opens a corpus file itself. The connection is in memory with
+  ``enable_external_access = false``, no allowed directories or paths, and no temp directory
+  (``temp_directory = ''``: the default would be ``<cwd>/.tmp/``, which DuckDB may write); then
+  the configuration is locked. ``COPY … TO``, ``ATTACH``, ``INSTALL``/``LOAD``, ``read_*``,
+  ``glob`` and ``SET`` all fail inside DuckDB, whatever statement carries them.
+- **Only a query runs, one per call.** The text is parsed by DuckDB; it must be exactly one
+  statement of type SELECT (``SELECT``, ``WITH``, ``FROM``, ``VALUES``, ``DESCRIBE``, ``SHOW``,
+  ``SUMMARIZE``), or ``EXPLAIN [ANALYZE]`` of one (``EXPLAIN ANALYZE`` executes what it wraps,
+  so the wrapped statement is parsed and held to the same rule). Comments hide nothing: the
+  parser sees past them.
+
+The engine takes any set of views, so a caller can expose other files than the working tables:
+a view is a list of :class:`ViewSource` (Parquet files + constant columns), unioned by column
+name. ``corpus_views`` gives the default (working tables + the published snapshot); e.g. every
+retained snapshot as one view with a ``snapshot`` column is
+``{"nodes_all": [ViewSource((snap / "nodes.parquet",), {"snapshot": sid}) for sid, snap in ...]}``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -19,26 +37,104 @@ from arborag.storage.corpus import Corpus
 if TYPE_CHECKING:  # pragma: no cover
     import duckdb
 
-__all__ = ["ALLOWED_STATEMENTS", "connect_readonly", "run_sql"]
+__all__ = [
+    "QUERY_STATEMENTS",
+    "ViewSource",
+    "Views",
+    "check_statement",
+    "connect_readonly",
+    "corpus_views",
+    "run_sql",
+]
 
-#: DuckDB statement types that run; anything else (COPY, INSERT, ATTACH, SET...) is refused.
-ALLOWED_STATEMENTS: Final = ("SELECT", "EXPLAIN")
+#: The DuckDB statement types that run (EXPLAIN only around one of these).
+QUERY_STATEMENTS: Final = frozenset({"SELECT"})
+
+#: Settings applied before any view exists, then locked (order matters: the lock comes last).
+_SANDBOX: Final = (
+    "SET temp_directory = ''",
+    "SET allowed_directories = []",
+    "SET allowed_paths = []",
+    "SET enable_external_access = false",
+    "SET autoload_known_extensions = false",
+    "SET autoinstall_known_extensions = false",
+)
+
+_HINT: Final = ("`arborag sql` runs one read-only query (SELECT / WITH / FROM / DESCRIBE / SHOW / "
+                "SUMMARIZE, or EXPLAIN of one) over the corpus's tables; nothing can be written from here")
 
 
-def _literal(path: Path) -> str:
-    return "'" + str(path).replace("'", "''") + "'"
+@dataclass(frozen=True, slots=True)
+class ViewSource:
+    """Parquet ``files`` read as one table, plus ``constants`` added as columns (name -> value)."""
+
+    files: tuple[Path, ...]
+    constants: Mapping[str, str | int | float | bool | None] = field(default_factory=dict)
 
 
-def connect_readonly(tables: dict[str, Path]) -> "duckdb.DuckDBPyConnection":
-    """An in-memory DuckDB with one view per table, allowed to read exactly those files."""
+#: view name -> its sources (one or more, unioned by column name).
+Views = Mapping[str, Sequence[ViewSource]]
+
+
+def corpus_views(corpus: Corpus) -> dict[str, list[ViewSource]]:
+    """The default views: every table of :meth:`Corpus.all_table_paths`, one file each."""
+    return {name: [ViewSource((path,))] for name, path in corpus.all_table_paths().items()}
+
+
+def _literal(value: str | int | float | bool | None) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _dataset(files: Sequence[Path]) -> Any:
+    """A lazy pyarrow dataset over ``files`` (schemas unified from the footers only)."""
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    paths = [str(p) for p in files]
+    schema = None
+    if len(paths) > 1:
+        import pyarrow as pa
+
+        schema = pa.unify_schemas([pq.read_schema(p) for p in paths], promote_options="permissive")
+    return ds.dataset(paths, format="parquet", schema=schema)
+
+
+def connect_readonly(views: Views) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB that can reach nothing on disk, with one view per entry of ``views``.
+
+    A view with one source and no constants is the registered dataset itself; otherwise each
+    source is registered under a hidden name (``__src_<view>_<i>``) and the view is their
+    ``UNION ALL BY NAME`` with the constants as columns.
+    """
     import duckdb
 
     con = duckdb.connect(":memory:")
     try:
-        for name, path in sorted(tables.items()):
-            con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM read_parquet({_literal(path)})')
-        con.execute(f"SET allowed_paths = [{', '.join(_literal(p) for p in tables.values())}]")
-        con.execute("SET enable_external_access = false")
+        for statement in _SANDBOX:
+            con.execute(statement)
+        for name, sources in sorted(views.items()):
+            if not sources:
+                continue
+            if len(sources) == 1 and not sources[0].constants:
+                con.register(name, _dataset(sources[0].files))
+                continue
+            parts = []
+            for i, src in enumerate(sources):
+                hidden = f"__src_{name}_{i}"
+                con.register(hidden, _dataset(src.files))
+                extra = "".join(f", {_literal(v)} AS {_ident(k)}" for k, v in src.constants.items())
+                parts.append(f"SELECT *{extra} FROM {_ident(hidden)}")
+            con.execute(f"CREATE VIEW {_ident(name)} AS " + " UNION ALL BY NAME ".join(parts))
         con.execute("SET lock_configuration = true")
     except BaseException:
         con.close()
@@ -46,38 +142,105 @@ def connect_readonly(tables: dict[str, Path]) -> "duckdb.DuckDBPyConnection":
     return con
 
 
-def run_sql(corpus_dir: str | Path, query: str) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """Run one read-only SQL statement over the corpus's tables; return (columns, rows).
+def _tokens(text: str) -> list[tuple[int, str, str]]:
+    """(byte offset, kind, text) of the statement's tokens, comments dropped (DuckDB's own tokenizer)."""
+    import duckdb
+
+    raw = text.encode("utf-8")
+    toks = duckdb.tokenize(text)
+    out = []
+    for i, (pos, kind) in enumerate(toks):
+        end = toks[i + 1][0] if i + 1 < len(toks) else len(raw)
+        if kind.name != "comment":
+            out.append((pos, kind.name, raw[pos:end].decode("utf-8", "replace").strip()))
+    return out
+
+
+def _explained(con: duckdb.DuckDBPyConnection, statement: str) -> str:
+    """The type of the statement an EXPLAIN wraps (``"SELECT"`` when it is a query)."""
+    import duckdb
+
+    raw = statement.encode("utf-8")
+    toks = _tokens(statement)
+    i = 1  # past EXPLAIN
+    if i < len(toks) and toks[i][2].upper() in ("ANALYZE", "ANALYSE"):
+        i += 1
+    starts = [i]
+    if i < len(toks) and toks[i][2].startswith("("):  # EXPLAIN (FORMAT json, ...) <stmt>  or  EXPLAIN (SELECT ...)
+        depth = 0
+        for j in range(i, len(toks)):
+            if toks[j][1] == "operator":
+                depth += toks[j][2].count("(") - toks[j][2].count(")")
+            if depth == 0:
+                starts.append(j + 1)
+                break
+    kinds = []
+    for start in starts:
+        if start >= len(toks):
+            continue
+        try:
+            parsed = con.extract_statements(raw[toks[start][0]:].decode("utf-8"))
+        except duckdb.Error:
+            continue
+        if len(parsed) == 1:
+            kinds.append(parsed[0].type.name)
+            if kinds[-1] in QUERY_STATEMENTS:
+                return kinds[-1]
+    return kinds[-1] if kinds else "UNKNOWN"
+
+
+def check_statement(con: duckdb.DuckDBPyConnection, query: str) -> None:
+    """Raise :class:`QueryError` unless ``query`` is exactly one query statement (see the module doc)."""
+    import duckdb
+
+    try:
+        statements = con.extract_statements(query)
+    except duckdb.Error as exc:
+        raise QueryError(query, str(exc).strip()) from None
+    if len(statements) != 1:
+        what = "no statement (only comments or blanks)" if not statements else f"{len(statements)} statements"
+        raise QueryError(query, f"refused: give exactly one statement, got {what}; {_HINT}")
+    kind = statements[0].type.name
+    if kind == "EXPLAIN":
+        inner = _explained(con, statements[0].query)
+        if inner not in QUERY_STATEMENTS:
+            raise QueryError(query, f"refused: EXPLAIN of a {inner} statement (EXPLAIN ANALYZE executes what it "
+                             f"wraps); {_HINT}")
+        return
+    if kind not in QUERY_STATEMENTS:
+        raise QueryError(query, f"refused: {kind} is not a query; {_HINT}. The tables are Parquet files: "
+                         "to change or export them, open a copy with DuckDB directly")
+
+
+def run_sql(corpus_dir: str | Path, query: str, *, views: Views | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Run one read-only query over the corpus's tables (or over ``views``); return (columns, rows).
 
     Raises:
-        QueryError: the corpus has no tables, the statement is not a single SELECT, or DuckDB
-            rejects it (the message carries DuckDB's reason).
+        QueryError: the corpus has no tables, the text is not exactly one query statement, or
+            DuckDB rejects it (the message carries DuckDB's reason and the views there are).
     """
     import duckdb
 
     corpus = Corpus(corpus_dir)
-    if not corpus.root.is_dir():
-        raise QueryError(query, f"corpus {corpus.root} does not exist; run `arborag ingest SOURCE... --corpus {corpus_dir}` first")
-    tables = corpus.all_table_paths()
-    if not tables:
-        raise QueryError(query, f"corpus {corpus.root} has no tables yet; run `arborag ingest SOURCE... --corpus {corpus_dir}` first")
-    con = connect_readonly(tables)
+    if views is None:
+        if not corpus.root.is_dir():
+            raise QueryError(query, f"corpus {corpus.root} does not exist; run `arborag ingest SOURCE... --corpus {corpus_dir}` first")
+        views = corpus_views(corpus)
+        if not views:
+            raise QueryError(query, f"corpus {corpus.root} has no tables yet; run `arborag ingest SOURCE... --corpus {corpus_dir}` first")
+    con = connect_readonly(views)
     try:
-        try:
-            statements = con.extract_statements(query)
-        except duckdb.Error as exc:
-            raise QueryError(query, str(exc).strip()) from None
-        if len(statements) != 1:
-            raise QueryError(query, f"give exactly one statement (got {len(statements)})")
-        kind = statements[0].type.name
-        if kind not in ALLOWED_STATEMENTS:
-            raise QueryError(query, f"only read-only SELECT queries run here (got {kind}); the tables are Parquet files you can open with DuckDB directly")
+        check_statement(con, query)
         try:
             cur = con.execute(query)
             columns = [d[0] for d in cur.description or []]
             rows = cur.fetchall()
+        except duckdb.PermissionException as exc:
+            first = str(exc).strip().splitlines()[0]
+            raise QueryError(query, f"refused by the sandbox ({first}): only these views can be read: "
+                             f"{', '.join(sorted(views))}; {_HINT}") from None
         except duckdb.Error as exc:
-            raise QueryError(query, f"{str(exc).strip()} (tables: {', '.join(sorted(tables))})") from None
+            raise QueryError(query, f"{str(exc).strip()} (views: {', '.join(sorted(views))})") from None
     finally:
         con.close()
     return columns, rows

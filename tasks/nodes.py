@@ -23,7 +23,7 @@ from arborag.tasks.summarize import make_summarizer
 from arborag.tasks.tree import build_tree
 from arborag.tasks.tree_update_model import LevelModel, save_models
 
-__all__ = ["CLUSTERS_DIR", "OUTPUTS", "level_counts", "run_tree", "write_tree_info"]
+__all__ = ["CLUSTERS_DIR", "OUTPUTS", "fallback_nodes", "fallback_summary", "level_counts", "run_tree", "write_tree_info"]
 
 OUTPUTS = ("nodes.parquet", "edges.parquet", "node_vectors.parquet", "tree_info.json")
 #: The fitted clustering per level (``tasks/tree_update_model.py``), beside the tables; published into the snapshot.
@@ -81,12 +81,32 @@ def run_tree(ctx: StageContext, key: str) -> dict[str, Any]:
     write_table("nodes", result.nodes, stage_dir / "nodes.parquet")
     write_table("edges", result.edges, stage_dir / "edges.parquet")
     write_vectors_file(stage_dir / "node_vectors.parquet", result.nodes.column("node_id"), result.vectors)
-    write_tree_info(stage_dir, ctx, result.models, fitted=leaves.num_rows, changed=0)
+    fallbacks = fallback_summary(result.stats)
+    write_tree_info(stage_dir, ctx, result.models, fitted=leaves.num_rows, changed=0, fallbacks=fallback_nodes(result.nodes))
     ctx.counters.stages["tree"] = {
         "nodes": result.nodes.num_rows,
         "edges": result.edges.num_rows,
         "levels": level_counts(result.nodes),
         "summaries": summaries,
+        **fallbacks,
         "stats": result.stats,
     }
-    return {"nodes": result.nodes.num_rows, "edges": result.edges.num_rows}
+    return {"nodes": result.nodes.num_rows, "edges": result.edges.num_rows, **fallbacks}
+
+
+def fallback_nodes(nodes: pa.Table) -> int:
+    """Summary nodes of ``nodes`` whose text is the extractive fallback (``summary_status`` ``fallback:…``);
+    recorded in the snapshot's ``info.json`` so the next build knows the snapshot is not final."""
+    import pyarrow.compute as pc
+
+    return int(pc.sum(pc.starts_with(nodes.column("summary_status"), "fallback")).as_py() or 0)
+
+
+def fallback_summary(stats: list[dict[str, Any]]) -> dict[str, Any]:
+    """``{"fallbacks": n, "fallback_reasons": {reason: count}}`` over a tree's per-level stats: how
+    many clusters got the extractive fallback instead of the configured summarizer's summary."""
+    reasons: dict[str, int] = {}
+    for st in stats:
+        for reason, n in (st.get("fallback_reasons") or {}).items():
+            reasons[reason] = reasons.get(reason, 0) + int(n)
+    return {"fallbacks": sum(reasons.values()), "fallback_reasons": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))}

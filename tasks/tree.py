@@ -57,7 +57,8 @@ from arborag.tasks.summarize import ExtractiveSummarizer, Summarizer, SummaryRes
 from arborag.tasks.tree_update_model import LevelModel, model_of
 from arborag.tasks.tree_frames import Level, assemble_edges, assemble_nodes, cluster_members, leaf_level, split_by_document, summary_inputs
 
-__all__ = ["TreeResult", "build_tree", "leaf_embed_texts", "summary_node_id", "summary_ids", "cluster_id"]
+__all__ = ["TreeResult", "build_tree", "fallback_name", "fallback_reasons", "leaf_embed_texts", "mark_fallbacks", "summary_node_id",
+           "summary_ids", "cluster_id"]
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,37 @@ def summary_node_id(level: int, summarizer_name: str, child_ids: Sequence[str]) 
 
 def cluster_id(level: int, child_ids: Sequence[str]) -> str:
     return short_id("cluster", level, sorted(child_ids))
+
+
+def fallback_name(name: str, fallback: ExtractiveSummarizer) -> str:
+    """The ``summarizer`` of a summary the fallback wrote in place of ``name``'s: a fallback is
+    never recorded (or content-addressed) as the configured summarizer's output."""
+    return f"{name} (fallback: {fallback.name})"
+
+
+def mark_fallbacks(node_ids: pl.Series, child_ids: pl.Series, level: int, name: str, fallback: ExtractiveSummarizer,
+                   results: Sequence[SummaryResult]) -> tuple[pl.Series, pl.Series]:
+    """``(node_ids, summarizer)`` per cluster: a fallback summary's id and summarizer name are those of
+    :func:`fallback_name`, so a later build whose LLM answers writes a node with another id (its
+    vector and text never mistaken for the fallback's) and the snapshot says which is which."""
+    fb = pl.Series([r.status.startswith("fallback") for r in results], dtype=pl.Boolean)
+    names = pl.Series("summarizer", [name] * len(results), dtype=pl.String)
+    if not fb.any():
+        return node_ids, names
+    fb_name = fallback_name(name, fallback)
+    fb_ids, _ = summary_ids(child_ids, level, fb_name)
+    return (pl.select(pl.when(fb).then(fb_ids).otherwise(node_ids).alias(node_ids.name)).to_series(),
+            pl.select(pl.when(fb).then(pl.lit(fb_name)).otherwise(names).alias("summarizer")).to_series())
+
+
+def fallback_reasons(statuses: Iterable[str]) -> dict[str, int]:
+    """How many summaries fell back, by reason (``fallback:<reason>`` statuses), most frequent first."""
+    counts: dict[str, int] = {}
+    for st in statuses:
+        if st.startswith("fallback"):
+            reason = st.split(":", 1)[1].strip() if ":" in st else st
+            counts[reason] = counts.get(reason, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def summary_ids(child_ids: pl.Series, level: int, summarizer_name: str) -> tuple[pl.Series, pl.Series]:
@@ -269,6 +301,7 @@ def build_tree(
         st["summarize_s"] = time.perf_counter() - t0
         st["n_clusters"] = len(results)
         st["n_fallback"] = sum(1 for r in results if r.status != "ok")
+        st["fallback_reasons"] = fallback_reasons(r.status for r in results)
         st["tokens_in"] = sum(r.tokens_in for r in results)
         st["tokens_out"] = sum(r.tokens_out for r in results)
         texts = [r.text for r in results]
@@ -277,6 +310,7 @@ def build_tree(
         st["embed_s"] = time.perf_counter() - t0
         # 4. the new level of each tree (a loop over clusters: ids hash each cluster's children)
         node_ids, of = summary_ids(jobs["child_ids"], level, name)
+        node_ids, names = mark_fallbacks(node_ids, jobs["child_ids"], level, name, fallback, results)
         if fitted:
             models.append(model_of(level, fitted[0], active[0].frame["node_id"].to_list(), of.to_list(), cfg.threshold))
         summaries = jobs.select(["job", "doc_ids", "pos"]).with_columns(
@@ -285,6 +319,7 @@ def build_tree(
             pl.Series("text", texts, dtype=pl.String),
             pl.Series("n_tokens", np.asarray(tokenizer.count_many(texts), dtype=np.int32)),
             pl.Series("summary_status", [r.status for r in results], dtype=pl.String),
+            names,
         )
         n_new, first = 0, 0
         for i, t, m, clusters in zip(active_ix, active, members, per_tree):
@@ -296,7 +331,7 @@ def build_tree(
             )
             first += len(clusters)
             new = Level(mine.select(["node_id", "text", "n_tokens", "doc_ids", "pos"]), vecs)
-            pieces.append((i, level, new, mine.select(["summary_of", pl.lit(name, dtype=pl.String).alias("summarizer"), "summary_status"])))
+            pieces.append((i, level, new, mine.select(["summary_of", "summarizer", "summary_status"])))
             n_new += len(new)
             if len(new) >= len(t) or not len(new):
                 done[i] = True  # the level did not shrink: stop this tree

@@ -158,7 +158,7 @@ def update_tree(
     ``leaf_vectors``); see the module docstring. ``embed`` embeds summaries through the cache
     (the previous summaries' texts are cache hits)."""
     from arborag.tasks.clustering import split_cluster
-    from arborag.tasks.tree import _safe_summaries, summary_ids
+    from arborag.tasks.tree import _safe_summaries, fallback_reasons, mark_fallbacks, summary_ids
     from arborag.tokenizer import get_tokenizer
 
     leaf_vectors = np.asarray(leaf_vectors, np.float32)
@@ -295,6 +295,9 @@ def update_tree(
             node_ids, of = summary_ids(child_lists, level, name)
             texts_in = [[out_nodes[k].text for k, _ in kids] for _, kids in jobs]
             results = _safe_summaries(summarizer, texts_in, fallback)
+            node_ids, names = mark_fallbacks(node_ids, child_lists, level, name, fallback, results)
+            st["n_fallback"] = sum(1 for r in results if r.status != "ok")
+            st["fallback_reasons"] = fallback_reasons(r.status for r in results)
             texts = [r.text for r in results]
             st["tokens_in"] = sum(r.tokens_in for r in results)
             st["tokens_out"] = sum(r.tokens_out for r in results)
@@ -303,9 +306,9 @@ def update_tree(
             if fresh:
                 want = {i: t for i, t in zip(node_ids.to_list(), texts)}
                 vecs.add(fresh, embed([want[i] for i in fresh]))
-            for (old_p, kids), nid, so, text, nt, r in zip(jobs, node_ids.to_list(), of.to_list(), texts, n_tok, results):
+            for (old_p, kids), nid, so, text, nt, r, who in zip(jobs, node_ids.to_list(), of.to_list(), texts, n_tok, results, names.to_list()):
                 docs = sorted({d for k, _ in kids for d in out_nodes[k].doc_ids})
-                out_nodes[nid] = _Node(level, text, int(nt), docs, min(out_nodes[k].pos for k, _ in kids), so, name, r.status, run_id)
+                out_nodes[nid] = _Node(level, text, int(nt), docs, min(out_nodes[k].pos for k, _ in kids), so, who, r.status, run_id)
                 for k, prob in kids:
                     out_edges.append((nid, k, prob, level))
                 new_ids.append(nid)
@@ -426,7 +429,7 @@ def run_tree_update(ctx: StageContext, key: str) -> dict[str, Any]:
     """Update the published tree to the run's leaves and stage it under ``key`` (as the build's tree stage)."""
     from arborag.tasks.leaf_vectors import embed_function, embedder_of, read_vectors_file, write_vectors_file
     from arborag.tasks.leaves import load_leaves
-    from arborag.tasks.nodes import level_counts, write_tree_info
+    from arborag.tasks.nodes import fallback_nodes, fallback_summary, level_counts, write_tree_info
     from arborag.tasks.summarize import make_summarizer
     from arborag.storage.tables import read_table, write_table
     from arborag.tasks.tree_update_model import load_models
@@ -466,7 +469,8 @@ def run_tree_update(ctx: StageContext, key: str) -> dict[str, Any]:
     write_table("edges", result.edges, stage_dir / "edges.parquet")
     write_vectors_file(stage_dir / "node_vectors.parquet", result.nodes.column("node_id"), result.vectors)
     touched = {str(s["level"]): int(s.get("rewritten", 0)) for s in result.stats}
-    write_tree_info(stage_dir, ctx, result.models, fitted=drift["fitted"], changed=drift["changed"],
+    fallbacks = fallback_summary(result.stats)
+    write_tree_info(stage_dir, ctx, result.models, fitted=drift["fitted"], changed=drift["changed"], fallbacks=fallback_nodes(result.nodes),
                     updated_from=prev, update={"leaves_added": drift["added"], "leaves_removed": drift["removed"], "clusters_touched": touched})
     ctx.counters.stages["tree-update"] = summary = {
         "nodes": result.nodes.num_rows,
@@ -476,7 +480,8 @@ def run_tree_update(ctx: StageContext, key: str) -> dict[str, Any]:
         "leaves_removed": drift["removed"],
         "clusters_touched": touched,
         "summaries": result.summaries,
+        **fallbacks,
         "drift": {k: drift[k] for k in ("fitted", "changed", "share")},
         "stats": result.stats,
     }
-    return {k: summary[k] for k in ("nodes", "edges", "leaves_added", "leaves_removed", "clusters_touched", "summaries")}
+    return {k: summary[k] for k in ("nodes", "edges", "leaves_added", "leaves_removed", "clusters_touched", "summaries", "fallbacks", "fallback_reasons")}

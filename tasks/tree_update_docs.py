@@ -105,7 +105,8 @@ def update_document_trees(
         parts.append(fresh.with_row_index("row"))
         part_vecs.append(built.vectors)
         edge_parts.append(pl.from_arrow(built.edges))  # type: ignore[arg-type]
-        stats = [{"level": int(s["level"]), "rewritten": int(s.get("n_clusters", 0)), "documents": len(rebuild)}
+        stats = [{"level": int(s["level"]), "rewritten": int(s.get("n_clusters", 0)), "documents": len(rebuild),
+                  "fallback_reasons": s.get("fallback_reasons") or {}}
                  for s in built.stats if int(s["level"]) > 0]
     levels = {int(s["level"]) for s in stats}
     for level in sorted(set(kept.filter(pl.col("level") > 0)["level"].to_list()) - levels):

@@ -224,6 +224,11 @@ class FakeLLMServer:
         with self._lock:
             self._rules.append((match, list(steps)))
 
+    def clear_scripts(self) -> None:
+        """Drop every rule: requests take the ``default`` step again (an endpoint that recovered)."""
+        with self._lock:
+            self._rules.clear()
+
     # -- what happened -----------------------------------------------------------------------
     @property
     def requests(self) -> list[RecordedRequest]:

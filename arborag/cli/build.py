@@ -102,5 +102,28 @@ def _print_summary(out: dict) -> None:
         f"texts embedded this run: {out.get('calls', {}).get('embedded_texts', 0)}; "
         f"summaries written: {out.get('calls', {}).get('summaries', 0)}"
     )
+    for line in fallback_lines(out, "tree"):
+        console.print(line, highlight=False)
     if out.get("status") == "partial":
         console.print("[yellow]some documents failed[/]: arborag sql \"select uri, error from documents where status = 'error'\" --corpus ...")
+
+
+def fallback_lines(out: dict, stage: str) -> list[str]:
+    """What a build or update says about LLM summaries that fell back to extractive text (and
+    about a build that asked again for the fallbacks of an earlier snapshot)."""
+    from rich.markup import escape
+
+    lines = []
+    retry = out.get("retry_of") or {}
+    if retry and not out.get("noop"):
+        lines.append(f"retried: snapshot {retry.get('snapshot')} held {retry.get('fallbacks')} fallback summaries; "
+                     "the LLM was asked again for those clusters (the others came from the LLM cache)")
+    tree = out.get(stage) or {}
+    n = int(tree.get("fallbacks", 0) or 0)
+    if n:
+        reasons = tree.get("fallback_reasons") or {}
+        why = "; ".join(f"{escape(str(r))} ×{c}" for r, c in list(reasons.items())[:3]) + (" …" if len(reasons) > 3 else "")
+        lines.append(f"[yellow]{n} cluster summar{'y' if n == 1 else 'ies'} fell back to extractive text[/] (the LLM failed: {why}); "
+                     "they are marked summary_status = 'fallback:…' and the next `arborag build` asks the LLM again "
+                     "for exactly these clusters")
+    return lines

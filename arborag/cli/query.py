@@ -94,11 +94,40 @@ def register(app: typer.Typer) -> None:
             _print_json_with_trace(rows, trace, mode=mode)
             return
         _print(rows, titles, mode=mode, budget=budget, as_json=as_json)
+        if not as_json:
+            for note in _fallback_notes(trace):
+                console.print(f"[yellow]note:[/] {escape_markup(note)}", highlight=False)
         if show_trace and not as_json:
             if trace is None:
                 console.print(f"[dim]mode {mode} records no search trace[/]")
             else:
                 _print_trace(trace)
+
+
+def escape_markup(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def _fallback_notes(trace: Any) -> list[str]:
+    """What an LLM-backed mode did instead of asking the LLM, said in the default output (not only
+    with --json/--trace): ``multi`` variants from PRF, ``level``'s offline plan or failed steps."""
+    if trace is None:
+        return []
+    notes: list[str] = []
+    if hasattr(trace, "sub_questions"):  # level
+        if getattr(trace, "plan", "llm") == "offline":
+            notes.append("level ran its offline plan, without an LLM" + (f": {trace.notice}" if trace.notice else ""))
+        errors = list(getattr(trace, "errors", []) or [])
+        if errors:
+            shown = "; ".join(_clip(e, 140) for e in errors[:3]) + (f"; … {len(errors) - 3} more" if len(errors) > 3 else "")
+            notes.append(f"level: {len(errors)} LLM step(s) failed and fell back ({shown}); --trace shows each step")
+    elif getattr(trace, "source", None) == "prf":  # multi
+        status = str(getattr(trace, "status", "") or "")
+        why = status if status.startswith("fallback") else "no LLM configured (set ARBORAG_LLM_BASE_URL for LLM variants)"
+        notes.append(f"multi: the query variants came from PRF (pseudo-relevance feedback), not an LLM — {why}")
+    return notes
 
 
 def _print(hits: list[_Row], titles: dict[str, str], *, mode: str, budget: int | None, as_json: bool) -> None:

@@ -80,8 +80,12 @@ def register(app: typer.Typer) -> None:
             "Run a read-only SQL query (DuckDB) over the corpus's tables.\n\n"
             "Views: documents, sections, chunks, runs, queries (working tables) and nodes, edges "
             "(the published snapshot), whichever exist. JSON columns (documents.metadata, "
-            "runs.counts) work with DuckDB's json functions. Only SELECT runs; the files cannot be "
-            "changed from here. Starts in well under a second (no Prefect, no models).\n\n"
+            "runs.counts) work with DuckDB's json functions.\n\n"
+            "Read-only by construction: one query per call (SELECT, WITH, FROM, DESCRIBE, SHOW, "
+            "SUMMARIZE, or EXPLAIN of one); DuckDB reads the tables through Arrow and may open no "
+            "file itself, so COPY, ATTACH, INSTALL/LOAD, SET, read_csv('...') and the like are "
+            "refused and nothing on disk can change. Tables are scanned lazily (only the columns "
+            "and row groups a query needs). Starts in well under a second (no Prefect, no models).\n\n"
             "Examples:\n\n"
             "  arborag sql \"SELECT title, n_chars FROM documents WHERE status = 'ok'\" --corpus .arborag-demo\n\n"
             "  arborag sql \"SELECT strategy, count(*) AS n, avg(n_tokens) FROM chunks GROUP BY strategy\" -c /tmp/c --format csv\n\n"
@@ -89,7 +93,7 @@ def register(app: typer.Typer) -> None:
         ),
     )
     def sql(
-        query: str = typer.Argument(..., help="One SELECT statement; quote it for the shell."),
+        query: str = typer.Argument(..., help="One query (SELECT / WITH / FROM / DESCRIBE / SHOW / SUMMARIZE / EXPLAIN); quote it for the shell."),
         corpus: Path = corpus_option("Corpus directory. Env: ARBORAG_CORPUS."),
         fmt: SqlFormat = typer.Option("table", "--format", "-f", help="table (rich, for people), csv or json (for scripts)."),
         max_chars: int = typer.Option(120, "--max-chars", help="table format: cut cells longer than this (0 = never)."),

@@ -36,10 +36,13 @@ def register(app: typer.Typer) -> None:
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and the estimated embedding and summary work; change nothing."),
         prefect: Optional[bool] = PREFECT_OPTION,
         no_wait: bool = typer.Option(False, "--no-wait", help="Fail at once if another writer (build, update, ingest) holds the corpus lock, instead of waiting for it."),
+        follow_external_symlinks: bool = typer.Option(
+            False, "--follow-external-symlinks", help="Follow symlinks that lead out of a source's root (skipped and reported by default)."
+        ),
         config: Optional[Path] = CONFIG_OPTION,
     ) -> None:
         offline_env()
-        cfg = config_from(config, {"update": {"prune": prune}})
+        cfg = config_from(config, {"update": {"prune": prune}, "ingest": {"follow_external_symlinks": follow_external_symlinks or None}})
         from arborag.flows.update import run_update
 
         srcs = [str(s) for s in sources]
@@ -101,3 +104,7 @@ def _print_result(out: dict[str, Any]) -> None:
         f"[green]published[/] snapshot {out.get('snapshot')}; summaries written: {calls.get('summaries', 0)}; "
         f"texts embedded: {calls.get('embedded_texts', 0)}; {out.get('seconds', '?')} s"
     )
+    from arborag.cli.build import fallback_lines
+
+    for line in fallback_lines(out, "tree-update" if out.get("tree-update") else "tree"):
+        console.print(line, highlight=False)

@@ -1,4 +1,5 @@
-"""Discovery: expand sources (files, folders, globs, ``file://`` URIs) into the files to read."""
+"""Discovery: expand sources (files, folders, globs, ``file://`` URIs) into the files to read,
+confined to the root each source names (see :func:`discover_sources`)."""
 
 from __future__ import annotations
 
@@ -78,6 +79,45 @@ def _walk(root: Path, cfg: IngestConfig, skip: set[str], skipped: list[IngestFai
     return out
 
 
+def _root_of_glob(pattern: str) -> str:
+    """The folder a glob is rooted at: the part of ``pattern`` before its first wildcard component."""
+    parts = Path(pattern).parts
+    fixed: list[str] = []
+    for part in parts:
+        if _GLOB_CHARS.search(part):
+            break
+        fixed.append(part)
+    if len(fixed) == len(parts):  # no wildcard component (cannot happen for a glob source)
+        fixed = fixed[:-1]
+    return os.path.join(*fixed) if fixed else "."
+
+
+def _outside(path: str, root_real: str) -> str | None:
+    """Where ``path`` really leads when that lies outside ``root_real`` (through a symlinked file
+    or any symlinked folder on the way); else None."""
+    target = os.path.realpath(path)
+    return target if os.path.commonpath([target, root_real]) != root_real else None
+
+
+def _confined(paths: Sequence[str], root: str, cfg: IngestConfig, skipped: list[IngestFailure], skip: set[str]) -> list[str]:
+    """``paths`` (found under ``root``) whose real location lies inside ``root``; the others go to
+    ``skipped`` with their target (unless ``cfg.follow_external_symlinks``). Paths inside a
+    ``skip`` folder (the corpus) are dropped silently, as the folder walk does."""
+    root_real = os.path.realpath(root)
+    out = []
+    for p in paths:
+        real = os.path.realpath(p)
+        if any(os.path.commonpath([real, s]) == s for s in skip):
+            continue
+        target = None if cfg.follow_external_symlinks else _outside(p, root_real)
+        if target is not None:
+            skipped.append(IngestFailure(_uri(p), f"skipped: symlink to {target}, outside {root_real} "
+                                         "(pass --follow-external-symlinks to follow it)"))
+            continue
+        out.append(p)
+    return out
+
+
 def discover_sources(
     sources: Sequence[str | Path], cfg: IngestConfig, *, skip: Sequence[str | Path] = (),
     skipped: list[IngestFailure] | None = None,
@@ -87,8 +127,15 @@ def discover_sources(
     A source is a file (read whatever its name), a folder (walked recursively; file names must
     match ``cfg.include`` and not ``cfg.exclude``; hidden files and folders are skipped), a glob
     pattern (``docs/**/*.pdf``), or a ``file://`` URI. Folders in ``skip`` (e.g. the corpus
-    itself) are not entered. Symlinks out of a walked folder are not followed (unless
-    ``cfg.follow_external_symlinks``): each is logged as a warning and appended to ``skipped``.
+    itself) are not entered.
+
+    **One confinement rule for every form**: each source has a root — a folder: itself; a glob:
+    the folder before its first wildcard (``docs`` for ``docs/**/*.txt``); a named file: its
+    folder — and a file is read only when its real location (every symlink on the way resolved,
+    relative or absolute, file or folder) lies inside the root's real location. A file or folder
+    symlink leading out is not followed (unless ``cfg.follow_external_symlinks``): each is logged
+    as a warning and appended to ``skipped`` with its target. Object-store prefixes
+    (``s3://...``) are not sources: they are refused before anything is read.
 
     Raises:
         IngestError: a source does not exist, a glob matches nothing, or a URI scheme is not
@@ -102,20 +149,24 @@ def discover_sources(
         if text.startswith("file://"):
             text = text[len("file://"):]
         elif re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]+://", text):
-            raise IngestError(text, "only local paths and file:// URIs can be ingested; download remote files first")
+            raise IngestError(text, "only local paths and file:// URIs can be ingested (object-store prefixes "
+                              "are not sources); download the files first, e.g. `aws s3 sync s3://bucket/prefix docs/`")
         path = Path(text).expanduser()
         if os.path.lexists(path):
             if path.is_dir():
                 out.extend(_walk(path, cfg, skip_set, passed_over))
             else:  # a file, or a broken/looping symlink: reading records why it fails
-                out.append(SourceFile(path, _uri(path)))
+                kept = _confined([str(path)], os.path.dirname(str(path)) or ".", cfg, passed_over, set())
+                out.extend(SourceFile(Path(p), _uri(p)) for p in kept)
             continue
         if _GLOB_CHARS.search(text):
-            matches = sorted(glob.glob(os.path.expanduser(text), recursive=True))
+            pattern = os.path.expanduser(text)
+            matches = sorted(glob.glob(pattern, recursive=True))
             files = [m for m in matches if not os.path.isdir(m)]
             if not files:
                 raise IngestError(text, "the pattern matched no files; check the pattern (quote it so the shell does not expand it)")
-            out.extend(SourceFile(Path(m), _uri(m)) for m in files)
+            kept = _confined(files, _root_of_glob(pattern), cfg, passed_over, skip_set)
+            out.extend(SourceFile(Path(m), _uri(m)) for m in kept)
             continue
         raise IngestError(text, "no such file or folder; check the path")
     for item in passed_over:

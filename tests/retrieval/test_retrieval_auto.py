@@ -70,9 +70,13 @@ def test_retrieval_auto_summaries_never_with_their_children(corpus_dir):
     hits = _index(corpus_dir).search("alpha", mode="auto", budget=1000, summaries="dedup", summary_share=1.0)
     ids = {h.node_id for h in hits}
     children = {"s1-alpha": {"a-alpha", "b", "c"}, "s2-beta": {"d-beta", "e", "f"}, "r": {"s1-alpha", "s2-beta"}}
-    for parent, kids in children.items():
-        if parent in ids:
-            assert not (kids & ids), (parent, ids)
+    chosen = [p for p in children if p in ids]
+    assert chosen, f"no summary was selected, so nothing was checked: {ids}"
+    assert any(h.level > 0 for h in hits)
+    for parent in chosen:
+        assert not (children[parent] & ids), (parent, ids)
+    # and leaves the summaries did not cover are still there: the budget is not left empty
+    assert ids - set(chosen), ids
 
 
 def test_retrieval_auto_rejects_unknown_options(corpus_dir):

@@ -9,7 +9,7 @@ from helpers_query import NODES_SPEC, publish_snapshot
 
 from arborag.errors import QueryError
 from arborag.storage.corpus import Corpus
-from arborag.storage.sql import connect_readonly, run_sql
+from arborag.storage.sql import connect_readonly, corpus_views, run_sql
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def test_only_one_select_runs(corpus: Path, statement: str) -> None:
 def test_no_other_file_can_be_read(corpus: Path, tmp_path: Path) -> None:
     other = tmp_path / "secret.csv"
     other.write_text("a\n1\n")
-    with pytest.raises(QueryError, match="tables: edges, nodes"):
+    with pytest.raises(QueryError, match="refused by the sandbox.*only these views can be read: edges, nodes"):
         run_sql(corpus, f"SELECT * FROM read_csv('{other}')")
 
 
@@ -54,7 +54,7 @@ def test_missing_or_empty_corpus(tmp_path: Path) -> None:
 
 
 def test_connect_readonly_is_locked(corpus: Path) -> None:
-    con = connect_readonly(Corpus(corpus).all_table_paths())
+    con = connect_readonly(corpus_views(Corpus(corpus)))
     try:
         assert con.execute("SELECT count(*) FROM edges").fetchone() == (len(NODES_SPEC) - 1,)
         with pytest.raises(Exception, match="lock|configuration"):

@@ -1,0 +1,89 @@
+"""`arborag query` says in its default output (no --json, no --trace) when an LLM-backed mode did
+something else than ask the LLM: `multi` variants from PRF, `level`'s offline plan or failed steps.
+
+Over the two-hop snapshot of tests/level (FAKE embedder), with no LLM and with the FAKE LLM server.
+"""
+
+from __future__ import annotations
+
+import pytest
+from fake_llm_server import FakeLLMServer, error, reply
+from helpers_level import LLM_VARS, QUESTION, fake_embed, publish_level_snapshot
+from helpers_llm import KEY_ENV
+from typer.testing import CliRunner
+
+from arborag.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def corpus(tmp_path, monkeypatch):
+    import arborag.query as q
+
+    for var in LLM_VARS:
+        monkeypatch.delenv(var, raising=False)
+    publish_level_snapshot(tmp_path / "c")
+    real = q.open_index
+    monkeypatch.setattr(q, "open_index", lambda *a, **kw: real(*a, **{**kw, "embed_query": fake_embed, "light": False}))
+    return tmp_path / "c"
+
+
+def _query(corpus, mode, env=None) -> str:
+    result = runner.invoke(app, ["query", QUESTION, "--corpus", str(corpus), "--mode", mode, "--budget", "100"], env=env)
+    assert result.exit_code == 0, result.output
+    return " ".join(result.output.split())
+
+
+def _env(srv: FakeLLMServer) -> dict[str, str]:
+    return {"ARBORAG_LLM_BASE_URL": srv.base_url, "ARBORAG_LLM_MODEL": "fake-model",
+            "ARBORAG_SUMMARIZE__API_KEY_ENV": KEY_ENV, KEY_ENV: "sk-fake", "ARBORAG_SUMMARIZE__RETRIES": "0"}
+
+
+def _script_level(srv: FakeLLMServer, hyde=None) -> None:
+    srv.script("Split the question into at most", reply('{"questions": ["Who wrote the novel Xanadu?", "Where was Mira Solberg born?"]}'))
+    srv.script("Lucene query", reply('{"query": "Mira Solberg born"}'))
+    srv.script("Query sent:", reply('{"sufficient": true}'))
+    srv.script("that would answer the question, as it", hyde or reply('{"passage": "Mira Solberg wrote Xanadu and was born in Bergen."}'))
+    srv.script("write a new short", reply('{"sufficient": true}'))
+    srv.script("state what the passages say", reply("Mira Solberg, born in Bergen."))
+    srv.script("Facts found so far", reply('{"sufficient": true, "questions": []}'))
+
+
+def test_multi_without_an_llm_says_prf(corpus):
+    out = _query(corpus, "multi")
+    assert "note: multi: the query variants came from PRF" in out and "no LLM configured" in out
+
+
+def test_multi_whose_llm_reply_is_unusable_says_why(corpus):
+    with FakeLLMServer(model="fake-model") as srv:
+        srv.script("", reply("not json at all"))
+        out = _query(corpus, "multi", env=_env(srv))
+        assert srv.completions(), "the LLM was not asked"
+    assert "note: multi: the query variants came from PRF" in out and "fallback:" in out
+
+
+def test_multi_with_working_llm_variants_says_nothing(corpus):
+    with FakeLLMServer(model="fake-model") as srv:
+        srv.script("", reply('{"queries": ["Xanadu novel author", "Mira Solberg birthplace", "author of Xanadu born"]}'))
+        out = _query(corpus, "multi", env=_env(srv))
+    assert "note:" not in out, out
+
+
+def test_level_offline_plan_is_said(corpus):
+    out = _query(corpus, "level")
+    assert "note: level ran its offline plan, without an LLM" in out and "ARBORAG_LLM_BASE_URL" in out
+
+
+def test_level_failed_steps_are_said(corpus):
+    with FakeLLMServer(model="fake-model") as srv:
+        _script_level(srv, hyde=error(500, message="HyDE is down"))  # every HyDE call fails
+        out = _query(corpus, "level", env=_env(srv))
+    assert "LLM step(s) failed and fell back" in out and "hyde" in out and "--trace shows each step" in out
+
+
+def test_level_with_a_working_llm_says_nothing(corpus):
+    with FakeLLMServer(model="fake-model") as srv:
+        _script_level(srv)
+        out = _query(corpus, "level", env=_env(srv))
+    assert "note:" not in out, out
