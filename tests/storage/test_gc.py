@@ -5,8 +5,6 @@ part of the corpus over many updates (Prefect records included)."""
 from __future__ import annotations
 
 import json
-import os
-import time
 from pathlib import Path
 from typing import Any
 
