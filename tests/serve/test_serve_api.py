@@ -53,6 +53,37 @@ def test_search_every_mode_returns_hits_of_the_published_snapshot(client, snapsh
         assert scores == sorted(scores, reverse=True)
 
 
+def _cli_modes() -> list[str]:
+    """The modes ``arborag query --mode`` accepts, read from the CLI command itself."""
+    import typer.main
+
+    from arborag.cli.app import app
+
+    command = typer.main.get_command(app).commands["query"]  # type: ignore[attr-defined]
+    option = next(p for p in command.params if p.name == "mode")
+    return option.metavar.strip("[]").split("|")
+
+
+def test_the_cli_accepts_the_registered_modes():
+    from arborag.query.modes import MODE_NAMES
+
+    assert _cli_modes() == list(MODE_NAMES)
+
+
+# generated from the registry: a mode added to query/modes.py is tested here with no edit
+@pytest.mark.parametrize("mode", _cli_modes())
+def test_search_accepts_every_mode_the_cli_accepts(client, snapshot, mode):
+    from arborag.query.modes import MODES
+
+    r = _search(client, mode=mode, budget=400)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["snapshot"] == snapshot and body["mode"] == mode
+    assert body["hits"], f"mode {mode} found nothing for {QUESTION!r}"
+    assert body["tokens"] == sum(h["tokens"] for h in body["hits"]) <= 400
+    assert body["embedded"] is MODES[mode].uses_vector
+
+
 def test_search_matches_the_python_api(client, built_corpus):
     from arborag.query import open_index
 
@@ -224,6 +255,14 @@ def test_openapi_docs_and_page(client):
     page = client.get("/")
     assert page.status_code == 200 and "<form" in page.text and "default-src 'self'" in page.headers["content-security-policy"]
     assert client.get("/static/app.js").headers["content-type"].startswith("text/javascript")
+    # the page's modes and the API's are the registry's, the default selected
+    import re
+
+    from arborag.query.modes import DEFAULT_MODE, MODE_NAMES
+
+    assert re.findall(r'<option value="([^"]+)"', page.text) == list(MODE_NAMES)
+    assert re.search(r'<option value="([^"]+)"[^>]* selected>', page.text).group(1) == DEFAULT_MODE
+    assert spec["components"]["schemas"]["SearchRequest"]["properties"]["mode"]["enum"] == list(MODE_NAMES)
 
 
 def test_no_published_index_is_503_until_a_build(tmp_path, embedders):
