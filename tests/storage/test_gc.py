@@ -10,7 +10,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from helpers_update import CONFIG, make_sources
+from helpers.update import CONFIG, make_sources
 
 from arborag.flows.build import run_build
 from arborag.flows.update import run_update

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers_query import NODES_SPEC, publish_snapshot
+from helpers.query import NODES_SPEC, publish_snapshot
 
 from arborag.errors import QueryError
 from arborag.storage.corpus import Corpus

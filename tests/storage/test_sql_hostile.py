@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from helpers_query import publish_snapshot
+from helpers.query import publish_snapshot
 from typer.testing import CliRunner
 
 from arborag.errors import QueryError

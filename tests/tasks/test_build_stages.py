@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pyarrow as pa
-from helpers_embed import FakeEmbedder
+from helpers.embed import FakeEmbedder
 
 from arborag.config import ArboragConfig
 from arborag.storage.corpus import Corpus
