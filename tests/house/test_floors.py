@@ -1,6 +1,6 @@
 """The import floors of the house (docs/ARCHITECTURE.md), checked on the source with ast.
 
-    cli, serve          <- anything, but only lazily (inside functions) above the foundation
+    cli, serve, mcpserver <- anything, but only lazily (inside functions) above the foundation
     flows               <- tasks, query, storage, foundation   (orchestration only)
     query               <- storage, foundation                 (never tasks or flows)
     tasks               <- storage, foundation
@@ -22,7 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 # folder on disk -> package name inside the one ``arborag`` namespace
 FOLDERS = {"flows": "arborag.flows", "tasks": "arborag.tasks", "storage": "arborag.storage", "query": "arborag.query"}
-TOP = ("arborag.cli", "arborag.serve")
+TOP = ("arborag.cli", "arborag.serve", "arborag.mcpserver")
 ALLOWED = {
     "foundation": {"foundation"},
     "storage": {"foundation", "storage"},

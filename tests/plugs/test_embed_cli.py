@@ -8,44 +8,16 @@ import json
 from pathlib import Path
 
 import pytest
-from fake_embed_server import FakeEmbedServer
-from helpers_reliability import cli, cli_env
+from helpers_plugs import KEY_ENV, SECRET
+from helpers_reliability import cli
 
 from arborag.config import EmbedConfig
 from arborag.embedder import snapshot_embedder
 from arborag.errors import ConfigError
 
-KEY_ENV = "ARBORAG_TEST_EMBED_KEY"
-SECRET = "sk-embed-TOPSECRET-cli-0123456789"
 
-DOCS = {
-    "cinder.txt": "Cinderella lost a glass slipper at the palace ball.\n\nThe prince searched the kingdom for the girl whose "
-                  "foot fit the glass slipper.\n\nHer stepsisters tried the slipper and failed.",
-    "orbit.txt": "The probe entered orbit around Jupiter after a long cruise.\n\nIts cameras mapped the storms of the great red "
-                 "spot.\n\nEngineers adjusted the orbit with short engine burns.",
-    "bread.txt": "Sourdough bread rises with wild yeast and lactic bacteria.\n\nBakers feed the starter with flour and water "
-                 "every day.\n\nA hot oven gives the loaf its crust.",
-}
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory):
-    """One CLI build with the openai backend against the fake server; yields (server, corpus, env, build output)."""
-    root = tmp_path_factory.mktemp("plugs")
-    src = root / "docs"
-    src.mkdir()
-    for name, text in DOCS.items():
-        (src / name).write_text(text, encoding="utf-8")
-    with FakeEmbedServer(models=["fake-embed"], dim=48) as srv:
-        env = cli_env(ARBORAG_EMBED__BACKEND="openai", ARBORAG_EMBED__BASE_URL=srv.base_url, ARBORAG_EMBED__API_MODEL="fake-embed",
-                      ARBORAG_EMBED__API_KEY_ENV=KEY_ENV, **{KEY_ENV: SECRET})
-        done = cli("build", str(src), "--corpus", str(root / "corpus"), "--no-prefect", env=env, timeout=600)
-        assert done.returncode == 0, done.output
-        yield srv, root / "corpus", env, done
-
-
-def test_build_embeds_through_the_server_and_records_the_embedder(built) -> None:
-    srv, corpus, _, done = built
+def test_build_embeds_through_the_server_and_records_the_embedder(openai_corpus) -> None:
+    srv, corpus, _, done = openai_corpus
     assert "published snapshot" in done.output
     sent = {t for r in srv.embedding_requests() for t in r.inputs}
     assert any("glass slipper" in t for t in sent)  # the leaves went to the server
@@ -56,15 +28,15 @@ def test_build_embeds_through_the_server_and_records_the_embedder(built) -> None
     assert info["embed"]["api_key_env"] == KEY_ENV
 
 
-def test_the_key_is_in_no_file_of_the_corpus(built) -> None:
-    _, corpus, _, done = built
+def test_the_key_is_in_no_file_of_the_corpus(openai_corpus) -> None:
+    _, corpus, _, done = openai_corpus
     assert SECRET not in done.output
     leaks = [p for p in corpus.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
     assert not leaks, f"the API key was written to {leaks}"
 
 
-def test_query_embeds_with_the_server(built) -> None:
-    srv, corpus, env, _ = built
+def test_query_embeds_with_the_server(openai_corpus) -> None:
+    srv, corpus, env, _ = openai_corpus
     before = len(srv.embedding_requests())
     done = cli("query", "glass slipper prince", "--corpus", str(corpus), "--mode", "collapsed", "--json", env=env, timeout=300)
     assert done.returncode == 0, done.output
@@ -73,8 +45,8 @@ def test_query_embeds_with_the_server(built) -> None:
     assert any(r.inputs == ["glass slipper prince"] for r in srv.embedding_requests()[before:])
 
 
-def test_query_without_the_endpoint_is_refused(built) -> None:
-    _, corpus, env, _ = built
+def test_query_without_the_endpoint_is_refused(openai_corpus) -> None:
+    _, corpus, env, _ = openai_corpus
     plain = {k: v for k, v in env.items() if not k.startswith("ARBORAG_EMBED__")}
     done = cli("query", "glass slipper", "--corpus", str(corpus), "--mode", "collapsed", env=plain, timeout=300)
     assert done.returncode != 0
@@ -83,8 +55,8 @@ def test_query_without_the_endpoint_is_refused(built) -> None:
     assert "Traceback" not in done.output
 
 
-def test_query_with_another_embedder_is_refused(built) -> None:
-    _, corpus, env, _ = built
+def test_query_with_another_embedder_is_refused(openai_corpus) -> None:
+    _, corpus, env, _ = openai_corpus
     done = cli("query", "glass slipper", "--corpus", str(corpus), "--mode", "collapsed",
                env={**env, "ARBORAG_EMBED__API_MODEL": "other-model"}, timeout=300)
     assert done.returncode != 0
