@@ -34,7 +34,7 @@ from arborag.env import OFFLINE_ENV, offline_env
 from arborag.errors import ArboragError, BackendUnavailable, LLMError
 from arborag.hashing import hash_json
 from arborag.storage.corpus import Corpus
-from arborag.tasks.context import file_fingerprint, table_fingerprint
+from arborag.tasks.stage_context import file_fingerprint, table_fingerprint
 
 __all__ = [
     "PREFECT_ENV_DEFAULTS",

@@ -26,8 +26,8 @@ from arborag.errors import ConfigError
 from arborag.flows.build import BUILD_PIPELINE
 from arborag.flows.stage import Stage, pipeline_fingerprint
 from arborag.hashing import hash_json
-from arborag.tasks.context import StageContext
-from arborag.tasks.datasets import PreparedDataset
+from arborag.tasks.stage_context import StageContext
+from arborag.tasks.evaluation.datasets import PreparedDataset
 from arborag.tasks.evaluation.plan import DEFAULT_STRATEGIES, DEFAULT_STRATEGY_SYSTEMS, STRATEGY_PRESETS, SYSTEM_NAMES, SYSTEMS
 from arborag.tasks.evaluation.retrieve import OpenFn, run_retrieve
 from arborag.tasks.evaluation.write import write_json
