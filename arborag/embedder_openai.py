@@ -108,7 +108,7 @@ class OpenAIEmbedder(Transport):
         texts = list(texts)
         if not texts:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
-        pieces, owner = self._pieces(texts, prefix_chars)
+        pieces, owner, counts = self._split(texts, prefix_chars)
         done = [0]
 
         def step(k: int) -> None:  # piece counts -> text counts (the calls sum to len(texts))
@@ -118,7 +118,7 @@ class OpenAIEmbedder(Transport):
             done[0] += k
             progress(done[0] * len(texts) // len(pieces) - before)
 
-        vecs = self._embed_pieces(pieces, step)
+        vecs = self._embed_pieces(pieces, counts, step)
         if len(pieces) == len(texts):
             return l2_normalise(vecs)
         out = np.zeros((len(texts), vecs.shape[1]), dtype=np.float64)
@@ -180,14 +180,18 @@ class OpenAIEmbedder(Transport):
 
     def _pieces(self, texts: list[str], prefix_chars: Sequence[int] | None) -> tuple[list[str], np.ndarray]:
         """Every text's pieces (itself, its windows, or its truncation) and the text each belongs to."""
+        pieces, owner, _ = self._split(texts, prefix_chars)
+        return pieces, owner
+
+    def _split(self, texts: list[str], prefix_chars: Sequence[int] | None) -> tuple[list[str], np.ndarray, list[int]]:
+        """:meth:`_pieces` plus every piece's token count (each text is tokenized once; only a text
+        over the limit is tokenized again, with offsets, to cut it)."""
         limit = self.cfg.max_input_tokens
         tok = self._tok()
-        maybe = [i for i, t in enumerate(texts) if len(t) > limit // 4]  # a token covers >= 1/4 character
+        counts = tok.count_many(texts)
         cut: dict[int, list[str]] = {}
-        for i in maybe:
+        for i in (i for i, n in enumerate(counts) if n > limit):
             starts, ends = tok.offsets(texts[i])
-            if len(starts) <= limit:
-                continue
             if self.cfg.long_text == "truncate":
                 cut[i] = [texts[i][: int(ends[limit - 1])]]
                 continue
@@ -195,17 +199,25 @@ class OpenAIEmbedder(Transport):
             offs = list(zip(starts.tolist(), ends.tolist()))
             # the windows' max_len counts two special tokens, as a local model's does
             cut[i] = text_windows(texts[i], offs, p, limit + 2, self.cfg.long_text_overlap)
+        if not cut:
+            return texts, np.arange(len(texts), dtype=np.int64), counts
         pieces: list[str] = []
         owner: list[int] = []
+        sizes: list[int] = []
         for i, text in enumerate(texts):
-            got = cut.get(i, [text])
-            pieces.extend(got)
-            owner.extend([i] * len(got))
-        return pieces, np.asarray(owner, dtype=np.int64)
+            got = cut.get(i)
+            if got is None:
+                pieces.append(text)
+                owner.append(i)
+                sizes.append(counts[i])
+            else:
+                pieces.extend(got)
+                owner.extend([i] * len(got))
+                sizes.extend(tok.count_many(got))
+        return pieces, np.asarray(owner, dtype=np.int64), sizes
 
-    def _batches(self, pieces: list[str]) -> list[list[int]]:
+    def _batches(self, counts: Sequence[int]) -> list[list[int]]:
         """Consecutive runs of piece indices: at most ``batch_size`` inputs and ``request_tokens`` tokens each."""
-        counts = self._tok().count_many(pieces)
         out: list[list[int]] = []
         cur: list[int] = []
         tokens = 0
@@ -219,8 +231,8 @@ class OpenAIEmbedder(Transport):
             out.append(cur)
         return out
 
-    def _embed_pieces(self, pieces: list[str], progress: Callable[[int], None]) -> np.ndarray:
-        batches = self._batches(pieces)
+    def _embed_pieces(self, pieces: list[str], counts: Sequence[int], progress: Callable[[int], None]) -> np.ndarray:
+        batches = self._batches(counts)
         results: list[np.ndarray | None] = [None] * len(batches)
         abort: BaseException | None = None
         with ThreadPoolExecutor(max_workers=min(self.cfg.concurrency, len(batches)), thread_name_prefix="embed") as pool:
