@@ -34,10 +34,21 @@ class Limits:
     max_top: int = 200
 
 
-def _need(snap: Any) -> Any:
-    if snap is None:
-        raise ToolInputError(_NO_INDEX)
-    return snap
+def _need(snap: Any, holder: Any = None) -> Any:
+    """``snap``, or the reason there is none: nothing published, or a published snapshot this
+    server cannot query (e.g. built with an embedder that is not configured here)."""
+    if snap is not None:
+        return snap
+    manifest = holder.corpus.manifest() if holder is not None else None
+    if manifest and manifest.get("snapshot"):
+        import json
+
+        from arborag.query import snapshot_embed_config
+
+        info = json.loads((holder.corpus.published_dir() / "info.json").read_text(encoding="utf-8"))
+        snapshot_embed_config(info, holder.config)  # raises the reason a query cannot use its embedder
+        raise ToolInputError(f"the published snapshot {manifest['snapshot']} cannot be opened; the server's log says why")
+    raise ToolInputError(_NO_INDEX)
 
 
 def _check_text(text: str, limits: Limits, what: str = "text") -> str:
@@ -77,7 +88,7 @@ def search(holder: Any, text: str, *, mode: str, budget: int, k: int, lucene: bo
     _check_text(text, limits)
     _check_search_args(mode, budget, k, doc_ids, levels, limits)
     with holder.lease() as snap:
-        index = _need(snap).index
+        index = _need(snap, holder).index
         args: dict[str, Any] = dict(mode=mode, budget=budget, k=k, levels=list(levels) if levels else None,
                                     doc_ids=list(doc_ids) if doc_ids else None)
         if mode != "sparse":
@@ -110,7 +121,7 @@ def get_node(holder: Any, node_id: str) -> dict[str, Any]:
     if not node_id or len(node_id) > 200:
         raise ToolInputError("node_id must be a node id from search or tree_top (e.g. the 'node_id' of a hit)")
     with holder.lease() as snap:
-        nodes, edges = _need(snap).tables()
+        nodes, edges = _need(snap, holder).tables()
         row = nodes.filter(pl.col("node_id") == node_id)
         if row.height == 0:
             raise ToolInputError(f"no node {node_id!r} in snapshot {snap.id}: use a node_id from search or tree_top")
@@ -138,7 +149,7 @@ def get_chunk(holder: Any, doc_id: str, start_char: int, end_char: int, *, limit
         raise ToolInputError(f"the span is {end_char - start_char} characters, over the limit of {limits.max_chunk_chars}: "
                              "ask for a shorter one")
     with holder.lease() as snap:
-        docs = pl.from_arrow(_need(snap).index.documents().select(["doc_id", "title", "uri", "text"]))
+        docs = pl.from_arrow(_need(snap, holder).index.documents().select(["doc_id", "title", "uri", "text"]))
         row = docs.filter(pl.col("doc_id") == doc_id)
         if row.height == 0:
             raise ToolInputError(f"no document {doc_id!r} in snapshot {snap.id}: use a doc_id from the sources of a hit")
@@ -158,7 +169,7 @@ def tree_top(holder: Any, *, max_nodes: int, limits: Limits) -> dict[str, Any]:
     if not 1 <= max_nodes <= limits.max_top:
         raise ToolInputError(f"max_nodes {max_nodes} is out of range: from 1 to {limits.max_top}")
     with holder.lease() as snap:
-        nodes, edges = _need(snap).tables()
+        nodes, edges = _need(snap, holder).tables()
         children = edges.group_by("parent_id").len().rename({"parent_id": "node_id", "len": "children"})
         roots = (nodes.join(edges.select(pl.col("child_id").alias("node_id")).unique(), on="node_id", how="anti")
                  .join(children, on="node_id", how="left").with_columns(pl.col("children").fill_null(0))
@@ -182,7 +193,7 @@ def ask(holder: Any, question: str, *, mode: str, budget: int, k: int, limits: L
     _check_text(question, limits, "question")
     _check_search_args(mode, budget, k, None, None, limits)
     with holder.lease() as snap:
-        index = _need(snap).index
+        index = _need(snap, holder).index
         llm = llm_from_config(index.config, cache_dir=index.corpus.cache_dir / "llm")
         try:
             answer = ask_question(index, question, llm=llm, mode=mode, budget=budget, k=k)
@@ -197,6 +208,6 @@ def snapshot_info(holder: Any) -> dict[str, Any]:
     from arborag.query.modes import available_modes
 
     with holder.lease() as snap:
-        _need(snap)
+        _need(snap, holder)
         return {"snapshot": snap.id, "levels": snap.levels, "documents": len(snap.documents()), "modes": list(available_modes()),
                 "info": snap.info}

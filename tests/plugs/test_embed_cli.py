@@ -5,6 +5,7 @@ refusals that keep a query from mixing vector spaces."""
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,25 @@ def test_query_with_another_embedder_is_refused(openai_corpus) -> None:
     assert done.returncode != 0
     out = " ".join(done.output.split())
     assert "asks for model 'other-model'" in out and "cannot be compared" in out and "Traceback" not in done.output
+
+
+def test_build_with_the_server_down_says_so_and_publishes_nothing(tmp_path) -> None:
+    from helpers_plugs import DOCS
+    from helpers_reliability import cli_env
+
+    src = tmp_path / "docs"
+    src.mkdir()
+    (src / "cinder.txt").write_text(DOCS["cinder.txt"], encoding="utf-8")
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = cli_env(ARBORAG_EMBED__BACKEND="openai", ARBORAG_EMBED__BASE_URL=f"http://127.0.0.1:{port}/v1", ARBORAG_EMBED__RETRIES="1")
+    done = cli("build", str(src), "--corpus", str(tmp_path / "corpus"), "--no-prefect", env=env, timeout=300)
+    out = " ".join(done.output.split())
+    assert done.returncode != 0
+    assert f"embedding endpoint is not reachable at http://127.0.0.1:{port}/v1" in out and "ARBORAG_EMBED__BASE_URL" in out
+    assert "Traceback" not in done.output
+    assert not (tmp_path / "corpus" / "manifest.json").exists()
 
 
 # -- the rule itself (arborag.embedder.snapshot_embedder) -------------------------------------------

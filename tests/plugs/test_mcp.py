@@ -90,6 +90,7 @@ def session(openai_corpus) -> dict[str, Any]:
             seen["node"] = await call("get_node", {"node_id": hit["node_id"]})
             seen["no_node"] = await call("get_node", {"node_id": "nope"})
             doc = hit["sources"][0]["doc_id"]
+            seen["doc_filter"] = await call("search", {"text": "sourdough orbit slipper", "doc_ids": [doc], "mode": "collapsed"})
             seen["chunk"] = await call("get_chunk", {"doc_id": doc, "start_char": 0, "end_char": 40})
             seen["bad_span"] = await call("get_chunk", {"doc_id": doc, "start_char": 30, "end_char": 10})
             seen["no_doc"] = await call("get_chunk", {"doc_id": "nope", "start_char": 0, "end_char": 10})
@@ -151,6 +152,31 @@ def test_bad_input_is_a_tool_error_the_agent_can_read(session, step: str, says: 
 def test_a_malformed_lucene_query_can_fall_back_to_words(session) -> None:
     data = _data(session["lenient_lucene"])
     assert data["lucene"]["retried_as"] == "plain words" and data["lucene"]["error"]
+
+
+def test_the_doc_filter_keeps_one_document(session) -> None:
+    doc = session["first_hit"]["sources"][0]["doc_id"]
+    hits = _data(session["doc_filter"])["hits"]
+    assert hits and all(doc in [s["doc_id"] for s in h["sources"]] for h in hits)
+
+
+def test_a_snapshot_of_another_embedder_is_a_tool_error_that_says_why(openai_corpus) -> None:
+    """In process (the SDK's Client over an MCPServer object): no embeddings server configured here."""
+    import anyio
+
+    from arborag.config import ArboragConfig
+    from arborag.mcpserver import create_server
+
+    _, corpus, _, _ = openai_corpus
+    server, _ = create_server(corpus, config=ArboragConfig())
+
+    async def call() -> Any:
+        async with Client(server) as client:
+            return await client.call_tool("search", {"text": "glass slipper"})
+
+    result = anyio.run(call)
+    assert result.is_error and "no embeddings server is configured" in _text(result)
+    assert "ARBORAG_EMBED__BASE_URL" in _text(result)
 
 
 def test_get_node_has_parents_and_children(session) -> None:
@@ -226,3 +252,33 @@ def test_http_transport_needs_the_token(openai_corpus) -> None:
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def test_ask_is_offered_with_an_llm_and_cites(openai_corpus) -> None:
+    """In process: an LLM configured (tests/fake_llm_server.py, a named fake that answers with a
+    citation) -> the ask tool exists and returns the cited answer."""
+    import anyio
+    from fake_llm_server import FakeLLMServer, reply
+
+    from arborag.config import ArboragConfig
+    from arborag.mcpserver import create_server
+
+    srv, corpus, _, _ = openai_corpus
+    answer = json.dumps({"supported": True, "answer": "She lost a glass slipper at the ball [1].", "citations": [1]})
+    with FakeLLMServer(model="fake-chat", default=reply(answer)) as llm:
+        cfg = ArboragConfig().with_overrides(embed={"backend": "openai", "base_url": srv.base_url},
+                                             summarize={"base_url": llm.base_url, "llm_model": "fake-chat"})
+        server, _ = create_server(corpus, config=cfg)
+
+        async def call() -> tuple[list[str], Any, Any]:
+            async with Client(server) as client:
+                names = [t.name for t in (await client.list_tools()).tools]
+                good = await client.call_tool("ask", {"question": "What did Cinderella lose?", "budget": 400})
+                bad = await client.call_tool("ask", {"question": "What did Cinderella lose?", "mode": "nope"})
+                return names, good, bad
+
+        names, good, bad = anyio.run(call)
+    assert "ask" in names
+    data = _data(good)
+    assert data["status"] == "answered" and "[1]" in data["answer"] and data["cited"]
+    assert bad.is_error and "unknown mode 'nope'" in _text(bad)
