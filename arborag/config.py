@@ -363,9 +363,10 @@ class ArboragConfig(BaseSettings):
 
     def with_overrides(self, **sections: dict[str, Any]) -> "ArboragConfig":
         """A copy with some stage fields replaced, e.g. ``cfg.with_overrides(segment={"strategy": "dds"})``."""
-        data = self.model_dump()
+        # unset fields stay unset (a snapshot's embedder is refused only for settings given on purpose)
+        data = self.model_dump(exclude_unset=True)
         for section, values in sections.items():
-            data[section] = {**data[section], **{k: v for k, v in values.items() if v is not None}}
+            data[section] = {**data.get(section, {}), **{k: v for k, v in values.items() if v is not None}}
         try:
             return ArboragConfig.model_validate(data)
         except ValidationError as exc:
