@@ -733,7 +733,8 @@ def main(argv: list[str] | None = None) -> int:
             ok1, err1 = server.counts()
             rec: dict[str, Any] = {"cycle": n, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "edits": edits,
                                    "killed": bool(res.get("killed")), "kill_after_s": kill_after, "completed": bool(res.get("ok")),
-                                   "update_s": round(res["seconds"], 2), "load1": round(os.getloadavg()[0], 2)}
+                                   "update_s": round(res["seconds"], 2), "load1": round(os.getloadavg()[0], 2),
+                                   "commit": git_commit().split(" (")[0]}  # the code this cycle's writer ran
             if kill_after is not None and not res.get("killed"):
                 rec["kill_missed"] = "the update finished before the kill point"
             if res.get("error"):
