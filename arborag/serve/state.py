@@ -284,13 +284,20 @@ class SnapshotHolder:
         """The snapshot a request answers from, held until the request is done: the published one,
         or the retained snapshot ``snapshot`` names (an id or unique prefix; raises
         :class:`~arborag.errors.SnapshotNotFound` when none is retained)."""
-        self.refresh()
-        if snapshot is not None and (self._current is None or snapshot not in (self._current.id, "published")):
+        if snapshot is not None and snapshot != "published":  # a named snapshot: the server does not move for it
             with self._named(snapshot) as snap:
                 yield snap
             return
+        self.refresh()
+        with self._current_lease() as snap:
+            yield snap
+
+    @contextmanager
+    def _current_lease(self, expect: str | None = None) -> Iterator[Snapshot | None]:
         with self._lease_lock:
             snap = self._current
+            if snap is not None and expect is not None and snap.id != expect:
+                snap = None
             if snap is not None:
                 snap.leases += 1
         try:
@@ -313,13 +320,13 @@ class SnapshotHolder:
         if snap is None:
             from arborag.storage.snapshots import resolve_snapshot
 
-            sid = resolve_snapshot(self.corpus, ref)
             current = self._current
+            sid = current.id if current is not None and ref == current.id else resolve_snapshot(self.corpus, ref)
             if current is not None and sid == current.id:
-                with self.lease() as cur:
-                    assert cur is not None
-                    yield cur
-                return
+                with self._current_lease(expect=sid) as cur:
+                    if cur is not None:  # still the current one (not switched meanwhile)
+                        yield cur
+                        return
             with self._old_lock:
                 snap = self._old.get(sid)
             if snap is None:
