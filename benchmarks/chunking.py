@@ -58,7 +58,7 @@ for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):  # offline, as scripts/
 
 from arborag.config import SegmentConfig  # noqa: E402
 from arborag.tokenizer import Tokenizer, get_tokenizer  # noqa: E402
-from arborag.tasks.chunks import STRATEGIES, segment_offsets, segment_text  # noqa: E402
+from arborag.tasks.stages.segment import STRATEGIES, segment_offsets, segment_text  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data"
 DEFAULT_OUT = REPO / "benchmarks" / "results" / "chunking.md"

@@ -85,7 +85,7 @@ offline_env()
 from arborag.config import load_config
 from arborag.embedder import Embedder
 from arborag.storage.corpus import Corpus
-from arborag.tasks.leaf_vectors import header_chars
+from arborag.tasks.staged_vectors import header_chars
 from arborag.tasks.leaves import leaves_for
 from arborag.tasks.tree import leaf_embed_texts
 import pyarrow.compute as pc

@@ -5,7 +5,7 @@ through ``ask``'s answering step, time and tokens per question.
         python benchmarks/llm_searchers.py --limit 20 --systems hybrid,multi,level
 
 For the first ``--limit`` questions of ../shared/data/hotpotqa, the corpus of their paragraphs
-(the eval's own adapter, ``arborag.tasks.datasets.load_hotpotqa``) is built once with the
+(the eval's own adapter, ``arborag.tasks.evaluation.datasets.load_hotpotqa``) is built once with the
 default pipeline (``arborag build --no-prefect``; reused when already published), then every
 question runs through every system in turn (question-major, so a run cut short stays balanced):
 
@@ -41,7 +41,7 @@ from _common import DATA, REPO, RESULTS, git_commit, machine_line, md_table, set
 
 
 def build_corpus(limit: int, corpus: Path) -> tuple[Any, Path]:
-    from arborag.tasks.datasets import load_hotpotqa
+    from arborag.tasks.evaluation.datasets import load_hotpotqa
 
     ds = load_hotpotqa(DATA, limit=limit)
     if not (corpus / "manifest.json").exists():  # a published build is reused
@@ -61,7 +61,7 @@ def build_corpus(limit: int, corpus: Path) -> tuple[Any, Path]:
 def gold_items(index, ds) -> dict[str, list[Any]]:
     """The eval's own gold resolution (evidence file/title/text -> doc_ids of the built corpus)."""
     from arborag.tasks.evaluation.gold import resolve_gold
-    from arborag.tasks.metrics import GoldItem
+    from arborag.tasks.evaluation.metrics import GoldItem
 
     doc_ids = resolve_gold(ds.evidence, index.documents())
     q = ds.queries
@@ -75,7 +75,7 @@ def score_answer(row: dict[str, Any]) -> None:
     """Token F1 / EM of the answer text against the gold answers (a refusal scores 0); the
     model's own "short" field is scored too (``f1_short``) — the small model often fills it
     with something else ("see passages [1] and [2]")."""
-    from arborag.tasks.metrics import exact_match, token_f1
+    from arborag.tasks.evaluation.metrics import exact_match, token_f1
 
     if "status" not in row:
         return
@@ -184,7 +184,7 @@ def main() -> None:
     from arborag.llm import LLMClient
     from arborag.query import open_index
     from arborag.query.answer import answer_from_sources, build_sources
-    from arborag.tasks.metrics import evidence_matches, full_support, recall_at
+    from arborag.tasks.evaluation.metrics import evidence_matches, full_support, recall_at
 
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     ds, corpus = build_corpus(args.limit, args.corpus)

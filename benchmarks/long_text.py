@@ -40,7 +40,7 @@ _SENT = re.compile(r"[A-Z][^.!?\n]{40,}[.!?]")
 def windows_of(texts: list[tuple[str, str]], max_windows: int) -> list[tuple[str, int, int, str]]:
     """(source, start, end, window text) of FFS windows (w = 1024, s = 256) with >= 1000 tokens."""
     from arborag.config import SegmentConfig
-    from arborag.tasks.chunks import segment_text
+    from arborag.tasks.stages.segment import segment_text
 
     out: list[tuple[str, int, int, str]] = []
     for name, text in texts:

@@ -74,7 +74,7 @@ def extra_run(out: Path, suffix: str, overrides: dict, systems: list[str], varia
     from arborag.config import load_config
     from arborag.query import open_index
     from arborag.storage.corpus import Corpus
-    from arborag.tasks.datasets import read_prepared
+    from arborag.tasks.evaluation.datasets import read_prepared
     from arborag.tasks.evaluation.gold import evidence_page_texts, resolve_gold
     from arborag.tasks.evaluation.retrieve import run_queries
     from arborag.tasks.evaluation.score import score_hits
@@ -99,7 +99,7 @@ def extra_run(out: Path, suffix: str, overrides: dict, systems: list[str], varia
 
 def evidence_coverage(context: str, evidence: str, n: int = 5) -> float:
     """Share of the evidence's word n-grams that occur in the context."""
-    from arborag.tasks.metrics import tokens
+    from arborag.tasks.evaluation.metrics import tokens
 
     ev, ctx = tokens(evidence), tokens(context)
     if not ev:

@@ -495,7 +495,7 @@ def old_build_tree(
     return TreeResult(nodes=nodes, edges=edges_t, vectors=all_vecs, stats=stats)
 
 
-# ---- git show 8cf3971:tasks/documents.py (lines 672-728): how the ingest merge loaded the table ----
+# ---- git show 8cf3971:tasks/stages/ingest.py (lines 672-728): how the ingest merge loaded the table ----
 _RECORD_URI = re.compile(r"(.+)#L\d+")
 
 
@@ -579,7 +579,7 @@ def old_diff_documents(existing: pa.Table, incoming: pa.Table) -> dict[str, Any]
     return result
 
 
-# ---- git show 8cf3971:tasks/metrics.py (lines 282-298) and tasks/report.py (lines 59-87, 130-233) ----
+# ---- git show 8cf3971:tasks/evaluation/metrics.py (lines 282-298) and tasks/evaluation/report.py (lines 59-87, 130-233) ----
 def old_mean(values: Iterable[float | None]) -> float | None:
     """Mean of the non-None, non-NaN values; None when there are none."""
     vals = [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
@@ -738,7 +738,7 @@ def run_eval(side: str, inputs: dict[str, Any]) -> Any:
     results, budget, primary = inputs["results"], 4000, "sentence"
     if side == "before":
         return old_report_aggregates(results, budget, primary)
-    lf = lazy(results)  # what today's render_summary does (tasks/report.py)
+    lf = lazy(results)  # what today's render_summary does (tasks/evaluation/report.py)
     at_primary = lf.filter(pl.col("strategy") == primary)
     at_budget = lf.filter(pl.col("budget") == budget)
     return [
@@ -1016,7 +1016,7 @@ def render(rows: list[dict[str, Any]], checks: list[dict[str, Any]], sizes: list
         "`incoming.to_pylist()`; after = `arborag.tasks.documents_diff.diff_documents`. Table: 0.5% error rows, 1% held at a second uri; "
         "sources: 1% deleted, 1% changed, 0.2% failing, +1% new (a tenth copies of known texts).",
         "- (c) the four aggregate calls of the report (by system, system × budget, system × type, strategy × system): before = `to_pylist()` + "
-        "the old dict grouping with metrics.mean/percentile; after = `arborag.tasks.evaluation.aggregate.aggregate` on lazy filters, as `tasks/report.py` calls it.",
+        "the old dict grouping with metrics.mean/percentile; after = `arborag.tasks.evaluation.aggregate.aggregate` on lazy filters, as `tasks/evaluation/report.py` calls it.",
         "- (d) an embedding-cache vector column (fixed_size_list<float32>, one chunk) to a matrix: before = `np.asarray(column.to_pylist())` "
         "(8cf3971 tasks/embeddings.py:232, the branch for list columns), after = `arborag.storage.arrays.arrow_to_vectors`.",
     ]

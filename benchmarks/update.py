@@ -175,7 +175,7 @@ def _evaluate(corpus: Path, prepared: Any, systems: list[str], budget: int) -> d
 def part_drift(work: Path, budget: int, paragraphs: int | None = None) -> dict[str, Any]:
     from arborag.flows.build import run_build
     from arborag.flows.update import run_update
-    from arborag.tasks.datasets import prepare_dataset
+    from arborag.tasks.evaluation.datasets import prepare_dataset
 
     prepared = prepare_dataset("hotpotqa", work / "hotpot-ds")
     files = sorted(p.name for p in prepared.corpus_dir.iterdir())

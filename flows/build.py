@@ -43,10 +43,10 @@ from arborag.flows.ingest import INGEST_PIPELINE, discover, run_ingest_stages
 from arborag.flows.stage import Stage, finish_run, pipeline_fingerprint, run_stage
 from arborag.storage.corpus import Corpus
 from arborag.storage.lock import corpus_lock
-from arborag.tasks import leaf_vectors, nodes, sparse, vectors
-from arborag.tasks.context import StageContext
+from arborag.tasks.stages import embed as leaf_vectors, sparse, tree as nodes, vectors
+from arborag.tasks.stage_context import StageContext
 from arborag.tasks.leaves import build_key, estimate_cost, leaves_for, snapshot_id_for
-from arborag.tasks.publish import run_publish
+from arborag.tasks.stages.publish import run_publish
 
 offline_env()  # Prefect reads its settings when imported
 from prefect import flow, task  # noqa: E402

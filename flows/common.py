@@ -5,7 +5,7 @@ called. (The flow modules import Prefect themselves, after :func:`prefect_env_de
 
 Caching across runs (see shared/ENVIRONMENT.md): a task is skipped when its cache key was seen
 before and its persisted result is still in ``CORPUS/prefect/results``. Keys are made of content
-hashes (:func:`cache_key_from_files`, :func:`cache_key_from_stats`, :func:`table_fingerprint`)
+hashes (:func:`cache_key_from_stats`, :func:`table_fingerprint`, :func:`file_fingerprint`)
 plus the config the stage depends on plus the code version
 (:func:`arborag.flows.stage.pipeline_fingerprint`) — never of whole tables. Tasks return small
 JSON summaries (paths, counts, fingerprints), so results are persisted as JSON. The one wrapper
@@ -18,8 +18,6 @@ process would load by itself; secrets stay in the environment) and loads it with
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import os
 import uuid
@@ -30,19 +28,16 @@ from pathlib import Path
 from typing import Any
 
 from arborag.config import ArboragConfig, load_config
-from arborag.env import OFFLINE_ENV, offline_env
+from arborag.env import offline_env
 from arborag.errors import ArboragError, BackendUnavailable, LLMError
 from arborag.hashing import hash_json
 from arborag.storage.corpus import Corpus
-from arborag.tasks.context import file_fingerprint, table_fingerprint
+from arborag.tasks.stage_context import file_fingerprint, table_fingerprint
 
 __all__ = [
-    "PREFECT_ENV_DEFAULTS",
     "RETRY_ON",
-    "cache_key_from_files",
     "cache_key_from_stats",
     "config_overrides",
-    "code_fingerprint",
     "current_flow_run_id",
     "dask_task_runner",
     "install_fanout",
@@ -57,10 +52,6 @@ __all__ = [
     "task_options",
     "was_cached",
 ]
-
-#: Environment every Prefect process here needs (offline, no telemetry, a slow-start allowance):
-#: the foundation's one list (:mod:`arborag.env`). Apply it *before* ``import prefect``.
-PREFECT_ENV_DEFAULTS = OFFLINE_ENV
 
 #: Exceptions worth retrying: I/O and unreachable services. Typed input errors (IngestError,
 #: SchemaError, ConfigError, ...) fail the same way every time and are not retried.
@@ -92,7 +83,7 @@ def task_options(
     """Options for ``task.with_options(**...)`` that make a task cache across runs of ``corpus``.
 
     With ``cache_key`` the key is exactly that string (build it from content hashes with
-    :func:`cache_key_from_files` / :func:`table_fingerprint`); without it the policy is
+    :func:`cache_key_from_stats` / :func:`table_fingerprint`); without it the policy is
     ``INPUTS + TASK_SOURCE`` (the task's parameters must then be small and deterministic).
     Results persist as ``serializer`` (JSON: tasks return small summaries, never tables) under
     :func:`results_dir` — a ``Path``, because a string would be read as a block name.
@@ -132,40 +123,6 @@ def _retry_condition(retry_on: tuple[type[BaseException], ...]) -> Any:
     return should_retry
 
 
-def cache_key_from_files(paths: Iterable[str | Path], *parts: Any) -> str:
-    """A cache key over the content of ``paths`` (order-independent) and JSON-able ``parts``.
-
-    ``parts`` carry everything else the result depends on: stage name, the config section
-    (``cfg.ingest.model_dump(mode="json")``), :func:`code_fingerprint`, the corpus root.
-    """
-    files = sorted({os.path.abspath(os.fspath(p)) for p in paths})
-    return hash_json([[f, file_fingerprint(f)] for f in files] + [list(parts)])
-
-
-def code_fingerprint(*modules: str) -> str:
-    """Hash of the source code of ``modules`` (dotted names), so a cache dies with the code it ran.
-
-    The source files are located and read without importing the modules (no import-time
-    cost, no side effects). A module that does not exist is hashed as missing (so an optional
-    helper may come and go); one without a source file is hashed by name.
-    """
-    sources = []
-    for name in modules:
-        try:
-            spec = importlib.util.find_spec(name)
-        except ModuleNotFoundError:
-            spec = None
-        if spec is None:
-            sources.append(f"missing:{name}")
-            continue
-        origin = spec.origin
-        try:
-            sources.append(Path(origin).read_text(encoding="utf-8") if origin else name)
-        except OSError:
-            sources.append(name)
-    return hash_json(sources)
-
-
 def was_cached(state: Any) -> bool:
     """True when a Prefect task state came from the cache (the task body did not run)."""
     return bool(getattr(state, "name", None) == "Cached")
@@ -198,7 +155,8 @@ def stat_fingerprint(path: str | Path) -> str:
 
 
 def cache_key_from_stats(paths: Iterable[str | Path], *parts: Any) -> str:
-    """Like :func:`cache_key_from_files` but over the files' size and mtime, so keying reads no file.
+    """A cache key over the size and mtime of ``paths`` (order-independent; reads no file) and
+    JSON-able ``parts`` (stage name, the config section the stage depends on, the code fingerprint).
 
     For sources the stage reads anyway (ingest hashes each file's bytes itself and skips an
     unchanged one): a touched-but-unchanged file only costs a cache miss, never a wrong result.

@@ -16,7 +16,7 @@ import os
 import platform
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +26,8 @@ from arborag.errors import ConfigError
 from arborag.flows.build import BUILD_PIPELINE
 from arborag.flows.stage import Stage, pipeline_fingerprint
 from arborag.hashing import hash_json
-from arborag.tasks.context import StageContext
-from arborag.tasks.datasets import PreparedDataset
+from arborag.tasks.stage_context import StageContext
+from arborag.tasks.evaluation.datasets import PreparedDataset
 from arborag.tasks.evaluation.plan import DEFAULT_STRATEGIES, DEFAULT_STRATEGY_SYSTEMS, STRATEGY_PRESETS, SYSTEM_NAMES, SYSTEMS
 from arborag.tasks.evaluation.retrieve import OpenFn, run_retrieve
 from arborag.tasks.evaluation.write import write_json
@@ -67,6 +67,11 @@ class EvalOptions:
         bad = [s for s in self.systems if s not in SYSTEMS]
         if bad:
             raise ConfigError(f"unknown system(s) {bad}; choose from {', '.join(SYSTEM_NAMES)}")
+        from arborag.query.modes import MODES
+
+        unregistered = sorted({SYSTEMS[s].mode for s in self.systems} - set(MODES))
+        if unregistered:  # a system names its mode; the registry is the one list of modes
+            raise ConfigError(f"system(s) use mode(s) {unregistered} that arborag.query.modes does not register")
         bad = [s for s in self.strategies if s not in STRATEGY_PRESETS]
         if bad:
             raise ConfigError(f"unknown strategy(ies) {bad}; choose from {', '.join(STRATEGY_PRESETS)}")
@@ -205,13 +210,24 @@ def machine_info() -> dict[str, Any]:
 build_strategy = task(name="eval-build", log_prints=False)(_build_strategy)
 retrieve_strategy = task(name="eval-retrieve", log_prints=False)(_retrieve_strategy)
 
+def retrieve_code() -> tuple[str, ...]:
+    """The modules whose source keys cached retrieval: the runner, the index, the mode registry and
+    every mode it loads *by name* (``arborag.query.modes.mode_modules``), which the static import
+    walk of :func:`~arborag.flows.stage.module_closure` cannot see; their own imports follow."""
+    from arborag.query.modes import mode_modules
+
+    return ("arborag.tasks.evaluation.retrieve", "arborag.query.index", "arborag.query.modes", *mode_modules())
+
+
 # The cached stages, in order (answer, score and report follow and always run: seconds).
-# Their code: the whole build pipeline for a build; retrieval and the query package for retrieval.
+# Their code: the whole build pipeline for a build; retrieval, the index and every mode for retrieval.
 EVAL_BUILD = Stage("eval-build", build_strategy, code=tuple(m for s in BUILD_PIPELINE for m in s.modules))
-EVAL_RETRIEVE = Stage("eval-retrieve", retrieve_strategy, code=("arborag.tasks.evaluation.retrieve", "arborag.query.index"))
+EVAL_RETRIEVE = Stage("eval-retrieve", retrieve_strategy, code=retrieve_code())
 EVALUATE_PIPELINE: tuple[Stage, ...] = (EVAL_BUILD, EVAL_RETRIEVE)
 
 
 def stage_code(stage: Stage) -> str:
-    """The code fingerprint of one evaluation stage."""
+    """The code fingerprint of one evaluation stage (retrieval: with the modes registered now)."""
+    if stage.name == EVAL_RETRIEVE.name:
+        stage = replace(stage, code=retrieve_code())
     return pipeline_fingerprint((stage,))

@@ -51,8 +51,8 @@ from arborag.flows.eval_stages import (
 from arborag.flows.stage import run_stage
 from arborag.hashing import hash_json
 from arborag.storage.corpus import Corpus
-from arborag.tasks.context import StageContext
-from arborag.tasks.datasets import prepare_dataset
+from arborag.tasks.stage_context import StageContext
+from arborag.tasks.evaluation.datasets import prepare_dataset
 from arborag.tasks.evaluation.answer import AnswerMany, collect_answers, llm_answerer
 from arborag.tasks.evaluation.plan import (
     BASELINE, STRATEGY_PRESETS, SYSTEMS, default_budget, plan_runs, preset_text, strategy_config, systems_by_strategy,

@@ -39,11 +39,11 @@ from arborag.flows.stage import Stage, pipeline_fingerprint, record_run, run_sta
 from arborag.hashing import hash_json
 from arborag.storage.corpus import Corpus
 from arborag.storage.lock import corpus_lock
-from arborag.tasks.chunks import chunks_fingerprint, run_chunks
-from arborag.tasks.context import StageContext, table_fingerprint
-from arborag.tasks.documents import discover_sources, run_documents
-from arborag.tasks.headers import run_doc_context
-from arborag.tasks.sections_stage import run_sections
+from arborag.tasks.stages.segment import chunks_fingerprint, run_chunks
+from arborag.tasks.stage_context import StageContext, table_fingerprint
+from arborag.tasks.stages.ingest import discover_sources, run_documents
+from arborag.tasks.stages.context import run_doc_context
+from arborag.tasks.stages.sections import run_sections
 
 offline_env()  # Prefect reads its settings when imported
 from prefect import flow, task  # noqa: E402
@@ -118,7 +118,7 @@ def sections_stage(ctx: StageContext, *, use_prefect: bool) -> tuple[dict[str, A
 
 def context_stage(ctx: StageContext, *, use_prefect: bool) -> tuple[dict[str, Any], bool]:
     """Run the ``context`` stage (document titles and summaries for the chunk headers)."""
-    from arborag.tasks.headers import headers_enabled
+    from arborag.tasks.stages.context import headers_enabled
 
     cfg = [ctx.config.context.model_dump(mode="json"), headers_enabled(ctx.config), _llm_config(ctx)]
     return table_stage(ctx, CONTEXT, "doc_context", ["documents"], cfg, use_prefect=use_prefect)
@@ -126,7 +126,7 @@ def context_stage(ctx: StageContext, *, use_prefect: bool) -> tuple[dict[str, An
 
 def segment_stage(ctx: StageContext, strategy: str, *, use_prefect: bool) -> tuple[dict[str, Any], bool]:
     """Run the ``segment`` stage with ``strategy`` over the ok documents (inside their sections, with headers)."""
-    from arborag.tasks.headers import headers_enabled
+    from arborag.tasks.stages.context import headers_enabled
 
     cfg = [ctx.config.segment.model_dump(mode="json"), ctx.config.sections.strategy, headers_enabled(ctx.config)]
     docs = [table_fingerprint(ctx.corpus.table_path(name)) for name in ("documents", "sections", "doc_context")]
@@ -140,7 +140,7 @@ def segment_stage(ctx: StageContext, strategy: str, *, use_prefect: bool) -> tup
 
 def _wanted(ctx: StageContext, table: str) -> bool:
     """Run the sections/context stage when it is on, or to empty the table it wrote when it was."""
-    from arborag.tasks.headers import headers_enabled
+    from arborag.tasks.stages.context import headers_enabled
 
     on = ctx.config.sections.strategy != "none" if table == "sections" else headers_enabled(ctx.config)
     return on or ctx.corpus.table_path(table).exists()

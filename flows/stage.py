@@ -30,7 +30,7 @@ from typing import Any
 
 from arborag.hashing import hash_json
 from arborag.flows.common import task_options, was_cached
-from arborag.tasks.context import StageContext
+from arborag.tasks.stage_context import StageContext
 
 __all__ = ["Stage", "finish_run", "module_closure", "pipeline_fingerprint", "record_run", "run_stage"]
 

@@ -2,7 +2,7 @@
 
 Orchestration only. Inside the corpus writer lock:
 
-1. ``plan`` (:func:`arborag.tasks.update.run_update_documents`): read the sources into the
+1. ``plan`` (:func:`arborag.tasks.stages.plan.run_update_documents`): read the sources into the
    ``documents`` table (ingest machinery), diff by uri and content hash — added, changed,
    deleted, unchanged, failed — and prune deleted uris (``prune``; ``ingest`` stays additive).
    ``dry_run`` stops here with the plan and the estimated embedding and summary work.
@@ -14,7 +14,7 @@ Orchestration only. Inside the corpus writer lock:
 4. :data:`UPDATE_PIPELINE` = (embed, tree-update, vectors, sparse, publish), run by the build's
    :func:`~arborag.flows.build.run_tree_stages`: the leaves' vectors (the embedding cache
    holds every unchanged one), the local tree update
-   (:func:`arborag.tasks.tree_update.run_tree_update`: only clusters whose membership changed
+   (:func:`arborag.tasks.stages.tree_update.run_tree_update`: only clusters whose membership changed
    are re-summarized), then the same vector, sparse and publish stages as a build — the new
    snapshot is published by the same atomic manifest switch.
 
@@ -44,10 +44,10 @@ from arborag.flows.ingest import discover, run_ingest_stages
 from arborag.flows.stage import Stage, finish_run, pipeline_fingerprint, run_stage
 from arborag.hashing import hash_json
 from arborag.storage.corpus import Corpus
-from arborag.tasks import leaf_vectors, sparse, tree_update, vectors
-from arborag.tasks.context import StageContext
+from arborag.tasks.stages import embed as leaf_vectors, sparse, tree_update, vectors
+from arborag.tasks.stage_context import StageContext
 from arborag.tasks.leaves import build_key, leaves_for, tree_config
-from arborag.tasks.update import run_update_documents
+from arborag.tasks.stages.plan import run_update_documents
 
 offline_env()  # Prefect reads its settings when imported
 from prefect import flow, task  # noqa: E402

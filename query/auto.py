@@ -29,19 +29,19 @@ score stands out more gets more weight), ``depth``, ``sparse=False`` (dense leav
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from arborag.errors import BackendUnavailable, QueryError, SparseNotBuiltError
-from arborag.query.fusion import FUSIONS, fuse, normalize
+from arborag.errors import QueryError
+from arborag.query.fusion import FUSIONS, adaptive_weight, normalize
 
 if TYPE_CHECKING:  # pragma: no cover
-    from arborag.query.index import Hit, Index
+    from arborag.query.hits import Hit
+    from arborag.query.index import Index
 
-__all__ = ["DEFAULTS", "search"]
+__all__ = ["DEFAULTS", "adaptive_weight", "ancestor_best", "search"]
 
 #: The measured default (README "Evaluation").
 DEFAULTS: dict[str, Any] = {
@@ -54,64 +54,6 @@ DEFAULTS: dict[str, Any] = {
     "summaries": "none",
     "summary_share": 0.25,
 }
-
-
-_WARNED: set[str] = set()
-
-
-def _warn_once(message: str) -> None:
-    if message not in _WARNED:
-        _WARNED.add(message)
-        logging.getLogger("arborag.query.auto").warning(message)
-
-
-def _sparse_scores(index: Index, text: str, *, levels, doc_ids, lucene: bool, want: int) -> tuple[np.ndarray, np.ndarray]:
-    ranked = index._sparse_ranked(text, budget=None, k=want, levels=levels, doc_ids=doc_ids, lucene=lucene, want=want)
-    if not ranked:
-        return np.zeros(0, dtype=np.int64), np.zeros(0)
-    rows = np.fromiter((r for r, _ in ranked), dtype=np.int64, count=len(ranked))
-    scores = np.fromiter((s for _, s in ranked), dtype=np.float64, count=len(ranked))
-    return rows, np.nan_to_num(scores, nan=0.0)
-
-
-def fused_scores(index: Index, text: str, vector: np.ndarray, *, levels: Sequence[int] | None, doc_ids, lucene: bool,
-                 fusion: str, dense_weight: float, depth: int, sparse: bool, rrf_k: int,
-                 fallback: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """(rows, fused score) of every node the filters allow: dense ⊕ BM25. ``fallback``: with no
-    sparse index (or its backend down), fuse the dense list alone (logged once) instead of raising."""
-    d_rows, d_scores = index.dense_scores(vector, levels=levels, doc_ids=doc_ids)
-    if not sparse or d_rows.size == 0:
-        if fusion == "rrf":
-            return fuse([(d_rows, d_scores)], method="rrf", k=rrf_k)
-        return d_rows, normalize(d_scores, fusion, depth=depth)[0]  # type: ignore[arg-type]
-    try:
-        s_rows, s_scores = _sparse_scores(index, text, levels=levels, doc_ids=doc_ids, lucene=lucene, want=2 * depth)
-    except (SparseNotBuiltError, BackendUnavailable) as exc:  # the default mode still answers, dense only
-        if not fallback:
-            raise
-        _warn_once(f"auto: no BM25 list ({exc}); fusing the dense list only. Rebuild the corpus or start the sparse backend.")
-        s_rows, s_scores = np.zeros(0, dtype=np.int64), np.zeros(0)
-    if s_rows.size == 0:
-        return d_rows, normalize(d_scores, "minmax" if fusion == "rrf" else fusion, depth=depth)[0]  # type: ignore[arg-type]
-    w = adaptive_weight(d_scores, s_scores, depth) if dense_weight == "adaptive" else float(dense_weight)
-    return fuse([(d_rows, d_scores), (s_rows, s_scores)], method=fusion, weights=[w, 1.0 - w], k=rrf_k, depth=depth,  # type: ignore[arg-type]
-                absent=[None, 0.0])
-
-
-def _peak(scores: np.ndarray, depth: int) -> float:
-    """How far the best score stands above the rest of the ``depth`` best, in their std."""
-    head = -np.sort(-np.asarray(scores, dtype=np.float64))[: max(2, depth)]
-    if head.size < 2:
-        return 1.0
-    sd = float(head[1:].std())
-    return max(0.0, float(head[0] - head[1:].mean()) / sd) if sd > 0 else 1.0
-
-
-def adaptive_weight(dense: np.ndarray, sparse: np.ndarray, depth: int) -> float:
-    """The dense list's share for this question: each list's peak (best score over the rest of
-    its head, in std units) over the sum of both — trust the list that is sure of its top."""
-    pd, ps = _peak(dense, depth), _peak(sparse, depth)
-    return 0.5 if pd + ps <= 0 else pd / (pd + ps)
 
 
 def ancestor_best(index: Index, scores_by_row: np.ndarray) -> np.ndarray:
@@ -153,10 +95,10 @@ def search(index: Index, text: str, *, budget: int | None, k: int, levels: Seque
     with_summaries = o["summaries"] == "dedup" or o["tree"] == "boost"
     leaf_levels = [0] if levels is None else [lv for lv in levels if lv == 0]
     if levels is not None and not leaf_levels:  # only summary levels asked for: fuse those
-        rows, scores = fused_scores(index, text, vector, levels=levels, doc_ids=doc_ids, lucene=lucene, fusion=o["fusion"],
+        rows, scores = index.fused_scores(text, vector, levels=levels, doc_ids=doc_ids, lucene=lucene, fusion=o["fusion"],
                                     dense_weight=o["dense_weight"], depth=o["depth"], sparse=o["sparse"], rrf_k=index.config.query.rrf_k, fallback=True)
         return index.fill(rows, scores, budget, k)
-    rows, scores = fused_scores(index, text, vector, levels=leaf_levels, doc_ids=doc_ids, lucene=lucene, fusion=o["fusion"],
+    rows, scores = index.fused_scores(text, vector, levels=leaf_levels, doc_ids=doc_ids, lucene=lucene, fusion=o["fusion"],
                                 dense_weight=o["dense_weight"], depth=o["depth"], sparse=o["sparse"], rrf_k=index.config.query.rrf_k, fallback=True)
     if top == 0 or not with_summaries or (levels is not None and levels == [0]):
         return index.fill(rows, scores, budget, k)
@@ -183,13 +125,13 @@ def _fill_with_summaries(index: Index, text, vector, leaf_rows, leaf_scores, sum
     scale does not decide), filled best-first with provenance: a summary is skipped when one of
     its children is already in the context (its content is there), and summaries take at most
     ``summary_share`` of the budget."""
-    s_rows, s_scores = fused_scores(index, text, vector, levels=summary_levels, doc_ids=doc_ids, lucene=lucene, fusion=o["fusion"],
+    s_rows, s_scores = index.fused_scores(text, vector, levels=summary_levels, doc_ids=doc_ids, lucene=lucene, fusion=o["fusion"],
                                     dense_weight=o["dense_weight"], depth=o["depth"], sparse=o["sparse"], rrf_k=index.config.query.rrf_k, fallback=True)
     rows = np.concatenate([leaf_rows, s_rows])
     scores = np.concatenate([leaf_scores, s_scores])
     order = np.lexsort((rows, -scores))
     if budget is None:
-        return [index._hit(int(rows[i]), float(scores[i])) for i in order[:k]]
+        return [index.hit(int(rows[i]), float(scores[i])) for i in order[:k]]
     parents, children = index.edge_rows
     v = index.vectors
     taken = np.zeros(len(v), dtype=bool)
@@ -207,7 +149,7 @@ def _fill_with_summaries(index: Index, text, vector, leaf_rows, leaf_scores, sum
             if n > summary_left or taken[children[parents == r]].any():
                 continue
             summary_left -= n
-        out.append(index._hit(r, float(scores[i])))
+        out.append(index.hit(r, float(scores[i])))
         taken[r] = True
         remaining -= n
     return out

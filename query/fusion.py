@@ -21,7 +21,7 @@ from typing import Literal, get_args
 
 import numpy as np
 
-__all__ = ["FUSIONS", "Fusion", "fuse", "mmr", "normalize", "rrf"]
+__all__ = ["FUSIONS", "Fusion", "adaptive_weight", "fuse", "mmr", "normalize", "rrf"]
 
 Fusion = Literal["rrf", "minmax", "zscore"]
 FUSIONS: tuple[str, ...] = get_args(Fusion)
@@ -172,3 +172,19 @@ def mmr(
         available[best] = False
         redundancy = np.maximum(redundancy, sims[best])
     return picked
+
+
+def _peak(scores: np.ndarray, depth: int) -> float:
+    """How far the best score stands above the rest of the ``depth`` best, in their std."""
+    head = -np.sort(-np.asarray(scores, dtype=np.float64))[: max(2, depth)]
+    if head.size < 2:
+        return 1.0
+    sd = float(head[1:].std())
+    return max(0.0, float(head[0] - head[1:].mean()) / sd) if sd > 0 else 1.0
+
+
+def adaptive_weight(dense: np.ndarray, sparse: np.ndarray, depth: int) -> float:
+    """The dense list's share for this question: each list's peak (best score over the rest of
+    its head, in std units) over the sum of both — trust the list that is sure of its top."""
+    pd, ps = _peak(dense, depth), _peak(sparse, depth)
+    return 0.5 if pd + ps <= 0 else pd / (pd + ps)

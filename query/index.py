@@ -1,8 +1,18 @@
-"""The query index: collapsed-tree, traversal, sparse and hybrid retrieval (SPEC §6)."""
+"""The query index over a published snapshot, and the public API every retrieval mode uses (SPEC §6).
+
+:meth:`Index.search` looks the mode up in :mod:`arborag.query.modes` (the one registry) and
+calls it; the modes themselves (``query/core.py``: collapsed, traversal, sparse, hybrid;
+``query/auto.py``, ``multi``, ``level``, ``segments``, ``rerank``) drive the index through its
+public methods only: :meth:`~Index.dense_scores`, :meth:`~Index.sparse_ranked`,
+:meth:`~Index.fused_scores`, :meth:`~Index.fill`, :meth:`~Index.hit`, :attr:`~Index.edge_rows`,
+:meth:`~Index.roots`, :meth:`~Index.children_of`, :meth:`~Index.embed_queries`,
+:meth:`~Index.leaf_chunks`, :meth:`~Index.documents`.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -11,7 +21,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from arborag.config import ArboragConfig, EmbedConfig, SparseConfig, load_config
-from arborag.errors import QueryError
+from arborag.errors import BackendUnavailable, QueryError, SparseNotBuiltError
+from arborag.query.fusion import adaptive_weight, fuse, normalize
+from arborag.query.hits import Hit, fill_hits, greedy_fill, top_order
 from arborag.storage.corpus import Corpus
 from arborag.storage.vectors import VectorStore
 
@@ -20,28 +32,6 @@ __all__ = ["Hit", "Index", "Mode", "fill_hits", "greedy_fill", "open_index", "pa
 #: A retrieval mode: one of :func:`arborag.query.modes.available_modes` (core or plug-in).
 Mode = str
 
-
-@dataclass(frozen=True, slots=True)
-class Hit:
-    """One retrieved node. ``score``: higher is better (cosine for dense modes, BM25 for
-    sparse, the fused score for hybrid and auto)."""
-
-    node_id: str
-    level: int
-    score: float
-    text: str
-    doc_ids: tuple[str, ...]
-    n_tokens: int
-    # optional: set by modes that return a span of one document (``segments``: node_id
-    # "seg:<doc_id>:<first>-<last>" over chunk ordinals), None/empty for a single node
-    title: str | None = None
-    start_char: int | None = None  # character offsets of ``text`` in the document's text
-    end_char: int | None = None
-    chunk_ids: tuple[str, ...] = ()  # the leaf chunks the span covers, in document order
-
-
-#: The options the core ``hybrid`` mode takes (the others take none).
-_HYBRID_OPTIONS = {"fusion", "dense_weight", "depth"}
 
 #: Embedder settings that change only speed, never the vectors: taken from the current config.
 _RUNTIME_EMBED_KEYS = ("batch_size", "threads", "device")
@@ -252,47 +242,31 @@ class Index:
           ``rrf`` with k = ``query.rrf_k``), then filled best-first to the budget. Options:
           ``fusion=``, ``dense_weight=``, ``depth=`` override the config.
 
-        - any other mode is a plug-in module (:mod:`arborag.query.modes`); ``options`` go to it.
+        Every mode is an entry of :mod:`arborag.query.modes` (its options model names what
+        ``options`` it takes; anything else is a :class:`QueryError`).
 
         ``levels`` restricts every mode to those tree levels (``[0]`` is the flat, no-tree
         baseline); ``doc_ids`` to nodes drawing on those documents. ``budget=None`` means
         no token cap (traversal) or ``k`` hits (other modes).
         """
-        from arborag.query.modes import CORE_MODES, available_modes, plugin_module
+        from arborag.query.modes import available_modes, check_options, get_mode
 
         if not text.strip() and vector is None:
             raise QueryError(text, "the query is empty")
-        if mode not in CORE_MODES:
-            plugin = plugin_module(mode)
-            if plugin is None:
-                raise QueryError(text, f"unknown mode {mode!r}; use one of {', '.join(available_modes())}")
-            return plugin.search(self, text, budget=budget, k=k, levels=levels, doc_ids=doc_ids,
-                                 vector=vector, lucene=lucene, **options)
-        extra = set(options) - (_HYBRID_OPTIONS if mode == "hybrid" else set())
-        if extra:
-            raise QueryError(text, f"mode {mode!r} takes no options ({', '.join(sorted(extra))})")
-        if mode in ("collapsed", "traversal", "hybrid") and vector is None:
-            vector = self.embed_queries([text])[0]
-        if mode == "collapsed":
-            return self._collapsed(vector, budget=budget, k=k, levels=levels, doc_ids=doc_ids)
-        if mode == "traversal":
-            return self._traversal(vector, budget=budget, k=k, levels=levels, doc_ids=doc_ids)
-        if mode == "sparse":
-            return self._sparse_search(text, budget=budget, k=k, levels=levels, doc_ids=doc_ids, lucene=lucene)
-        return self._hybrid(text, vector, budget=budget, k=k, levels=levels, doc_ids=doc_ids, lucene=lucene, **options)
+        spec = get_mode(mode)
+        if spec is None or not spec.installed():
+            raise QueryError(text, f"unknown mode {mode!r}; use one of {', '.join(available_modes())}")
+        problem = check_options(spec, options)
+        if problem:
+            raise QueryError(text, problem)
+        return spec.load()(self, text, budget=budget, k=k, levels=levels, doc_ids=doc_ids, vector=vector, lucene=lucene,  # type: ignore[no-any-return]
+                           **options)
 
-    # -- modes -----------------------------------------------------------------------------
-    def _hit(self, row: int, score: float) -> Hit:
+    # -- the public API of the modes -----------------------------------------------------------------------------
+    def hit(self, row: int, score: float) -> Hit:
+        """The hit of vector row ``row`` with ``score``."""
         v = self.vectors
         return Hit(v.node_ids[row], int(v.levels[row]), float(score), v.texts[row], v.doc_ids[row], int(v.n_tokens[row]))
-
-    def _fill(self, ranked: Sequence[tuple[int, float]], budget: int | None, k: int) -> list[Hit]:
-        """Best-first fill of an explicit ranking (every entry is considered)."""
-        if not len(ranked):
-            return []
-        rows = np.fromiter((r for r, _ in ranked), dtype=np.int64, count=len(ranked))
-        scores = np.fromiter((s for _, s in ranked), dtype=np.float64, count=len(ranked))
-        return self.fill(rows, scores, budget, k, ordered=True)
 
     def fill(self, rows: np.ndarray, scores: np.ndarray, budget: int | None, k: int, *, ordered: bool = False) -> list[Hit]:
         """The hits of a best-first fill: ``rows`` by ``scores`` (higher first; ties by row),
@@ -305,10 +279,10 @@ class Index:
             return []
         if budget is None:
             order = np.arange(min(k, rows.size)) if ordered else top_order(rows, scores, min(k, rows.size))
-            return [self._hit(int(rows[i]), float(scores[i])) for i in order]
+            return [self.hit(int(rows[i]), float(scores[i])) for i in order]
         sizes = self.vectors.n_tokens[rows]
         if ordered:
-            return [self._hit(int(rows[i]), float(scores[i])) for i in greedy_fill(sizes, budget)]
+            return [self.hit(int(rows[i]), float(scores[i])) for i in greedy_fill(sizes, budget)]
         # rank lazily: a window of the best candidates, grown x4 only while the budget is open
         # and some candidate not yet seen could still fit
         taken: list[np.ndarray] = []
@@ -330,7 +304,7 @@ class Index:
                 break
             window = min(window * 4, rows.size)
         picked = np.concatenate(taken)
-        return [self._hit(int(rows[i]), float(scores[i])) for i in picked]
+        return [self.hit(int(rows[i]), float(scores[i])) for i in picked]
 
     def dense_scores(self, vector, *, levels=None, doc_ids=None) -> tuple[np.ndarray, np.ndarray]:
         """(rows, cosine) of every node the filters allow (exact, one matrix product)."""
@@ -341,16 +315,6 @@ class Index:
             return np.arange(len(v), dtype=np.int64), (v.matrix @ q).astype(np.float64)
         rows = np.flatnonzero(m).astype(np.int64)
         return rows, (v.matrix[rows] @ q).astype(np.float64)
-
-    def _dense_ranked(self, vector, *, budget, k, levels, doc_ids) -> list[tuple[int, float]]:
-        """Every allowed node, best first (``budget=None``: the top ``k``)."""
-        rows, scores = self.dense_scores(vector, levels=levels, doc_ids=doc_ids)
-        order = top_order(rows, scores, rows.size if budget is not None else min(k, rows.size))
-        return list(zip(rows[order].tolist(), scores[order].tolist()))
-
-    def _collapsed(self, vector, *, budget, k, levels, doc_ids) -> list[Hit]:
-        rows, scores = self.dense_scores(vector, levels=levels, doc_ids=doc_ids)
-        return self.fill(rows, scores, budget, k)
 
     @property
     def edge_rows(self) -> tuple[np.ndarray, np.ndarray]:
@@ -380,35 +344,6 @@ class Index:
         p, c = self.edge_rows
         return np.unique(c[np.isin(p, rows)])
 
-    def _traversal(self, vector, *, budget, k, levels, doc_ids) -> list[Hit]:
-        v = self.vectors
-        by_level = v.mask(levels=levels)
-        by_doc = v.mask(doc_ids=doc_ids)
-        # start from every tree's root (nodes with no parent within the allowed levels), not only
-        # from the global top level: per-document trees of short documents end lower
-        frontier = self.roots(by_level)
-        if by_doc is not None:
-            frontier = frontier[by_doc[frontier]]
-        q = np.asarray(vector, dtype=np.float32)
-        selected: dict[int, float] = {}
-        seen = np.zeros(len(v), dtype=bool)
-        while frontier.size:
-            seen[frontier] = True
-            s = v.matrix[frontier] @ q
-            pick = top_order(frontier, s, min(k, frontier.size))
-            for i in pick:
-                row = int(frontier[i])
-                if by_level is None or by_level[row]:
-                    selected[row] = float(s[i])
-            frontier = self.children_of(frontier[pick])
-            frontier = frontier[~seen[frontier]]
-            if by_doc is not None:
-                frontier = frontier[by_doc[frontier]]
-        ranked = sorted(selected.items(), key=lambda rs: (-rs[1], rs[0]))
-        if budget is None:
-            return [self._hit(r, s) for r, s in ranked]
-        return self._fill(ranked, budget, k)
-
     def sparse_index(self):
         if self._sparse is None:
             from arborag.storage.sparse import open_sparse_index
@@ -418,94 +353,51 @@ class Index:
             )
         return self._sparse
 
-    def _sparse_ranked(self, text, *, budget, k, levels, doc_ids, lucene, want: int | None = None) -> list[tuple[int, float]]:
-        want = want or (k if budget is None else max(k, 256))
-        hits = self.sparse_index().search(text, k=want, levels=levels, doc_ids=doc_ids, lucene=lucene)
+    def sparse_ranked(self, text: str, *, n: int, levels: Sequence[int] | None = None, doc_ids: Sequence[str] | None = None,
+                      lucene: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, BM25 scores) of the ``n`` best sparse matches, best first (NaN scores as 0).
+        Raises :class:`~arborag.errors.SparseNotBuiltError` / ``BackendUnavailable`` as the
+        sparse index does, and ``QueryError`` (with a position) for a malformed Lucene query."""
+        hits = self.sparse_index().search(text, k=n, levels=levels, doc_ids=doc_ids, lucene=lucene)
         row_of = self.vectors.row_of
-        return [(row_of[h.node_id], float(h.score)) for h in hits if h.node_id in row_of]
+        kept = [(row_of[h.node_id], float(h.score)) for h in hits if h.node_id in row_of]
+        rows = np.fromiter((r for r, _ in kept), dtype=np.int64, count=len(kept))
+        scores = np.fromiter((s for _, s in kept), dtype=np.float64, count=len(kept))
+        return rows, np.nan_to_num(scores, nan=0.0)
 
-    def _sparse_search(self, text, *, budget, k, levels, doc_ids, lucene) -> list[Hit]:
-        # ask the sparse index for more matches (x4) only while the budget is open and a node
-        # could still fit: every matching node is considered, best first
-        # (a first window of 64 usually closes the budget; otherwise one more call for every
-        # match: each returned hit costs a stored-document read, ~40 us with tantivy)
-        want = k if budget is None else max(k, 64)
-        smallest = int(self.vectors.n_tokens.min()) if len(self.vectors) else 1
-        while True:
-            ranked = self._sparse_ranked(text, budget=budget, k=k, levels=levels, doc_ids=doc_ids, lucene=lucene, want=want)
-            hits = self._fill(ranked, budget, k)
-            if budget is None or len(ranked) < want or want >= len(self.vectors):
-                return hits
-            if budget - sum(h.n_tokens for h in hits) < smallest:
-                return hits
-            want = len(self.vectors)
-
-    def _hybrid(self, text, vector, *, budget, k, levels, doc_ids, lucene, fusion=None, dense_weight=None, depth=None) -> list[Hit]:
-        from arborag.query.auto import fused_scores
-
-        q = self.config.query
-        fusion = fusion or q.fusion
-        if fusion not in ("rrf", "minmax", "zscore"):
-            raise QueryError(text, f"hybrid: fusion must be rrf, minmax or zscore, not {fusion!r}")
-        rows, scores = fused_scores(self, text, vector, levels=levels, doc_ids=doc_ids, lucene=lucene, fusion=fusion,
-                                    dense_weight=q.dense_weight if dense_weight is None else dense_weight,
-                                    depth=depth or q.fusion_depth, sparse=True, rrf_k=q.rrf_k)
-        return self.fill(rows, scores, budget, k)
-
-
-def top_order(rows: np.ndarray, scores: np.ndarray, m: int) -> np.ndarray:
-    """Positions of the ``m`` best candidates, best first: score descending, then row ascending
-    (deterministic, ties at the cut included by row). One partition plus a sort of ``m``."""
-    n = scores.size
-    m = max(0, min(int(m), n))
-    if m == 0:
-        return np.zeros(0, dtype=np.int64)
-    if m >= n:
-        idx = np.arange(n)
-    else:
-        thr = scores[np.argpartition(-scores, m - 1)[:m]].min()
-        above = np.flatnonzero(scores > thr)
-        ties = np.flatnonzero(scores == thr)
-        ties = ties[np.argsort(rows[ties], kind="stable")][: m - above.size]
-        idx = np.concatenate([above, ties])
-    return idx[np.lexsort((rows[idx], -scores[idx]))]
+    def fused_scores(self, text: str, vector: np.ndarray, *, levels: Sequence[int] | None, doc_ids: Sequence[str] | None,
+                     lucene: bool, fusion: str, dense_weight: float | str, depth: int, sparse: bool, rrf_k: int,
+                     fallback: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, fused score) of every node the filters allow: dense ⊕ BM25
+        (:func:`arborag.query.fusion.fuse`; ``dense_weight`` a number or ``"adaptive"``).
+        ``fallback``: with no sparse index (or its backend down), fuse the dense list alone
+        (logged once) instead of raising."""
+        d_rows, d_scores = self.dense_scores(vector, levels=levels, doc_ids=doc_ids)
+        if not sparse or d_rows.size == 0:
+            if fusion == "rrf":
+                return fuse([(d_rows, d_scores)], method="rrf", k=rrf_k)
+            return d_rows, normalize(d_scores, fusion, depth=depth)[0]  # type: ignore[arg-type]
+        try:
+            s_rows, s_scores = self.sparse_ranked(text, n=2 * depth, levels=levels, doc_ids=doc_ids, lucene=lucene)
+        except (SparseNotBuiltError, BackendUnavailable) as exc:  # the default mode still answers, dense only
+            if not fallback:
+                raise
+            _warn_once(f"auto: no BM25 list ({exc}); fusing the dense list only. Rebuild the corpus or start the sparse backend.")
+            s_rows, s_scores = np.zeros(0, dtype=np.int64), np.zeros(0)
+        if s_rows.size == 0:
+            return d_rows, normalize(d_scores, "minmax" if fusion == "rrf" else fusion, depth=depth)[0]  # type: ignore[arg-type]
+        w = adaptive_weight(d_scores, s_scores, depth) if dense_weight == "adaptive" else float(dense_weight)
+        return fuse([(d_rows, d_scores), (s_rows, s_scores)], method=fusion, weights=[w, 1.0 - w], k=rrf_k, depth=depth,  # type: ignore[arg-type]
+                    absent=[None, 0.0])
 
 
-def greedy_fill(sizes: np.ndarray, budget: int) -> np.ndarray:
-    """Positions of ``sizes`` (candidates in rank order) a best-first fill takes: each one that
-    still fits in ``budget``, skipping those that do not; stops when nothing left fits.
-
-    Vectorized by runs: find the next candidate that fits, take the longest run from it whose
-    running sum fits, repeat (one step per skipped-then-resumed run, not per candidate)."""
-    sizes = np.asarray(sizes, dtype=np.int64)
-    n = sizes.size
-    out: list[np.ndarray] = []
-    remaining = int(budget)
-    smallest = max(1, int(sizes.min())) if n else 1
-    i = 0
-    while i < n and remaining > 0:
-        fits = sizes[i:] <= remaining
-        j = int(np.argmax(fits))
-        if not fits[j]:
-            break
-        j += i
-        cs = np.cumsum(sizes[j : j + remaining // smallest + 1])
-        cnt = int(np.searchsorted(cs, remaining, side="right"))
-        out.append(np.arange(j, j + cnt))
-        remaining -= int(cs[cnt - 1])
-        i = j + cnt
-    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+_WARNED: set[str] = set()
 
 
-def fill_hits(hits: Sequence[Hit], budget: int | None, k: int) -> list[Hit]:
-    """Hits (in rank order) a best-first fill keeps: each one that still fits in ``budget``
-    tokens (:func:`greedy_fill`); ``budget=None`` keeps the first ``k``. For modes that rank
-    hits themselves (multi, level)."""
-    hits = list(hits)
-    if budget is None:
-        return hits[:k]
-    sizes = np.fromiter((int(h.n_tokens) for h in hits), dtype=np.int64, count=len(hits))
-    return [hits[int(i)] for i in greedy_fill(sizes, budget)]
+def _warn_once(message: str) -> None:
+    if message not in _WARNED:
+        _WARNED.add(message)
+        logging.getLogger("arborag.query.auto").warning(message)
 
 
 def _light_embedder(cfg: EmbedConfig):

@@ -36,11 +36,12 @@ import numpy as np
 
 from arborag.errors import QueryError
 from arborag.llm.types import Usage
-from arborag.query.index import fill_hits
+from arborag.query.hits import fill_hits
 
 if TYPE_CHECKING:
     from arborag.llm.types import ChatLLM
-    from arborag.query.index import Hit, Index
+    from arborag.query.hits import Hit
+    from arborag.query.index import Index
 
 __all__ = ["MultiHits", "MultiTrace", "Variant", "query_llm", "search"]
 

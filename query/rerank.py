@@ -468,7 +468,7 @@ def search(index: Any, text: str, *, budget: int | None, k: int, levels: Sequenc
     best calibrated relevance first until ``budget`` tokens are full (``k`` hits when ``budget`` is
     None). A hit's score is its calibrated relevance. Leaves only: ``levels`` without 0 is an error."""
     from arborag.errors import QueryError
-    from arborag.query.index import Hit
+    from arborag.query.hits import Hit
 
     if options:
         raise QueryError(text, f"mode 'rerank' takes no option {', '.join(sorted(options))} (it takes rerank=, candidates=, trace=)")

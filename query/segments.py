@@ -165,7 +165,7 @@ def search(
     ``rerank``: a :class:`~arborag.query.rerank.Reranker`, or ``"cosine"``/``"cross_encoder"``/
     ``"llm"`` (default: ``rerank.kind`` of the config). ``trace`` (a dict) receives the reranker,
     its failures, the candidates and the segments RSE picked before the budget."""
-    from arborag.query.index import Hit
+    from arborag.query.hits import Hit
     from arborag.query.rerank import leaf_candidates
     from arborag.tokenizer import count_tokens
 

@@ -150,6 +150,7 @@ class Corpus:
         """Relative paths of the ``*.json`` records under ``folder`` (recursively), sorted."""
         if self.store is not None:
             base = self.store.path(folder)
+            self.store.fs.invalidate_cache(base)  # records written by other machines: never a cached listing
             try:
                 found = self.store.fs.find(base)
             except FileNotFoundError:
@@ -162,6 +163,22 @@ class Corpus:
         return sorted(p.relative_to(self.root).as_posix() for p in root.rglob("*.json") if p.is_file())
 
     # -- snapshots ------------------------------------------------------------------------
+    def snapshot_ids(self) -> list[str]:
+        """Ids of every sealed snapshot (a folder holding ``info.json``; on the object store for a
+        remote corpus), unordered. :func:`arborag.storage.snapshots.list_snapshots` describes them."""
+        if self.store is not None:
+            self.store.fs.invalidate_cache(self.store.path("snapshots"))  # other machines publish too
+            try:
+                entries = self.store.fs.ls(self.store.path("snapshots"), detail=False)
+            except FileNotFoundError:
+                return []
+            names = [e.rstrip("/").rsplit("/", 1)[-1] for e in entries]
+            return [n for n in names if not n.startswith(".") and not n.endswith(".partial") and self.store.exists(f"snapshots/{n}/info.json")]
+        if not self.snapshots_dir.is_dir():
+            return []
+        return [p.name for p in self.snapshots_dir.iterdir()
+                if p.is_dir() and not p.name.startswith(".") and not p.name.endswith(".partial") and (p / "info.json").is_file()]
+
     def manifest(self) -> dict[str, Any] | None:
         if self.store is not None:
             man, version = self.store.get_json("manifest.json")

@@ -126,9 +126,8 @@ def acquire_lease(corpus: "Corpus", snapshot_id: str, *, holder: str, ttl_s: flo
     lease._write()
     if not _sealed(corpus, snapshot_id):  # after the write: see the module docs
         lease.release()
-        from arborag.storage.snapshots import retained_ids
-
-        raise SnapshotNotFound(corpus.location, snapshot_id, retained_ids(corpus), "it is not retained (removed by gc, or never published)")
+        raise SnapshotNotFound(corpus.location, snapshot_id, sorted(corpus.snapshot_ids(), reverse=True),
+                               "it is not retained (removed by gc, or never published)")
     return lease
 
 

@@ -130,18 +130,7 @@ def _dir_bytes(path: Path) -> int:
 
 
 def _sealed_ids(corpus: "Corpus") -> list[str]:
-    """Ids of every sealed snapshot (a folder with ``info.json``), unordered."""
-    if corpus.store is not None:
-        try:
-            entries = corpus.store.fs.ls(corpus.store.path("snapshots"), detail=False)
-        except FileNotFoundError:
-            return []
-        names = [e.rstrip("/").rsplit("/", 1)[-1] for e in entries]
-        return [n for n in names if not n.startswith(".") and not n.endswith(".partial") and corpus.store.exists(f"snapshots/{n}/info.json")]
-    if not corpus.snapshots_dir.is_dir():
-        return []
-    return [p.name for p in corpus.snapshots_dir.iterdir()
-            if p.is_dir() and not p.name.startswith(".") and not p.name.endswith(".partial") and (p / "info.json").is_file()]
+    return corpus.snapshot_ids()
 
 
 def _info(corpus: "Corpus", snapshot_id: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from arborag.config import ArboragConfig
 from arborag.hashing import hash_bytes, hash_json
-from arborag.tasks.context import StageContext
+from arborag.tasks.stage_context import StageContext
 
 __all__ = ["build_key", "estimate_cost", "hash_string_columns", "leaves_for", "load_leaves", "snapshot_id_for", "tree_config"]
 

@@ -16,10 +16,11 @@ from arborag.cli import ingest as _ingest
 from arborag.cli import inspect as _inspect
 from arborag.cli import query as _query
 from arborag.cli import segment as _segment
+from arborag.cli import serve as _serve  # arborag.serve (FastAPI, uvicorn) is imported inside the command
 from arborag.cli import sql as _sql
 from arborag.cli import schedule as _schedule
+from arborag.cli import snapshots as _snapshots
 from arborag.cli import update as _update
-from arborag.serve import cli as _serve  # FastAPI/uvicorn are imported inside the command
 
 app = typer.Typer(
     name="arborag",
@@ -35,7 +36,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
-for _module in (_ingest, _segment, _sql, _build, _query, _inspect, _serve, _evaluate, _update, _ask, _schedule):
+for _module in (_ingest, _segment, _sql, _build, _query, _inspect, _serve, _evaluate, _update, _ask, _schedule, _snapshots):
     _module.register(app)
 
 

@@ -41,14 +41,34 @@ def _span(h: _Row) -> dict[str, Any]:
     return {} if h.start_char is None else {"title": h.title, "start_char": h.start_char, "end_char": h.end_char}
 
 
+def mode_option(what: str) -> Any:
+    """``--mode``: the choices and their help from the registry (arborag.query.modes; no mode is imported)."""
+    from arborag.query.modes import DEFAULT_MODE, MODE_NAMES
+
+    def known(value: str | None) -> str | None:
+        if value is not None and value not in MODE_NAMES:
+            raise typer.BadParameter(f"{value!r} is not a mode; use one of {', '.join(MODE_NAMES)}")
+        return value
+
+    return typer.Option(None, "--mode", "-m", callback=known, metavar="[" + "|".join(MODE_NAMES) + "]",
+                        help=f"{what} (default: query.mode, {DEFAULT_MODE}); `arborag query --help` describes each.")
+
+
+def modes_help() -> str:
+    """One paragraph per registered mode, for the command's help."""
+    from arborag.query.modes import DEFAULT_MODE, MODES
+
+    llm = {"none": "", "optional": " [LLM if configured, offline otherwise]", "configurable": " [LLM only if the config picks one]"}
+    return "\n\n".join(f"  {m.name}{' (default)' if m.name == DEFAULT_MODE else ''}: {m.description}{llm[m.llm]}"
+                        for m in MODES.values())
+
+
 def register(app: typer.Typer) -> None:
     @app.command(
         "query",
         help=(
             "Retrieve context for a question from a built corpus.\n\n"
-            "Modes: collapsed (default: all tree levels best-first until the token budget), "
-            "traversal (top-k per level from the top), sparse (BM25; --lucene runs Lucene syntax), "
-            "hybrid (dense + sparse fused by reciprocal rank fusion).\n\n"
+            "Modes (--mode):\n\n" + modes_help() + "\n\n"
             "Examples:\n\n"
             "  arborag query \"How did Cinderella reach her happy ending?\" --corpus /tmp/demo\n\n"
             "  arborag query '+\"golden slipper\" -stepmother' --mode sparse --lucene --corpus /tmp/demo --json\n\n"
@@ -62,7 +82,7 @@ def register(app: typer.Typer) -> None:
     def query(
         text: str = typer.Argument(..., help="The question (or a Lucene query with --lucene)."),
         corpus: Optional[Path] = typer.Option(None, "--corpus", "-c", help="Corpus directory with a published build (or --server)."),
-        mode: Optional[str] = typer.Option(None, "--mode", "-m", help="auto | collapsed | traversal | sparse | hybrid, or a plug-in mode (default: query.mode, auto)."),
+        mode: Optional[str] = mode_option("Retrieval mode"),
         budget: Optional[int] = typer.Option(None, "--budget", "-b", help="Token budget of the returned context (default: query.budget, 2000)."),
         k: Optional[int] = typer.Option(None, "--k", help="traversal: nodes kept per level (default: query.k, 5)."),
         levels: Optional[str] = typer.Option(None, "--levels", help="Comma-separated tree levels to search, e.g. 0 for leaves only."),

@@ -13,6 +13,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, status
 
 from arborag.errors import QueryError
+from arborag.query.modes import MODES
 from arborag.serve.models import (
     AskRequest,
     ID_PATTERN, DocumentResponse, ErrorBody, Health, Limits, LuceneReport, NodeRef, NodeResponse,
@@ -38,8 +39,9 @@ def _check_limits(req: SearchRequest, limits: Limits) -> None:
         raise _unprocessable("budget", f"must be <= {limits.max_budget}")
     if req.doc_ids is not None and len(req.doc_ids) > limits.max_filter_ids:
         raise _unprocessable("doc_ids", f"at most {limits.max_filter_ids} ids")
-    if req.vector is not None and req.mode == "sparse":
-        raise _unprocessable("vector", "a query vector is for the dense modes (collapsed, traversal, hybrid)")
+    if req.vector is not None and not MODES[req.mode].uses_vector:
+        dense = ", ".join(n for n, m in MODES.items() if m.uses_vector)
+        raise _unprocessable("vector", f"mode {req.mode} embeds nothing; a query vector is for the modes {dense}")
 
 
 def _sources(doc_ids: Any, docs: dict[str, tuple[str | None, str]]) -> list[Source]:
@@ -76,7 +78,7 @@ def make_router(holder: Any, limits: Limits, guard: Any) -> APIRouter:
                 if (dim is not None and vector.shape != (dim,)) or not np.isfinite(vector).all():
                     raise _unprocessable("vector", f"must be {dim} finite numbers (the snapshot's embedding size)")
             t0 = time.perf_counter()
-            embedded = vector is None and req.mode != "sparse"
+            embedded = vector is None and MODES[req.mode].uses_vector
             if embedded:  # once, even when a malformed Lucene query is retried below
                 vector = index.embed_queries([req.text])[0]
             embed_ms = (time.perf_counter() - t0) * 1000 if embedded else None

@@ -7,18 +7,30 @@ here, so a deployment can tighten them without new models.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
+
+from arborag.query.modes import DEFAULT_MODE, MODE_NAMES, MODES
 
 __all__ = [
     "AskRequest", "Limits", "SearchRequest", "SearchResponse", "SearchHit", "Source", "LuceneReport",
     "NodeRef", "NodeResponse", "SnapshotEntry", "Snapshots", "DocumentResponse", "Health", "Stats", "ErrorBody", "ID_PATTERN",
 ]
 
-#: Core modes, ``auto`` (the default) and the plug-in modes of arborag.query.modes (a plug-in
-#: whose module is not installed answers with a clear error).
-Mode = Literal["auto", "collapsed", "traversal", "sparse", "hybrid", "multi", "level", "segments"]
+
+
+def _registered(mode: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODE_NAMES)}")
+    return mode
+
+
+#: Every mode of the registry (arborag.query.modes; the same names as ``arborag query --mode``); a
+#: mode whose module is not installed answers 400 with a clear error.
+Mode = Annotated[str, AfterValidator(_registered), WithJsonSchema({"type": "string", "enum": list(MODE_NAMES)})]
+_MODE_HELP = " | ".join(f"{n} (the default)" if n == DEFAULT_MODE else n for n in MODE_NAMES) + ": " + "; ".join(
+    f"{m.name}: {m.description}" for m in MODES.values())
 # node and document ids are content hashes (hex, maybe with a short prefix); nothing path-like
 ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
 
@@ -44,7 +56,7 @@ class AskRequest(BaseModel):
     })
 
     text: str = Field(..., min_length=1, description="The question.")
-    mode: Mode = Field("auto", description="The retrieval mode of the context (as in POST /search).")
+    mode: Mode = Field(DEFAULT_MODE, description="The retrieval mode of the context (as in POST /search).")
     budget: int | None = Field(2000, ge=1, description="Token budget of the retrieved context.")
     k: int = Field(5, ge=1, description="traversal: nodes kept per level.")
     levels: list[int] | None = Field(None, description="Tree levels to search ([0] = leaves only).")
@@ -64,8 +76,7 @@ class SearchRequest(BaseModel):
     })
 
     text: str = Field(..., min_length=1, description="The question, or a Lucene query with lucene=true.")
-    mode: Mode = Field("auto", description="auto (the measured default: dense + BM25 leaves fused) | collapsed | traversal | "
-                       "sparse | hybrid | multi | level | segments.")
+    mode: Mode = Field(DEFAULT_MODE, description=_MODE_HELP)
     budget: int | None = Field(2000, ge=1, description="Token budget of the returned context; null = k hits.")
     k: int = Field(5, ge=1, description="traversal: nodes kept per level; with budget=null: number of hits.")
     levels: list[int] | None = Field(None, description="Tree levels to search ([0] = leaves only, the flat baseline).")

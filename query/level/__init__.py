@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -62,6 +63,8 @@ OFFLINE_NOTICE = (
     "for the LevelRAG searchers (docs/LLM.md)."
 )
 _said_offline = False
+#: index -> (LLM config it was made for, client): one client per index, dropped with the index
+_LLMS: weakref.WeakKeyDictionary[Any, tuple[str, Any]] = weakref.WeakKeyDictionary()
 
 _OPTIONS = frozenset({"llm", "scope", "searchers", "max_rounds", "sparse_rounds", "dense_rounds", "max_sub_questions",
                       "candidates", "show", "web", "trace"})
@@ -78,10 +81,10 @@ def _configured_llm(index):
     """The configured endpoint's client, one per index (calls cached in ``<corpus>/cache/llm``,
     like ``multi`` and ``ask``), or None."""
     key = index.config.summarize.model_dump_json()
-    memo = getattr(index, "_level_llm", None)
+    memo = _LLMS.get(index)
     if memo is None or memo[0] != key:
         memo = (key, llm_from_config(index.config, cache_dir=index.corpus.cache_dir / "llm"))
-        index._level_llm = memo
+        _LLMS[index] = memo
     return memo[1]
 
 

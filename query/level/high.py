@@ -22,7 +22,7 @@ from typing import Any
 
 from arborag.llm import prompts as P
 from arborag.llm.structured import SubQuestions
-from arborag.query.index import Hit, fill_hits
+from arborag.query.hits import Hit, fill_hits
 from arborag.query.level.llm import Supplement, TextReply
 from arborag.query.level.searchers import SearchContext, fuse
 from arborag.query.level.trace import LevelTrace, RoundVerdict, SubQuestion

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from arborag.errors import BackendUnavailable, QueryError
 from arborag.llm import prompts as P
 from arborag.llm.structured import Rewrite
-from arborag.query.index import Hit
+from arborag.query.hits import Hit
 from arborag.query.level.llm import DenseFeedback, Passage, SparseFeedback, StepLLM
 from arborag.query.level.trace import Attempt, SearcherRun
 from arborag.storage.lucene.render import plain_query, quote_phrase

@@ -2,8 +2,8 @@
 
 ``aggregate(results, keys)`` groups the rows by ``keys`` and gives, per group, the mean of every
 metric (null and NaN skipped), counts, latency percentiles and the level mix of the retrieved
-nodes. The means and percentiles are computed exactly as :func:`arborag.tasks.metrics.mean` and
-:func:`~arborag.tasks.metrics.percentile` compute them (sequential sum in row order; linear
+nodes. The means and percentiles are computed exactly as :func:`arborag.tasks.evaluation.metrics.mean` and
+:func:`~arborag.tasks.evaluation.metrics.percentile` compute them (sequential sum in row order; linear
 interpolation at ``(n - 1) * q / 100``), so the tables do not move by a rounding step.
 """
 

@@ -26,7 +26,7 @@ import re
 import polars as pl
 import pyarrow as pa
 
-from arborag.tasks.metrics import GoldItem, normalize_answer
+from arborag.tasks.evaluation.metrics import GoldItem, normalize_answer
 
 __all__ = ["evidence_page_texts", "gold_items", "page_of", "resolve_gold"]
 
@@ -133,7 +133,7 @@ def gold_items(
     gold_docs: dict[str, frozenset[str]],
     page_texts: dict[str, str] | None = None,
 ) -> list[GoldItem]:
-    """The :class:`~arborag.tasks.metrics.GoldItem` list of one query row; a gold id with a
+    """The :class:`~arborag.tasks.evaluation.metrics.GoldItem` list of one query row; a gold id with a
     located evidence page (``page_texts``) is matched by the page's text."""
     texts = list(gold_texts or [])
     pages = page_texts or {}

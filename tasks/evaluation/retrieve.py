@@ -20,7 +20,7 @@ from arborag.config import ArboragConfig
 from arborag.errors import ArboragError
 from arborag.progress import progress_bar
 from arborag.storage.schemas import HITS
-from arborag.tasks.datasets import PreparedDataset
+from arborag.tasks.evaluation.datasets import PreparedDataset
 from arborag.tasks.evaluation.plan import SYSTEMS
 from arborag.tasks.evaluation.write import write_hits
 

@@ -1,7 +1,7 @@
 """Scoring: one RESULTS row (``storage.schemas.RESULTS``) per HITS row.
 
 The bookkeeping columns (question type, counts, token sums, config hash) come from a polars join
-of the hits with the queries; the text metrics of :mod:`arborag.tasks.metrics` run once per hit
+of the hits with the queries; the text metrics of :mod:`arborag.tasks.evaluation.metrics` run once per hit
 row (they compare each retrieval's texts with its question's gold evidence: a loop by nature).
 """
 
@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 
 from arborag.storage.corpus import Corpus
 from arborag.storage.schemas import HITS, RESULTS
-from arborag.tasks import metrics as M
-from arborag.tasks.datasets import PreparedDataset
+from arborag.tasks.evaluation import metrics as M
+from arborag.tasks.evaluation.datasets import PreparedDataset
 from arborag.tasks.evaluation.gold import evidence_page_texts, gold_items, resolve_gold
 from arborag.tasks.evaluation.write import write_results
 
@@ -42,7 +42,7 @@ def score_row(
     match: M.MatchMode,
     prediction: str | None = None,
 ) -> dict[str, Any]:
-    """The metric columns of one retrieval (see :mod:`arborag.tasks.metrics`); a failed search
+    """The metric columns of one retrieval (see :mod:`arborag.tasks.evaluation.metrics`); a failed search
     has no retrieval metrics, a question whose answer is not in its evidence no hit rate."""
     retrieved = [M.Retrieved(level=lv, text=t, doc_ids=tuple(d or ())) for lv, t, d in zip(levels, texts, doc_ids)]
     matches = M.evidence_matches(retrieved, golds, match=match)

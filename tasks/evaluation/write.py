@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from arborag.storage.schemas import HITS, RESULTS
 from arborag.storage.tables import atomic_write_bytes, atomic_write_parquet
-from arborag.tasks.report import write_report
+from arborag.tasks.evaluation.report import write_report
 
 __all__ = ["write_hits", "write_json", "write_report", "write_results", "write_run"]
 

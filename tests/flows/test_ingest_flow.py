@@ -19,7 +19,7 @@ from arborag.cli import app
 from arborag.cli.common import EXIT_PARTIAL
 from arborag.config import ArboragConfig
 from arborag.errors import IngestError
-from arborag.flows.common import cache_key_from_files, code_fingerprint, file_fingerprint, table_fingerprint, task_options
+from arborag.flows.common import cache_key_from_stats, file_fingerprint, table_fingerprint, task_options
 from arborag.storage.corpus import Corpus
 from helpers_ingest import write_bad_files
 
@@ -29,11 +29,11 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Count calls of the two stage functions (the tasks import them when they run)."""
-    import arborag.tasks.chunks
-    import arborag.tasks.documents
+    import arborag.tasks.stages.segment
+    import arborag.tasks.stages.ingest
 
     calls = {"build_documents": 0, "build_chunks": 0}
-    real_docs, real_chunks = arborag.tasks.documents.build_documents, arborag.tasks.chunks.build_chunks
+    real_docs, real_chunks = arborag.tasks.stages.ingest.build_documents, arborag.tasks.stages.segment.build_chunks
 
     def docs(*a, **k):  # type: ignore[no-untyped-def]
         calls["build_documents"] += 1
@@ -43,8 +43,8 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         calls["build_chunks"] += 1
         return real_chunks(*a, **k)
 
-    monkeypatch.setattr(arborag.tasks.documents, "build_documents", docs)
-    monkeypatch.setattr(arborag.tasks.chunks, "build_chunks", chunks)
+    monkeypatch.setattr(arborag.tasks.stages.ingest, "build_documents", docs)
+    monkeypatch.setattr(arborag.tasks.stages.segment, "build_chunks", chunks)
     return calls
 
 
@@ -130,14 +130,13 @@ def test_common_helpers(tmp_path: Path) -> None:
     a, b = tmp_path / "a.txt", tmp_path / "b.txt"
     a.write_text("one")
     b.write_text("two")
-    key = cache_key_from_files([a, b], "stage", {"x": 1})
-    assert key == cache_key_from_files([b, a, a], "stage", {"x": 1})
-    assert key != cache_key_from_files([a, b], "stage", {"x": 2})
+    key = cache_key_from_stats([a, b], "stage", {"x": 1})
+    assert key == cache_key_from_stats([b, a, a], "stage", {"x": 1})
+    assert key != cache_key_from_stats([a, b], "stage", {"x": 2})
     b.write_text("three")
-    assert key != cache_key_from_files([a, b], "stage", {"x": 1})
+    assert key != cache_key_from_stats([a, b], "stage", {"x": 1})
     assert file_fingerprint(tmp_path / "missing").startswith("unreadable:")
     assert table_fingerprint(tmp_path / "missing.parquet") == "absent"
-    assert code_fingerprint("arborag.flows.common") != code_fingerprint("arborag.flows.common", "no_such_module_xyz")
     opts = task_options(Corpus(tmp_path / "c"), retries=2, cache_key="k")
     assert opts["persist_result"] and isinstance(opts["result_storage"], Path)
     assert opts["cache_key_fn"](None, {}) == "k" and opts["retries"] == 2

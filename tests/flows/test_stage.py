@@ -14,7 +14,7 @@ from arborag.config import ArboragConfig, load_config
 from arborag.flows.common import cache_key_from_stats, config_overrides
 from arborag.flows.stage import Stage, module_closure, pipeline_fingerprint, record_run, run_stage
 from arborag.storage.corpus import Corpus
-from arborag.tasks.context import StageContext
+from arborag.tasks.stage_context import StageContext
 
 
 class _FakeTask:
@@ -77,7 +77,7 @@ def test_fingerprints_come_from_the_pipelines() -> None:
         assert module in tree, module
     assert any(m.startswith("arborag.storage.lucene") for m in tree)
     ingest = module_closure(m for s in INGEST_PIPELINE for m in s.modules)
-    assert {"arborag.tasks.documents", "arborag.tasks.chunks", "arborag.tasks.segmenters", "arborag.tokenizer"} <= set(ingest)
+    assert {"arborag.tasks.stages.ingest", "arborag.tasks.stages.segment", "arborag.tasks.segmenters", "arborag.tokenizer"} <= set(ingest)
     assert any(m.startswith("arborag.tasks.ingest.") for m in ingest)
     # the evaluation's build stage is keyed by the whole build pipeline's code (summarize_llm, lucene included)
     assert pipeline_fingerprint((EVAL_BUILD,)) == pipeline_fingerprint(BUILD_PIPELINE)

@@ -31,7 +31,7 @@ MARKERS = {
 
 SERVE_SCRIPT = r"""
 import sys, typer
-from arborag.serve.cli import register
+from arborag.cli.serve import register
 app = typer.Typer()
 @app.callback()
 def _root() -> None: pass

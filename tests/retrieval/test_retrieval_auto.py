@@ -112,7 +112,7 @@ def test_retrieval_adaptive_weight_trusts_the_peaked_list():
 
 
 def test_retrieval_thematic_questions_resolve_to_single_passages(shared_data: Path):
-    from arborag.tasks.datasets import THEMATIC_FILE, load_thematic
+    from arborag.tasks.evaluation.datasets import THEMATIC_FILE, load_thematic
 
     ds = load_thematic(shared_data)
     n = sum(1 for line in THEMATIC_FILE.read_text(encoding="utf-8").splitlines() if line.strip())

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 import pyarrow as pa
 
 from arborag.storage.schemas import DOCUMENTS, EVIDENCE
-from arborag.tasks import metrics as M
+from arborag.tasks.evaluation import metrics as M
 from arborag.tasks.evaluation.gold import evidence_page_texts, gold_items, page_of, resolve_gold
 
 # three pages joined by "\n\n" as the PDF reader joins them; page 1 holds the evidence snippet

@@ -53,6 +53,37 @@ def test_search_every_mode_returns_hits_of_the_published_snapshot(client, snapsh
         assert scores == sorted(scores, reverse=True)
 
 
+def _cli_modes() -> list[str]:
+    """The modes ``arborag query --mode`` accepts, read from the CLI command itself."""
+    import typer.main
+
+    from arborag.cli.app import app
+
+    command = typer.main.get_command(app).commands["query"]  # type: ignore[attr-defined]
+    option = next(p for p in command.params if p.name == "mode")
+    return option.metavar.strip("[]").split("|")
+
+
+def test_the_cli_accepts_the_registered_modes():
+    from arborag.query.modes import MODE_NAMES
+
+    assert _cli_modes() == list(MODE_NAMES)
+
+
+# generated from the registry: a mode added to query/modes.py is tested here with no edit
+@pytest.mark.parametrize("mode", _cli_modes())
+def test_search_accepts_every_mode_the_cli_accepts(client, snapshot, mode):
+    from arborag.query.modes import MODES
+
+    r = _search(client, mode=mode, budget=400)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["snapshot"] == snapshot and body["mode"] == mode
+    assert body["hits"], f"mode {mode} found nothing for {QUESTION!r}"
+    assert body["tokens"] == sum(h["tokens"] for h in body["hits"]) <= 400
+    assert body["embedded"] is MODES[mode].uses_vector
+
+
 def test_search_matches_the_python_api(client, built_corpus):
     from arborag.query import open_index
 

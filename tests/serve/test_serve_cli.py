@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from typer.testing import CliRunner
 
-from arborag.serve import cli as serve_cli
+from arborag.cli import serve as serve_cli
 
 
 def _text(result) -> str:
@@ -66,6 +66,6 @@ def test_registering_the_command_does_not_import_fastapi():
     import subprocess
     import sys
 
-    code = "import sys, arborag.serve.cli; print(sorted(m for m in ('fastapi', 'uvicorn', 'numpy', 'torch') if m in sys.modules))"
+    code = "import sys, arborag.cli.serve; print(sorted(m for m in ('fastapi', 'uvicorn', 'numpy', 'torch') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120).stdout
     assert out.strip() == "[]"

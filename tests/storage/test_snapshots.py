@@ -211,3 +211,54 @@ def test_rollback_publishes_an_earlier_snapshot_atomically(copy: dict[str, Any])
     assert man["snapshot"] == b and man["rolled_back_from"] == u2
     assert corpus.published_dir() == snapshot_dir(corpus, b)
     assert [s.id for s in list_snapshots(corpus) if s.published] == [b]
+
+
+# -- the CLI ---------------------------------------------------------------------------------------
+def _cli(*args: str) -> Any:
+    from typer.testing import CliRunner
+
+    from arborag.cli.app import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+def test_cli_diff_of_a_real_arborag_update_names_exactly_the_changed_documents(copy: dict[str, Any]) -> None:
+    corpus, src = copy["corpus"], copy["src"]
+    # the copy's snapshots name the original source paths: a first update publishes one naming the copy's
+    (src / "part03.txt").write_text("The king's herald read the proclamation twice in the market square.\n", encoding="utf-8")
+    assert _cli("update", str(src), "--corpus", str(corpus.root), "--no-prefect").exit_code == 0
+    before = corpus.manifest()["snapshot"]
+    (src / "part01.txt").write_text("Cinderella's stepmother sold the house and moved to the coast.\n", encoding="utf-8")
+    (src / "part02.txt").unlink()
+    (src / "late.txt").write_text("The fairy godmother opened a bakery that sold pumpkin bread.\n", encoding="utf-8")
+    up = _cli("update", str(src), "--corpus", str(corpus.root), "--no-prefect")
+    assert up.exit_code == 0, up.output
+    res = _cli("snapshots", "diff", before[:10], "published", "--corpus", str(corpus.root), "--json")
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.output)
+    assert d["a"] == before and d["b"] == corpus.manifest()["snapshot"] != before
+    assert d["documents"] == {"added": [str(src / "late.txt")], "removed": [str(src / "part02.txt")], "changed": [str(src / "part01.txt")]}
+    table = _cli("snapshots", "diff", before, "published", "--corpus", str(corpus.root))
+    assert table.exit_code == 0 and "documents changed: 1" in table.output and "part01.txt" in table.output
+
+
+def test_cli_list_show_pin_gc_rollback(copy: dict[str, Any]) -> None:
+    c = str(copy["corpus"].root)
+    b, u1, u2 = copy["ids"]
+    listed = _cli("snapshots", "list", "--corpus", c, "--json")
+    assert listed.exit_code == 0 and [s["id"] for s in json.loads(listed.output)] == [u2, u1, b]
+    assert _cli("snapshots", "list", "--corpus", c).output.count("snap-") == 3
+    shown = json.loads(_cli("snapshots", "show", "published", "--corpus", c).output)
+    assert shown["id"] == u2 and shown["info"]["snapshot"] == u2 and shown["published"] is True
+    assert _cli("snapshots", "pin", b[:12], "--corpus", c, "--note", "baseline").exit_code == 0
+    dry = _cli("snapshots", "gc", "--corpus", c, "--dry-run", "--keep-last", "1", "--grace-s", "0")
+    assert dry.exit_code == 0 and f"would remove {u1}" in dry.output and "would free" in dry.output and "pinned" in dry.output
+    assert len(list_snapshots(copy["corpus"])) == 3  # a dry run removes nothing
+    done = json.loads(_cli("snapshots", "gc", "--corpus", c, "--keep-last", "1", "--grace-s", "0", "--json").output)
+    assert [r["id"] for r in done["removed"]] == [u1] and done["bytes_freed"] > 10_000
+    rolled = _cli("snapshots", "rollback", b[:12], "--corpus", c)
+    assert rolled.exit_code == 0 and copy["corpus"].manifest()["snapshot"] == b
+    missing = _cli("snapshots", "show", u1, "--corpus", c)
+    assert missing.exit_code == 1 and "not found" in missing.output and "arborag snapshots list" in missing.output
+    for sub in ("list", "show", "diff", "pin", "unpin", "gc", "rollback"):
+        assert "Example" in _cli("snapshots", sub, "--help").output

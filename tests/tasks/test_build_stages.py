@@ -12,15 +12,16 @@ from helpers_embed import FakeEmbedder
 
 from arborag.config import ArboragConfig
 from arborag.storage.corpus import Corpus
-from arborag.tasks.chunks import run_chunks
-from arborag.tasks.context import StageContext
-from arborag.tasks.documents import run_documents
-from arborag.tasks.leaf_vectors import read_vectors_file, run_leaf_vectors
+from arborag.tasks.stages.segment import run_chunks
+from arborag.tasks.stage_context import StageContext
+from arborag.tasks.stages.ingest import run_documents
+from arborag.tasks.stages.embed import run_leaf_vectors
+from arborag.tasks.staged_vectors import read_vectors_file
 from arborag.tasks.leaves import build_key, estimate_cost, load_leaves, snapshot_id_for
-from arborag.tasks.nodes import level_counts, run_tree
-from arborag.tasks.publish import run_publish, tree_counts
-from arborag.tasks.sparse import run_sparse
-from arborag.tasks.vectors import run_vectors
+from arborag.tasks.stages.tree import level_counts, run_tree
+from arborag.tasks.stages.publish import run_publish, tree_counts
+from arborag.tasks.stages.sparse import run_sparse
+from arborag.tasks.stages.vectors import run_vectors
 
 
 def test_runners_build_and_publish_a_small_tree(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from arborag.errors import ConfigError
 from arborag.storage.schemas import QUERIES
-from arborag.tasks.datasets import load_dataset, prepare_dataset, read_prepared, safe_filename
+from arborag.tasks.evaluation.datasets import load_dataset, prepare_dataset, read_prepared, safe_filename
 
 
 def test_safe_filename() -> None:

@@ -19,7 +19,7 @@ from arborag.tasks.evaluation.aggregate import (
     order,
     unique_values,
 )
-from arborag.tasks.metrics import mean, percentile
+from arborag.tasks.evaluation.metrics import mean, percentile
 
 
 def _reference(rows: list[dict[str, Any]], keys: list[str]) -> dict[tuple, dict[str, Any]]:

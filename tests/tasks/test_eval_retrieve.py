@@ -10,7 +10,7 @@ from helpers_eval import FakeBuilds, FakeIndex, FakeVectorIndex, write_hotpot_da
 
 from arborag.config import ArboragConfig
 from arborag.storage.schemas import HITS
-from arborag.tasks.datasets import prepare_dataset
+from arborag.tasks.evaluation.datasets import prepare_dataset
 from arborag.tasks.evaluation.retrieve import count_errors, run_queries, run_retrieve
 
 

@@ -7,7 +7,7 @@ import random
 import pyarrow as pa
 
 from arborag.tasks.evaluation.stats import leaf_stats, nodes_per_level
-from arborag.tasks.metrics import percentile
+from arborag.tasks.evaluation.metrics import percentile
 
 
 def test_nodes_per_level_in_level_order() -> None:

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from arborag.errors import LLMError
-from arborag.tasks.headers import (
+from arborag.tasks.stages.context import (
     HeaderStats,
     chunk_headers,
     compose_header,

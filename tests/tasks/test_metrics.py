@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from arborag.tasks import metrics as M
-from arborag.tasks.metrics import GoldItem, Retrieved
+from arborag.tasks.evaluation import metrics as M
+from arborag.tasks.evaluation.metrics import GoldItem, Retrieved
 
 
 # -- normalization ---------------------------------------------------------------------------

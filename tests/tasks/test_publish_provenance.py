@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from arborag.storage.schemas import CHUNKS, DOCUMENTS, NODES
-from arborag.tasks.publish import snapshot_provenance
+from arborag.tasks.stages.publish import snapshot_provenance
 
 
 def _chunks(rows):

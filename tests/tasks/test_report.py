@@ -1,4 +1,4 @@
-"""summary.md and the plots from a RESULTS table (arborag.tasks.report)."""
+"""summary.md and the plots from a RESULTS table (arborag.tasks.evaluation.report)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 
 from arborag.storage.schemas import RESULTS
-from arborag.tasks.report import render_summary, write_report
+from arborag.tasks.evaluation.report import render_summary, write_report
 
 BASE = {c: None for c in RESULTS.names}
 

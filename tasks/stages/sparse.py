@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from arborag.storage.tables import read_table
-from arborag.tasks.context import StageContext
+from arborag.tasks.stage_context import StageContext
 from arborag.tasks.leaves import load_leaves, snapshot_id_for
 
 __all__ = ["OUTPUTS", "run_sparse", "with_leaf_headers"]

@@ -23,9 +23,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from arborag.tasks.context import StageContext
+from arborag.tasks.stage_context import StageContext
 from arborag.tasks.leaves import snapshot_id_for
-from arborag.tasks.nodes import level_counts
+from arborag.tasks.stages.tree import level_counts
 
 __all__ = ["PROVENANCE_FILES", "SNAPSHOT_FILES", "run_publish", "snapshot_provenance", "tree_counts"]
 

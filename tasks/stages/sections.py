@@ -23,9 +23,9 @@ import pyarrow as pa
 
 from arborag.config import ArboragConfig
 from arborag.progress import progress_bar
-from arborag.tasks.context import StageContext, table_fingerprint
+from arborag.tasks.stage_context import StageContext, table_fingerprint
 from arborag.tasks.frames import frame
-from arborag.tasks.headers import HeaderStats, llm_complete, section_summary
+from arborag.tasks.stages.context import HeaderStats, llm_complete, section_summary
 from arborag.tasks.sections import DocInput, Section, build_sections, metadata_of, structural_sections
 from arborag.tasks.sections_semantic import Complete, SemanticSectioner
 

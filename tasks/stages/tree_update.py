@@ -52,7 +52,7 @@ import pyarrow.parquet as pq
 
 from arborag.config import ClusterConfig, SummarizeConfig
 from arborag.errors import SchemaError
-from arborag.tasks.context import StageContext
+from arborag.tasks.stage_context import StageContext
 from arborag.tasks.mixture import knn_transform
 from arborag.tasks.summarize import ExtractiveSummarizer, Summarizer
 from arborag.tasks.tree_update_model import LevelModel, UpdateResult
@@ -427,9 +427,9 @@ def _assemble(nodes: dict[str, _Node], edges: list[tuple[str, str, float, int]],
 # -- the stage runner -------------------------------------------------------------------------------
 def run_tree_update(ctx: StageContext, key: str) -> dict[str, Any]:
     """Update the published tree to the run's leaves and stage it under ``key`` (as the build's tree stage)."""
-    from arborag.tasks.leaf_vectors import embed_function, embedder_of, read_vectors_file, write_vectors_file
+    from arborag.tasks.staged_vectors import embed_function, embedder_of, read_vectors_file, write_vectors_file
     from arborag.tasks.leaves import load_leaves
-    from arborag.tasks.nodes import fallback_nodes, fallback_summary, level_counts, write_tree_info
+    from arborag.tasks.stages.tree import fallback_nodes, fallback_summary, level_counts, write_tree_info
     from arborag.tasks.summarize import make_summarizer
     from arborag.storage.tables import read_table, write_table
     from arborag.tasks.tree_update_model import load_models

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from arborag.config import ArboragConfig
-    from arborag.tasks.context import StageContext
+    from arborag.tasks.stage_context import StageContext
 
 __all__ = [
     "DOC_PART",
@@ -334,7 +334,7 @@ def build_doc_context(
 
 def run_doc_context(ctx: "StageContext") -> dict[str, Any]:
     """Stage ``context``: the ``doc_context`` table (empty when headers are off)."""
-    from arborag.tasks.context import table_fingerprint
+    from arborag.tasks.stage_context import table_fingerprint
 
     corpus = ctx.corpus
     existing = corpus.read("doc_context")

@@ -1,4 +1,8 @@
-"""`arborag serve`: the HTTP API and search page over a built corpus (FastAPI + uvicorn)."""
+"""`arborag serve`: the HTTP API and search page over a built corpus (FastAPI + uvicorn).
+
+The command lives with the other commands; :mod:`arborag.serve` (imported inside the command)
+never imports the CLI.
+"""
 
 from __future__ import annotations
 

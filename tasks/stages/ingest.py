@@ -39,7 +39,7 @@ from arborag.errors import IngestError
 from arborag.hashing import hash_bytes, hash_text
 from arborag.progress import progress_bar
 from arborag.storage.schemas import DOCUMENTS
-from arborag.tasks.context import StageContext, table_fingerprint
+from arborag.tasks.stage_context import StageContext, table_fingerprint
 from arborag.tasks.ingest.decode import DecodedText, decode_bytes, looks_binary, normalize_text
 from arborag.tasks.ingest.discover import discover_sources
 from arborag.tasks.ingest.merge import DocumentState, error_doc_id

@@ -11,8 +11,8 @@ from typing import Any
 
 from arborag.errors import SchemaError
 from arborag.storage.tables import read_table
-from arborag.tasks.context import StageContext
-from arborag.tasks.leaf_vectors import read_vectors_file
+from arborag.tasks.stage_context import StageContext
+from arborag.tasks.staged_vectors import read_vectors_file
 
 __all__ = ["OUTPUTS", "run_vectors"]
 

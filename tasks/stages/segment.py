@@ -60,7 +60,7 @@ from arborag.progress import progress_bar
 from arborag.tokenizer import Tokenizer, get_tokenizer
 from arborag.storage.schemas import CHUNKS
 from arborag.storage.tables import conform
-from arborag.tasks.context import StageContext
+from arborag.tasks.stage_context import StageContext
 from arborag.tasks.leaves import hash_string_columns
 from arborag.tasks.frames import frame, to_table
 from arborag.tasks.segmenters import (
@@ -345,7 +345,7 @@ def chunks_fingerprint(chunks: pa.Table, strategy: str) -> str:
 def with_headers(chunks: pa.Table, doc_context: pa.Table, sections: pa.Table | None) -> pa.Table:
     """``chunks`` with its ``header`` column composed (SPEC §4 template) from the documents'
     titles and summaries (a DOC_CONTEXT table) and the chunks' sections (titles, summaries)."""
-    from arborag.tasks.headers import chunk_headers
+    from arborag.tasks.stages.context import chunk_headers
 
     if chunks.num_rows == 0:
         return chunks
@@ -358,12 +358,12 @@ def run_chunks(ctx: StageContext, strategy: str) -> dict[str, Any]:
 
     With ``sections.strategy`` other than ``none`` the ``sections`` table is read and chunks
     carry their ``section_id`` (inside sections unless ``segment.within_sections`` is off); with
-    headers on (:func:`arborag.tasks.headers.headers_enabled`) the ``header`` column is composed
+    headers on (:func:`arborag.tasks.stages.context.headers_enabled`) the ``header`` column is composed
     from ``doc_context`` and ``sections``. The other strategies' rows stay; the table is sorted
     by (strategy, doc_id, ordinal) and written only when it changed (a no-op run leaves the
     file untouched).
     """
-    from arborag.tasks.headers import headers_enabled
+    from arborag.tasks.stages.context import headers_enabled
 
     corpus = ctx.corpus
     docs = frame(corpus.read("documents")).filter(pl.col("status") == "ok")

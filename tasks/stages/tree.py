@@ -16,8 +16,8 @@ import polars as pl
 import pyarrow as pa
 
 from arborag.storage.tables import write_table
-from arborag.tasks.context import StageContext
-from arborag.tasks.leaf_vectors import embed_function, embedder_of, read_vectors_file, write_vectors_file
+from arborag.tasks.stage_context import StageContext
+from arborag.tasks.staged_vectors import embed_function, embedder_of, read_vectors_file, write_vectors_file
 from arborag.tasks.leaves import load_leaves
 from arborag.tasks.summarize import make_summarizer
 from arborag.tasks.tree import build_tree

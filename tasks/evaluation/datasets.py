@@ -40,7 +40,7 @@ from arborag.errors import ArboragError, ConfigError
 from arborag.hashing import hash_bytes, hash_json, hash_text
 from arborag.storage.schemas import EVIDENCE, QUERIES
 from arborag.storage.tables import atomic_path, atomic_write_bytes, read_table, write_table
-from arborag.tasks.metrics import MatchMode
+from arborag.tasks.evaluation.metrics import MatchMode
 
 __all__ = [
     "DATASETS",
@@ -68,9 +68,9 @@ CorpusScope = Literal["auto", "full", "questions"]
 MATCH_MODE: dict[str, MatchMode] = {"hotpotqa": "doc", "narrativeqa": "doc", "financebench": "doc+text", "thematic": "doc"}
 
 #: Hand-written thematic questions (tasks/evaluation/data/README.md says who wrote them and how).
-THEMATIC_FILE = Path(__file__).resolve().parent / "evaluation" / "data" / "thematic.jsonl"
+THEMATIC_FILE = Path(__file__).resolve().parent / "data" / "thematic.jsonl"
 
-_REPO = Path(__file__).resolve().parents[1]
+_REPO = Path(__file__).resolve().parents[2]
 
 
 def default_data_dir() -> Path:

@@ -1,0 +1,1 @@
+"""Stage runners, one module per stage (named as the stage is), each beside its pure function."""
