@@ -267,7 +267,10 @@ def sweep_embedding_cache(directory: str | Path, keep: pa.Array, *, dry_run: boo
         survivors.append((shard, table))
     shards_after = len(survivors)
     if len(survivors) > MAX_SHARDS and not dry_run:
-        merged = pa.concat_tables([t for _, t in survivors])
+        import polars as pl
+
+        # one row per key (a sweep killed between writing a shard and deleting its old one leaves duplicates)
+        merged = pl.from_arrow(pa.concat_tables([t for _, t in survivors])).unique(["model_id", "text_hash"], keep="first", maintain_order=True).to_arrow()
         name = f"{_SHARD_PREFIX}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
         atomic_write_parquet(merged, directory / name)
         for path, _ in survivors:

@@ -5,8 +5,6 @@ part of the corpus over many updates (Prefect records included)."""
 from __future__ import annotations
 
 import json
-import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -116,3 +114,26 @@ def test_every_part_stays_bounded_over_many_updates(prefect_harness: None, tmp_p
     assert max(rows[4:]) <= 1.5 * rows[3], rows
     files = len(list((corpus / "prefect" / "results").iterdir()))
     assert files <= 40, files
+
+
+def test_embedding_cache_sweep_keeps_exactly_the_referenced_vectors(tmp_path: Path) -> None:
+    import numpy as np
+
+    from arborag.storage.embedding_cache import EmbeddingCache, sweep_embedding_cache, vector_keys
+
+    cache = EmbeddingCache(tmp_path)
+    rng = np.random.default_rng(0)
+    blocks = [rng.random((3, 8), dtype=np.float32) for _ in range(20)]
+    for i, v in enumerate(blocks):
+        cache.put_many("m", [f"h{i}-{j}" for j in range(3)], v)
+    first = sorted(tmp_path.glob("emb-*.parquet"))[0]
+    (tmp_path / "emb-99999999999999999999-dup.parquet").write_bytes(first.read_bytes())  # a killed sweep's duplicate
+    keep = np.concatenate([blocks[i] for i in range(20) if i not in (4, 7)] + [blocks[9][:1]])
+    dry = sweep_embedding_cache(tmp_path, vector_keys(keep), dry_run=True)
+    assert dry["entries_removed"] == 6 and len(list(tmp_path.glob("emb-*.parquet"))) == 21
+    got = sweep_embedding_cache(tmp_path, vector_keys(keep))
+    assert got["entries_removed"] == 6 and got["shards_before"] == 21 and got["shards_after"] == 1  # > 16 shards: merged
+    after = EmbeddingCache(tmp_path)
+    assert len(after) == 54 and ("m", "h4-0") not in after and ("m", "h5-2") in after
+    found, vecs = after.get_many("m", ["h9-1", "h3-2"])
+    assert found.all() and np.array_equal(vecs[1], blocks[3][2])
