@@ -8,6 +8,7 @@ import json
 import httpx
 import pyarrow.parquet as pq
 from conftest import CINDERELLA, QUESTION, build
+from test_serve_page import browser_page  # noqa: F401 - the headless Chromium fixture (skips without it)
 
 from arborag.serve import create_app
 from arborag.storage.corpus import Corpus
@@ -55,3 +56,34 @@ def test_search_a_retained_snapshot_by_name(corpus_copy, lighthouse_file, embedd
         assert c.post("/search", json={"text": QUESTION, "snapshot": "../etc"}).status_code == 422
     app.state.holder.close()
     assert not live_leases(corpus), "closing the server released its leases"
+
+
+def test_search_page_names_the_snapshot_that_answered(corpus_copy, lighthouse_file, embedders, run_server, browser_page):
+    """The page lists the retained snapshots, searches the one picked and says which answered."""
+    from test_serve_page import _expect
+
+    first = json.loads((corpus_copy / "manifest.json").read_text())["snapshot"]
+    second = build([CINDERELLA, lighthouse_file], corpus_copy)
+    base = run_server(create_app(corpus_copy, embedders=embedders))
+    page, expect = browser_page, _expect()
+    page.goto(base + "/")
+    expect(page.locator("#snapshot")).to_have_text(f"snapshot {second}")
+    expect(page.locator(f"#snap option[value='{first}']")).to_have_count(1)
+    page.fill("#q", QUESTION)
+    page.fill("#budget", "400")
+    page.click("button[type=submit]")
+    page.wait_for_selector("article.hit")
+    assert page.get_attribute("#results", "data-snapshot") == second
+    assert f"answered from snapshot {second}" in page.text_content("#status")
+    page.select_option("#snap", first)
+    page.click("button[type=submit]")
+    expect(page.locator("#status")).to_contain_text(f"answered from snapshot {first} (an earlier snapshot")
+    assert page.get_attribute("#results", "data-snapshot") == first
+    ids = [a.get_attribute("data-node") for a in page.locator("article.hit").all()]
+    assert ids and set(ids) <= _node_ids(corpus_copy, first)
+    # a node of the old snapshot opens from that snapshot
+    only_old = next((i for i in ids if i not in _node_ids(corpus_copy, second)), None)
+    if only_old is not None:
+        page.locator(f"article.hit[data-node='{only_old}'] button").click()
+        page.wait_for_selector("aside#node:not([hidden]) h3")
+        assert only_old in page.locator("aside#node h2").text_content()
