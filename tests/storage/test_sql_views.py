@@ -25,17 +25,11 @@ from arborag.storage.tables import write_table
 
 REPO = Path(__file__).resolve().parents[2]
 
-#: The README's example (docs): what one update changed in the tree, per level.
-COMPARE = """
-WITH a AS (SELECT node_id, level FROM nodes_all WHERE snapshot = $old),
-     b AS (SELECT node_id, level FROM nodes_all WHERE snapshot = $new)
-SELECT coalesce(a.level, b.level) AS level,
-       count(*) FILTER (WHERE b.node_id IS NULL) AS removed,
-       count(*) FILTER (WHERE a.node_id IS NULL) AS added,
-       count(*) FILTER (WHERE a.node_id IS NOT NULL AND b.node_id IS NOT NULL) AS kept
-FROM a FULL OUTER JOIN b USING (node_id)
-GROUP BY ALL ORDER BY level
-"""
+def _readme_query() -> str:
+    """The README's example (a ```sql block over nodes_all): what one update did to the tree, per level."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    block = next(b for b in text.split("```sql")[1:] if "nodes_all" in b.split("```")[0])
+    return block.split("```")[0]
 
 
 def _documents(ids: list[str]) -> pa.Table:
@@ -64,7 +58,9 @@ def test_one_query_compares_two_snapshots(corpus: Path) -> None:
     cols, rows = run_sql(corpus, "SELECT snapshot, level, count(*) AS n FROM nodes_all GROUP BY ALL ORDER BY snapshot, level")
     assert cols == ["snapshot", "level", "n"]
     assert rows == [("snap-one", 0, 6), ("snap-one", 1, 2), ("snap-one", 2, 1), ("snap-two", 0, 4)]
-    cols, rows = run_sql(corpus, COMPARE.replace("$old", "'snap-one'").replace("$new", "'snap-two'"))
+    query = _readme_query()
+    assert "'snap-OLD'" in query and "'snap-NEW'" in query
+    cols, rows = run_sql(corpus, query.replace("snap-OLD", "snap-one").replace("snap-NEW", "snap-two"))
     assert cols == ["level", "removed", "added", "kept"]
     assert rows == [(0, 3, 1, 3), (1, 2, 0, 0), (2, 1, 0, 0)]
     _, rows = run_sql(corpus, "SELECT snapshot, list(doc_id ORDER BY doc_id) FROM documents_all GROUP BY ALL ORDER BY 1")
