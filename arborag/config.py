@@ -36,6 +36,7 @@ __all__ = [
     "SummarizeConfig",
     "TreeConfig",
     "UpdateConfig",
+    "RetentionConfig",
     "DEFAULT_DELIMITERS",
     "load_config",
     "LevelConfig",
@@ -181,6 +182,27 @@ class UpdateConfig(_Stage):
     )
 
 
+class RetentionConfig(_Stage):
+    """Which snapshots (and cache entries) a corpus keeps; applied after every publish and by
+    ``arborag snapshots gc`` (docs/RELIABILITY.md, "Retention").
+
+    A superseded snapshot is kept while it is among the last ``keep_last`` published **and**
+    younger than ``keep_days``: both are caps, so disk stays bounded however often updates run,
+    and a deleted document's text leaves the disk within ``keep_days``. Always kept: the
+    published snapshot, pinned ones, ones a live reader holds a lease on, and ones superseded
+    less than ``grace_s`` ago (readers that opened them without a lease).
+    """
+
+    keep_last: int = Field(10, ge=0, description="Keep at most this many most recently published snapshots (the published one counts).")
+    keep_days: float | None = Field(
+        7.0, ge=0, description="Remove superseded snapshots older than this many days (None: no age cap). Also how long "
+        "unreferenced LLM-call cache records are kept."
+    )
+    grace_s: float = Field(60.0, ge=0, description="Never remove a snapshot superseded less than this many seconds ago "
+                           "(readers that opened it without a lease).")
+    auto: bool = Field(True, description="Apply retention (and sweep caches, staging, Prefect records) after every publish.")
+
+
 class SparseConfig(_Stage):
     backend: Literal["embedded", "elasticsearch"] = Field("embedded", description="BM25 backend.")
     es_url: str | None = Field(None, description="Elasticsearch URL (or ARBORAG_ES_URL).")
@@ -277,6 +299,7 @@ class ArboragConfig(BaseSettings):
     query: QueryConfig = Field(default_factory=QueryConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     update: UpdateConfig = Field(default_factory=UpdateConfig)
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
     rerank: RerankConfig = Field(default_factory=RerankConfig)
     segments: SegmentsConfig = Field(default_factory=SegmentsConfig)
     level: LevelConfig = Field(default_factory=LevelConfig)

@@ -11,6 +11,7 @@
     │   └── SparseNotBuiltError      no sparse index where one was expected
     ├── QueryError                   a query cannot be run (.query, .position, .reason)
     ├── CorpusLockedError            another writer holds the corpus lock (.corpus, .owner, .lock_file)
+    ├── SnapshotNotFound             no retained snapshot matches a reference (.ref, .available)
     └── SparseIndexError             a sparse index cannot be built, published or opened
         └── SparseBulkError          Elasticsearch rejected some nodes (.index, .failures, .total)
 
@@ -160,3 +161,26 @@ class CorpusLockedError(ArboragError):
 
 
 __all__ += ["CorpusLockedError"]
+
+
+class SnapshotNotFound(ArboragError):
+    """No retained snapshot of the corpus matches ``ref`` (an id, a unique prefix, "published" or a time).
+
+    ``available`` lists the retained snapshot ids (newest first); the message names a few and
+    says how to see them all.
+    """
+
+    def __init__(self, corpus: str, ref: str, available: list[str], reason: str | None = None) -> None:
+        self.corpus = corpus
+        self.ref = ref
+        self.available = list(available)
+        shown = ", ".join(self.available[:8]) + (f" (and {len(self.available) - 8} more)" if len(self.available) > 8 else "")
+        why = reason or "no retained snapshot has that id or id prefix"
+        have = f"retained: {shown}" if self.available else "the corpus has no retained snapshot (build it first)"
+        super().__init__(
+            f"{corpus}: snapshot {ref!r} not found: {why}; {have}. "
+            f"List them with `arborag snapshots list --corpus {corpus}`."
+        )
+
+
+__all__ += ["SnapshotNotFound"]

@@ -9,6 +9,11 @@ Layout::
       manifest.json                                     {"snapshot": <id>, ...}: the published one
       cache/                                            content-addressed caches
       prefect/                                          Prefect task results (cache records)
+      pins/<snapshot_id>.json                           pinned snapshots (kept by retention)
+      leases/<snapshot_id>/<token>.json                 readers' leases (storage/leases.py)
+
+Which snapshots are kept, and how caches, staging folders and Prefect records stay bounded:
+:mod:`arborag.storage.snapshots`.
 
 Publishing is one ``os.replace`` of ``manifest.json``: readers see the old snapshot or the new
 one, never a half-written one. A build writes its snapshot under a ``.partial`` name first.
@@ -107,7 +112,73 @@ class Corpus:
         new = pa.Table.from_pylist([row], schema=SCHEMAS["runs"])
         self.write("runs", pa.concat_tables([runs, new]))
 
+    # -- small JSON records (pins, leases): on the object store for a remote corpus ---------
+    def put_record(self, rel: str, obj: dict[str, Any]) -> None:
+        """Write the small JSON record ``rel`` (e.g. ``pins/<id>.json``) atomically; shared by every
+        machine of a remote corpus (it goes to the object store)."""
+        if self.store is not None:
+            self.store.fs.pipe_file(self.store.path(rel), json.dumps(obj, sort_keys=True).encode())
+            return
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path, obj)
+
+    def get_record(self, rel: str) -> dict[str, Any] | None:
+        """The JSON record ``rel``, or None when absent or unreadable (a torn or foreign file)."""
+        try:
+            if self.store is not None:
+                data = self.store.fs.cat_file(self.store.path(rel))
+            else:
+                data = (self.root / rel).read_bytes()
+            obj = json.loads(data)
+        except (FileNotFoundError, ValueError):
+            return None
+        except OSError:
+            return None
+        return obj if isinstance(obj, dict) else None
+
+    def delete_record(self, rel: str) -> None:
+        if self.store is not None:
+            try:
+                self.store.fs.rm_file(self.store.path(rel))
+            except FileNotFoundError:
+                pass
+            return
+        (self.root / rel).unlink(missing_ok=True)
+
+    def list_records(self, folder: str) -> list[str]:
+        """Relative paths of the ``*.json`` records under ``folder`` (recursively), sorted."""
+        if self.store is not None:
+            base = self.store.path(folder)
+            self.store.fs.invalidate_cache(base)  # records written by other machines: never a cached listing
+            try:
+                found = self.store.fs.find(base)
+            except FileNotFoundError:
+                return []
+            prefix = self.store.base + "/"
+            return sorted(p[len(prefix):] for p in found if p.endswith(".json") and p.startswith(prefix))
+        root = self.root / folder
+        if not root.is_dir():
+            return []
+        return sorted(p.relative_to(self.root).as_posix() for p in root.rglob("*.json") if p.is_file())
+
     # -- snapshots ------------------------------------------------------------------------
+    def snapshot_ids(self) -> list[str]:
+        """Ids of every sealed snapshot (a folder holding ``info.json``; on the object store for a
+        remote corpus), unordered. :func:`arborag.storage.snapshots.list_snapshots` describes them."""
+        if self.store is not None:
+            self.store.fs.invalidate_cache(self.store.path("snapshots"))  # other machines publish too
+            try:
+                entries = self.store.fs.ls(self.store.path("snapshots"), detail=False)
+            except FileNotFoundError:
+                return []
+            names = [e.rstrip("/").rsplit("/", 1)[-1] for e in entries]
+            return [n for n in names if not n.startswith(".") and not n.endswith(".partial") and self.store.exists(f"snapshots/{n}/info.json")]
+        if not self.snapshots_dir.is_dir():
+            return []
+        return [p.name for p in self.snapshots_dir.iterdir()
+                if p.is_dir() and not p.name.startswith(".") and not p.name.endswith(".partial") and (p / "info.json").is_file()]
+
     def manifest(self) -> dict[str, Any] | None:
         if self.store is not None:
             man, version = self.store.get_json("manifest.json")

@@ -6,6 +6,12 @@ open, its vector column going to NumPy without a round trip through Python float
 :meth:`EmbeddingCache.put_many` writes one new shard atomically (temp file + rename), so
 concurrent writers never clobber each other and a crash never leaves half a shard;
 :meth:`EmbeddingCache.compact` merges the shards.
+
+Bounded by :func:`sweep_embedding_cache` (run by ``arborag snapshots gc`` and after every
+publish, :mod:`arborag.storage.snapshots`): an entry stays while some kept snapshot holds its
+vector. Vectors go from this cache into a snapshot bit for bit, so the kept snapshots' vectors
+(their bit patterns, :func:`vector_keys`) are exactly the referenced entries — no text needs to
+be re-derived, whatever composed it (headers, long-text windows, summaries).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from arborag.errors import SchemaError
 from arborag.storage.arrays import arrow_to_vectors, vectors_to_arrow
 from arborag.storage.tables import atomic_write_parquet
 
-__all__ = ["EmbeddingCache"]
+__all__ = ["EmbeddingCache", "sweep_embedding_cache", "vector_keys"]
 
 _SHARD_PREFIX = "emb-"
 _COLUMNS = {"model_id", "text_hash", "vector"}
@@ -201,3 +207,74 @@ class EmbeddingCache:
                 if p not in new:
                     p.unlink(missing_ok=True)
             self.n_shards = len(new)
+
+
+def vector_keys(vectors: np.ndarray) -> pa.Array:
+    """Each row of a float32 ``(n, dim)`` matrix as its bytes (Arrow ``binary``): exact identity of vectors."""
+    v = np.ascontiguousarray(vectors, dtype=np.float32)
+    if v.ndim != 2:
+        raise SchemaError("embedding cache", f"vectors must be (n, dim), got shape {v.shape}")
+    fixed = pa.Array.from_buffers(pa.binary(4 * v.shape[1]), v.shape[0], [None, pa.py_buffer(v.tobytes())])
+    return fixed.cast(pa.binary())
+
+
+#: Shards beyond this many are merged into one by a sweep (each update adds one or two).
+MAX_SHARDS = 16
+
+
+def sweep_embedding_cache(directory: str | Path, keep: pa.Array, *, dry_run: bool = False) -> dict[str, int]:
+    """Remove the entries of the cache in ``directory`` whose vector is not in ``keep``
+    (:func:`vector_keys` of every vector the kept snapshots hold). A shard with nothing to keep is
+    deleted; one with some is rewritten with those rows (new shard first, then the old one goes,
+    so a crash loses nothing but may leave a duplicate); more than :data:`MAX_SHARDS` are merged.
+    Run it only while no other process writes to the folder (gc holds the writer lock).
+    Returns ``{"entries_removed", "entries_kept", "bytes_freed", "shards_before", "shards_after"}``."""
+    directory = Path(directory)
+    keep = keep.cast(pa.binary())
+    shards = sorted(directory.glob(f"{_SHARD_PREFIX}*.parquet"))
+    removed = kept_rows = freed = 0
+    survivors: list[tuple[Path, pa.Table]] = []
+    for shard in shards:
+        read = _read_shard(shard)
+        size = shard.stat().st_size
+        if read is None:  # damaged or foreign: nothing in it can be used
+            removed_here = 0
+            if not dry_run:
+                shard.unlink(missing_ok=True)
+            freed += size
+            continue
+        keys, vectors = read
+        live = pc.is_in(vector_keys(vectors), value_set=keep).to_numpy(zero_copy_only=False)
+        n_live = int(live.sum())
+        removed_here = len(live) - n_live
+        removed += removed_here
+        kept_rows += n_live
+        if n_live == 0:
+            freed += size
+            if not dry_run:
+                shard.unlink(missing_ok=True)
+            continue
+        rows = np.flatnonzero(live)
+        table = pa.table({"model_id": keys.column("model_id").take(rows), "text_hash": keys.column("text_hash").take(rows),
+                          "vector": vectors_to_arrow(vectors[rows])})
+        if removed_here:
+            freed += int(size * removed_here / len(live))  # estimate; the rewrite below is compressed again
+            if not dry_run:
+                name = f"{_SHARD_PREFIX}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
+                new = atomic_write_parquet(table, directory / name)
+                shard.unlink(missing_ok=True)
+                shard = new
+        survivors.append((shard, table))
+    shards_after = len(survivors)
+    if len(survivors) > MAX_SHARDS and not dry_run:
+        import polars as pl
+
+        # one row per key (a sweep killed between writing a shard and deleting its old one leaves duplicates)
+        merged = pl.from_arrow(pa.concat_tables([t for _, t in survivors])).unique(["model_id", "text_hash"], keep="first", maintain_order=True).to_arrow()
+        name = f"{_SHARD_PREFIX}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
+        atomic_write_parquet(merged, directory / name)
+        for path, _ in survivors:
+            path.unlink(missing_ok=True)
+        shards_after = 1
+    return {"entries_removed": removed, "entries_kept": kept_rows, "bytes_freed": freed,
+            "shards_before": len(shards), "shards_after": shards_after}

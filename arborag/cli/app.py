@@ -19,6 +19,7 @@ from arborag.cli import segment as _segment
 from arborag.cli import serve as _serve  # arborag.serve (FastAPI, uvicorn) is imported inside the command
 from arborag.cli import sql as _sql
 from arborag.cli import schedule as _schedule
+from arborag.cli import snapshots as _snapshots
 from arborag.cli import update as _update
 
 app = typer.Typer(
@@ -35,7 +36,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
-for _module in (_ingest, _segment, _sql, _build, _query, _inspect, _serve, _evaluate, _update, _ask, _schedule):
+for _module in (_ingest, _segment, _sql, _build, _query, _inspect, _serve, _evaluate, _update, _ask, _schedule, _snapshots):
     _module.register(app)
 
 

@@ -8,6 +8,10 @@ process that died mid-write — is skipped, and the next append starts on a fres
 hold the reply, its token counts and the model name — never the API key, and not the prompt
 (the key is its hash). The foundation does its own file I/O here: this is an append-only
 log, not a table.
+
+Bounded by :meth:`LLMCache.sweep` (``arborag snapshots gc`` and after every publish): records
+older than the retention's ``keep_days`` go unless their reply is a summary some kept snapshot
+still holds; the rest are merged into one shard.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 import uuid
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -90,6 +95,69 @@ class LLMCache:
 
     def __repr__(self) -> str:
         return f"LLMCache({str(self.directory)!r})"
+
+    @staticmethod
+    def sweep(
+        directory: str | Path, *, keep_texts: set[str], max_age_s: float | None, dry_run: bool = False, max_shards: int = 8
+    ) -> dict[str, int]:
+        """Drop the records of the cache in ``directory`` older than ``max_age_s`` (``created_at``,
+        else the shard's mtime; None: none is too old) unless their reply (stripped) is in
+        ``keep_texts``; merge what stays into one shard when anything went or there are more than
+        ``max_shards``. A process appending meanwhile loses only cache entries (asked again).
+        Returns ``{"records_removed", "records_kept", "bytes_freed"}``."""
+        return _sweep(directory, keep_texts=keep_texts, max_age_s=max_age_s, dry_run=dry_run, max_shards=max_shards)
+
+
+def _record_time(rec: dict[str, Any], fallback: float) -> float:
+    try:
+        return datetime.fromisoformat(str(rec["created_at"])).timestamp()
+    except (KeyError, ValueError, TypeError):
+        return fallback
+
+
+def _sweep(
+    directory: str | Path, *, keep_texts: set[str], max_age_s: float | None, dry_run: bool = False, max_shards: int = 8
+) -> dict[str, int]:
+    directory = Path(directory)
+    shards = sorted(directory.glob("calls-*.jsonl"))
+    now = time.time()
+    kept: dict[str, dict[str, Any]] = {}
+    total = 0
+    size_before = 0
+    for path in shards:
+        try:
+            st = path.stat()
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        size_before += st.st_size
+        for line in lines:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if not isinstance(rec, dict) or not isinstance(rec.get("key"), str):
+                continue
+            total += 1
+            young = max_age_s is None or now - _record_time(rec, st.st_mtime) < max_age_s
+            if young or str(rec.get("text", "")).strip() in keep_texts:
+                kept[rec["key"]] = rec
+    removed = total - len(kept)
+    if not removed and len(shards) <= max_shards:
+        return {"records_removed": 0, "records_kept": len(kept), "bytes_freed": 0}
+    blob = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in kept.values()).encode("utf-8")
+    if not dry_run:
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+        target = directory / f"calls-{stamp}-gc-{uuid.uuid4().hex[:8]}.jsonl"
+        tmp = directory / f".{target.name}.tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(blob)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+        for path in shards:
+            path.unlink(missing_ok=True)
+    return {"records_removed": removed, "records_kept": len(kept), "bytes_freed": max(0, size_before - len(blob))}
 
 
 def _ends_with_newline(path: Path) -> bool:

@@ -7,6 +7,11 @@ adds the provenance a reader needs without touching the live corpus tables — `
 publishes the sparse index (an Elasticsearch alias switch; nothing for the embedded engine),
 writes ``info.json`` (build key, config hash, the embedder and sparse backend that built it,
 the run, per-level counts) and switches ``manifest.json`` atomically. The staging folder goes.
+
+Then retention runs (``retention.auto``; :func:`arborag.storage.snapshots.collect_garbage`, inside
+this writer's lock): old snapshots, unreferenced cache entries, abandoned staging folders and
+Prefect records go. Its summary is recorded in the run's counts (``gc``); a gc error is reported
+there and logged, and the publish stands.
 """
 
 from __future__ import annotations
@@ -86,7 +91,26 @@ def run_publish(ctx: StageContext, key: str) -> dict[str, Any]:
         info.update(json.loads((stage_dir / TREE_INFO).read_text(encoding="utf-8")))
     ctx.corpus.publish(partial, snap_id, info)
     shutil.rmtree(stage_dir, ignore_errors=True)
-    return {"snapshot": snap_id}
+    gc = collect_after_publish(ctx)
+    return {"snapshot": snap_id, **({"gc": gc} if gc is not None else {})}
+
+
+def collect_after_publish(ctx: StageContext) -> dict[str, Any] | None:
+    """Apply retention after a publish (``retention.auto``); never raises: the publish stands."""
+    if not ctx.config.retention.auto:
+        return None
+    import logging
+
+    from arborag.storage.snapshots import collect_garbage
+
+    try:  # the publish stage runs inside the writer's lock: gc does not take it again
+        summary = collect_garbage(ctx.corpus, ctx.config.retention, lock=False).summary()
+    except Exception as exc:  # noqa: BLE001 - reported and recorded, never fails the run that published
+        summary = {"errors": [f"{type(exc).__name__}: {exc}"]}
+    if summary.get("errors"):
+        logging.getLogger("arborag.gc").warning("retention after publish: %s (the publish stands)", "; ".join(summary["errors"]))
+    ctx.counters.stages["gc"] = summary
+    return summary
 
 
 def _write_provenance(ctx: StageContext, partial: Path) -> None:
