@@ -131,7 +131,7 @@ class Index:
         self._edge_rows: tuple[np.ndarray, np.ndarray] | None = None  # read on the first traversal
         self._embed_query = embed_query
         self._light = light
-        self._embedder = None
+        self._embedder: Any = None  # Embedder or LightEmbedder, loaded on the first text query
         self._sparse = None
         self._documents = None  # provenance tables, read on first use
         self._leaf_chunks = None
