@@ -100,3 +100,20 @@ def test_reading_the_registry_imports_no_mode_and_no_index():
             "[x for x in ('numpy', 'torch') if x in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout.strip()
     assert out == "[]", out
+
+
+def test_modes_use_only_the_public_index_api():
+    """No mode module reaches into the index's private members (``index._x``)."""
+    import ast
+
+    bad = []
+    for path in sorted((ROOT / "query").rglob("*.py")):
+        if path.name == "index.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                owner = node.value
+                name = owner.id if isinstance(owner, ast.Name) else owner.attr if isinstance(owner, ast.Attribute) else ""
+                if name in ("index", "ix", "idx"):
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno} {name}.{node.attr}")
+    assert not bad, "private Index members used by modes:\n" + "\n".join(bad)
