@@ -36,6 +36,7 @@ import numpy as np
 
 from arborag.errors import QueryError
 from arborag.query.fusion import FUSIONS, adaptive_weight, normalize
+from arborag.query.options import AutoOptions
 
 if TYPE_CHECKING:  # pragma: no cover
     from arborag.query.hits import Hit
@@ -43,17 +44,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["DEFAULTS", "adaptive_weight", "ancestor_best", "search"]
 
-#: The measured default (README "Evaluation").
-DEFAULTS: dict[str, Any] = {
-    "fusion": None,  # None: query.fusion (zscore)
-    "dense_weight": None,  # None: query.dense_weight (0.5); or "adaptive"
-    "depth": None,  # None: query.fusion_depth (100)
-    "sparse": True,
-    "tree": "none",
-    "tree_weight": 0.1,
-    "summaries": "none",
-    "summary_share": 0.25,
-}
+#: The measured default (README "Evaluation"): the defaults of :class:`~arborag.query.options.AutoOptions`
+#: (None: the config's ``query.fusion``, ``query.dense_weight``, ``query.fusion_depth``).
+DEFAULTS: dict[str, Any] = AutoOptions().model_dump()
 
 
 def ancestor_best(index: Index, scores_by_row: np.ndarray) -> np.ndarray:

@@ -52,6 +52,7 @@ from arborag.llm.configured import llm_from_config
 from arborag.query.level.llm import StepLLM
 from arborag.query.level.searchers import DenseSearcher, SearchContext, SparseSearcher, WebSearcher
 from arborag.query.level.trace import LevelHits, LevelTrace
+from arborag.query.options import LevelOptions
 
 __all__ = ["LevelHits", "LevelTrace", "OFFLINE_NOTICE", "search"]
 
@@ -66,8 +67,7 @@ _said_offline = False
 #: index -> (LLM config it was made for, client): one client per index, dropped with the index
 _LLMS: weakref.WeakKeyDictionary[Any, tuple[str, Any]] = weakref.WeakKeyDictionary()
 
-_OPTIONS = frozenset({"llm", "scope", "searchers", "max_rounds", "sparse_rounds", "dense_rounds", "max_sub_questions",
-                      "candidates", "show", "web", "trace"})
+_OPTIONS = frozenset(LevelOptions.model_fields)
 
 
 def _say_offline_once(text: str) -> None:

@@ -25,7 +25,7 @@ def index(tmp_path):
     return open_index(corpus.root, embed_query=FakeQueryEmbedder())
 
 
-class FakeOptions(modes._Options):  # the options model of the test double below
+class FakeOptions(modes.ModeOptions):  # the options model of the test double below
     n_variants: int = Field(3, ge=0)
 
 
@@ -75,6 +75,8 @@ def test_every_registered_mode_is_installed_and_takes_its_options(name):
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     for option in spec.option_names:  # the options model names nothing the function cannot take
         assert takes_any or option in params, f"{spec.target} does not take {option}= (its options model says it does)"
+        if option in params and params[option].default is not inspect.Parameter.empty:  # one default, not two
+            assert params[option].default == spec.options.model_fields[option].default, (spec.target, option)
     assert not spec.needs_llm  # every mode answers offline (an LLM is optional or configured)
 
 
@@ -96,7 +98,24 @@ def test_reading_the_registry_imports_no_mode_and_no_index():
     import subprocess
 
     code = ("import sys, arborag.query.modes as m; m.mode_help(); "
-            "print(sorted(x for x in sys.modules if x.startswith('arborag.query.') and x != 'arborag.query.modes') + "
+            "print(sorted(x for x in sys.modules if x.startswith('arborag.query.') and x not in ('arborag.query.modes', 'arborag.query.options')) + "
             "[x for x in ('numpy', 'torch') if x in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout.strip()
     assert out == "[]", out
+
+
+def test_modes_use_only_the_public_index_api():
+    """No mode module reaches into the index's private members (``index._x``)."""
+    import ast
+
+    bad = []
+    for path in sorted((ROOT / "query").rglob("*.py")):
+        if path.name == "index.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                owner = node.value
+                name = owner.id if isinstance(owner, ast.Name) else owner.attr if isinstance(owner, ast.Attribute) else ""
+                if name in ("index", "ix", "idx"):
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno} {name}.{node.attr}")
+    assert not bad, "private Index members used by modes:\n" + "\n".join(bad)
