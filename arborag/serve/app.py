@@ -21,7 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from arborag.config import ArboragConfig, load_config
-from arborag.errors import BackendUnavailable, NotBuiltError, QueryError
+from arborag.errors import BackendUnavailable, NotBuiltError, QueryError, SnapshotNotFound
 from arborag.serve.models import Limits
 from arborag.serve.security import BodySizeLimit, bearer_guard
 
@@ -33,6 +33,19 @@ _PAGE_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
+
+
+_MODES_MARK = "      <!-- MODES: filled by the server from the mode registry (arborag/query/modes.py) -->\n"
+
+
+def _mode_options() -> str:
+    """The search page's mode choices: every registered mode, the default selected."""
+    from html import escape
+
+    from arborag.query.modes import DEFAULT_MODE, MODES
+
+    return "".join(f'      <option value="{escape(m.name)}" title="{escape(m.description)}"{" selected" if m.name == DEFAULT_MODE else ""}>'
+                   f"{escape(m.name)}</option>\n" for m in MODES.values())
 
 
 def _static(name: str) -> str:
@@ -56,6 +69,8 @@ def create_app(
     config: ArboragConfig | None = None,
     warm: bool = False,
     embedders: Any | None = None,
+    lease_ttl_s: float = 600.0,
+    old_snapshot_idle_s: float = 300.0,
 ) -> FastAPI:
     """The HTTP API and search page over the published snapshot of ``corpus_dir``.
 
@@ -63,13 +78,18 @@ def create_app(
     requests. ``warm=True`` opens the index and loads the query embedder at startup instead of
     on the first request. ``embedders`` (a :class:`~arborag.serve.embedders.ResidentEmbedders`)
     lets several apps in one process share one loaded model.
+
+    Every snapshot the server has open is leased on the corpus (renewed every ``lease_ttl_s / 3``),
+    so retention never removes it under the server; an earlier snapshot a request named stays open
+    ``old_snapshot_idle_s`` after its last use (:mod:`arborag.serve.state`).
     """
     from arborag.serve.api import make_router
     from arborag.serve.embedders import ResidentEmbedders
     from arborag.serve.state import SnapshotHolder
 
     limits = limits or Limits()
-    holder = SnapshotHolder(corpus_dir, config or load_config(), embedders or ResidentEmbedders())
+    holder = SnapshotHolder(corpus_dir, config or load_config(), embedders or ResidentEmbedders(),
+                            ttl_s=lease_ttl_s, old_idle_s=old_snapshot_idle_s)
     guard = bearer_guard(token)
 
     @asynccontextmanager
@@ -78,7 +98,10 @@ def create_app(
             import anyio
 
             await anyio.to_thread.run_sync(_warm_up, holder)
-        yield
+        try:
+            yield
+        finally:
+            holder.close()  # release the reader leases now rather than when they expire
 
     app = FastAPI(
         title="arborag",
@@ -100,6 +123,14 @@ def create_app(
     async def _bad_query(_: Request, exc: QueryError) -> JSONResponse:
         return JSONResponse({"detail": str(exc), "position": exc.position, "reason": exc.reason}, status.HTTP_400_BAD_REQUEST)
 
+    @app.exception_handler(SnapshotNotFound)
+    async def _no_snapshot(_: Request, exc: SnapshotNotFound) -> JSONResponse:
+        shown = ", ".join(exc.available[:8]) + (f" (and {len(exc.available) - 8} more)" if len(exc.available) > 8 else "")
+        return JSONResponse({"detail": f"snapshot {exc.ref!r} is not retained by this corpus (removed by retention, never "
+                                       f"published, or an ambiguous prefix); retained: {shown or 'none'}. GET /snapshots lists "
+                                       "them with their publication times; `arborag snapshots list` on the server too.",
+                             "retained": exc.available}, status.HTTP_404_NOT_FOUND)
+
     @app.exception_handler(NotBuiltError)
     @app.exception_handler(BackendUnavailable)
     async def _unavailable(_: Request, exc: Exception) -> JSONResponse:
@@ -109,7 +140,7 @@ def create_app(
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def page() -> HTMLResponse:
-        return HTMLResponse(_static("index.html"), headers=_PAGE_HEADERS)
+        return HTMLResponse(_static("index.html").replace(_MODES_MARK, _mode_options()), headers=_PAGE_HEADERS)
 
     @app.get("/static/{name}", include_in_schema=False)
     def static(name: str) -> Response:
