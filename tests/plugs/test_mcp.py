@@ -10,7 +10,6 @@ each check one part of what it recorded.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
