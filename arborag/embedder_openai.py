@@ -283,7 +283,7 @@ class OpenAIEmbedder(Transport):
             raise EmbedError(self.model, f"the server sent {len(data)} vectors for {n} inputs")
         try:
             order = [int(getattr(d, "index", k)) for k, d in enumerate(data)]
-            rows = [list(getattr(d, "embedding")) for d in data]
+            rows = [list(d.embedding) for d in data]
         except (TypeError, ValueError, AttributeError) as exc:
             raise EmbedError(self.model, f"bad reply: not an embeddings list ({type(exc).__name__})") from None
         sizes = {len(r) for r in rows}

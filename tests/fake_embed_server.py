@@ -27,7 +27,6 @@ import hashlib
 import json
 import math
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer

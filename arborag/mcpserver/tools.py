@@ -149,7 +149,7 @@ def get_chunk(holder: Any, doc_id: str, start_char: int, end_char: int, *, limit
         raise ToolInputError(f"the span is {end_char - start_char} characters, over the limit of {limits.max_chunk_chars}: "
                              "ask for a shorter one")
     with holder.lease() as snap:
-        docs = pl.from_arrow(_need(snap, holder).index.documents().select(["doc_id", "title", "uri", "text"]))
+        docs = pl.DataFrame(_need(snap, holder).index.documents().select(["doc_id", "title", "uri", "text"]))
         row = docs.filter(pl.col("doc_id") == doc_id)
         if row.height == 0:
             raise ToolInputError(f"no document {doc_id!r} in snapshot {snap.id}: use a doc_id from the sources of a hit")

@@ -10,7 +10,6 @@ each check one part of what it recorded.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -50,7 +49,7 @@ def _republish(corpus: Path) -> str:
     c = Corpus(corpus)
     current = c.published_dir()
     info = json.loads((current / "info.json").read_text())
-    new_id = "snap-republished-" + str(int(time.time()))
+    new_id = "snap-republished-" + str(time.time_ns())
     partial = c.partial_dir(new_id)
     for item in current.iterdir():
         if item.name == "info.json":
@@ -282,3 +281,37 @@ def test_ask_is_offered_with_an_llm_and_cites(openai_corpus) -> None:
     data = _data(good)
     assert data["status"] == "answered" and "[1]" in data["answer"] and data["cited"]
     assert bad.is_error and "unknown mode 'nope'" in _text(bad)
+
+
+def test_the_embedder_stays_loaded_across_calls_and_snapshots(openai_corpus) -> None:
+    """In process: the query embedder is made once (serve's ResidentEmbedders) and kept when a new
+    snapshot is published between calls."""
+    import anyio
+
+    from arborag.config import ArboragConfig
+    from arborag.embedder import Embedder
+    from arborag.mcpserver import create_server
+    from arborag.serve.embedders import ResidentEmbedders
+
+    srv, corpus, _, _ = openai_corpus
+    made: list[str] = []
+
+    def factory(cfg):
+        made.append(cfg.api_model)
+        return Embedder(cfg).embed
+
+    cfg = ArboragConfig().with_overrides(embed={"backend": "openai", "base_url": srv.base_url})
+    server, holder = create_server(corpus, config=cfg, embedders=ResidentEmbedders(factory))
+
+    async def calls() -> list[str]:
+        snaps = []
+        async with Client(server) as client:
+            for i in range(3):
+                if i == 2:
+                    _republish(corpus)
+                snaps.append(_data(await client.call_tool("search", {"text": f"slipper {i}", "mode": "collapsed"}))["snapshot"])
+        return snaps
+
+    snaps = anyio.run(calls)
+    assert made == ["fake-embed"], "one embedder for every call and both snapshots"
+    assert snaps[0] == snaps[1] != snaps[2]
