@@ -473,7 +473,7 @@ def evaluate_against_rebuild(work: Path, corpus: Path, src: Path, titles: dict[s
     from arborag.flows.build import run_build
     from arborag.query import open_index
     from arborag.storage.corpus import Corpus
-    from arborag.tasks.datasets import prepare_dataset
+    from arborag.tasks.evaluation.datasets import prepare_dataset
     from arborag.tasks.evaluation.retrieve import run_queries
     from arborag.tasks.evaluation.score import score_hits
 
