@@ -82,6 +82,7 @@ def main() -> None:
 
     started = datetime.now(timezone.utc)
     machine_before = machine_line()
+    commit = git_commit()  # the code this process loaded (the tree may move while it runs)
     shutil.rmtree(args.work, ignore_errors=True)
     src, corpus = args.work / "src", args.work / "corpus"
     src.mkdir(parents=True)
@@ -120,7 +121,7 @@ def main() -> None:
     result = {
         "command": " ".join(["python", "benchmarks/retention.py", *sys.argv[1:]]),
         "when": started.strftime("%Y-%m-%d %H:%M UTC"), "machine_before": machine_before, "machine_after": machine_line(),
-        "commit": git_commit(), "docs": args.docs, "cycles": args.cycles, "build_s": round(build_s, 1),
+        "commit": commit, "docs": args.docs, "cycles": args.cycles, "build_s": round(build_s, 1),
         "growth_last_over_cycle10": growth, "max_snapshots": max(r["snapshots"] for r in rows),
         "gc_seconds_mean": round(sum(gcs) / len(gcs), 3), "update_seconds_mean": round(sum(upd) / len(upd), 2),
         "gc_share_of_update": round(sum(gcs) / sum(upd), 4), "rows": rows,

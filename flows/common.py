@@ -250,7 +250,7 @@ def prefect_map(name: str = "fanout") -> Callable[[Callable[[Any], Any], Iterabl
         # Submitted from inside a stage task: the runner ships the current run context to the
         # worker, and the stage's context holds its parameters (the StageContext, with locks and
         # models). The fan-out tasks hang off the flow run instead.
-        token = TaskRunContext.__var__.set(None)  # type: ignore[attr-defined]
+        token = TaskRunContext.__var__.set(None)  # type: ignore[attr-defined,arg-type]
         try:
             futures = [t.submit(fn, item) for item in items]
         finally:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -33,21 +32,14 @@ __all__ = ["Hit", "Index", "Mode", "fill_hits", "greedy_fill", "open_index", "pa
 Mode = str
 
 
-#: Embedder settings that change only speed, never the vectors: taken from the current config.
-_RUNTIME_EMBED_KEYS = ("batch_size", "threads", "device")
-
-
 def snapshot_embed_config(info: dict, config: ArboragConfig) -> EmbedConfig:
-    """The embedder the snapshot was built with (``info.json`` "embed": model, dtype, ...);
-    batch size, threads and device come from ``config`` (they do not change the vectors).
-    A snapshot that records no embedder uses ``config.embed``.
+    """The embedder the snapshot was built with (``info.json`` "embed"), with the runtime settings
+    (batch size, threads, device, endpoint) of ``config``; a clear error instead of mixing vector
+    spaces (:func:`arborag.embedder.snapshot_embedder`). A snapshot that records none uses ``config.embed``.
     """
-    recorded = info.get("embed")
-    if not recorded:
-        return config.embed
-    runtime = config.embed.model_dump(include=set(_RUNTIME_EMBED_KEYS))
-    known = {k: v for k, v in recorded.items() if k in EmbedConfig.model_fields}
-    return EmbedConfig.model_validate({**known, **runtime})
+    from arborag.embedder import snapshot_embedder
+
+    return snapshot_embedder(info.get("embed"), config.embed, snapshot=f"snapshot {info.get('snapshot', '')}".strip())
 
 
 def snapshot_sparse_config(info: dict, config: ArboragConfig) -> SparseConfig:
@@ -139,7 +131,7 @@ class Index:
         self._edge_rows: tuple[np.ndarray, np.ndarray] | None = None  # read on the first traversal
         self._embed_query = embed_query
         self._light = light
-        self._embedder = None
+        self._embedder: Any = None  # Embedder or LightEmbedder, loaded on the first text query
         self._sparse = None
         self._documents = None  # provenance tables, read on first use
         self._leaf_chunks = None
@@ -402,6 +394,8 @@ def _warn_once(message: str) -> None:
 
 def _light_embedder(cfg: EmbedConfig):
     """A :class:`~arborag.embedder_light.LightEmbedder` when the model is one it reproduces, else None."""
+    if cfg.backend != "local":
+        return None
     from arborag.embedder_light import LightEmbedder, light_supported
 
     light = LightEmbedder(cfg)

@@ -79,7 +79,7 @@ def leaf_layout(index: Any) -> LeafLayout:
     import polars as pl
 
     leaves = set(np.asarray(index.vectors.node_ids, dtype=object)[np.asarray(index.vectors.levels) == 0].tolist())
-    t = pl.from_arrow(index.leaf_chunks().select(["chunk_id", "doc_id", "ordinal", "start_char", "end_char"]))
+    t = pl.DataFrame(index.leaf_chunks().select(["chunk_id", "doc_id", "ordinal", "start_char", "end_char"]))
     t = t.filter(pl.col("chunk_id").is_in(list(leaves))).unique("chunk_id", keep="first").sort(["doc_id", "ordinal", "start_char"])
     position: dict[str, tuple[str, int]] = {}
     docs: dict[str, DocChunks] = {}

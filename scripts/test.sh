@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install arborag with its dev extras into ./.venv, then run the whole test suite.
+# Install arborag with its dev extras into ./.venv, lint and type-check the package, then run the whole test suite.
 # The search-page test drives the system Chromium (Debian's package): it is installed here when
 # missing and we may (root + apt-get); otherwise that one test skips and says why.
 set -euo pipefail
@@ -11,4 +11,5 @@ if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/
 fi
 . .venv/bin/activate
 . scripts/env.sh
+bash scripts/check.sh  # ruff + mypy on the package (pyproject.toml [tool.ruff], [tool.mypy]; scripts/mypy_known.txt)
 python -m pytest "$@"

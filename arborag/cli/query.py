@@ -274,7 +274,7 @@ def _trace_dict(trace: Any) -> Any:
         return trace.to_dict()
     import dataclasses
 
-    return dataclasses.asdict(trace) if dataclasses.is_dataclass(trace) else repr(trace)
+    return dataclasses.asdict(trace) if dataclasses.is_dataclass(trace) and not isinstance(trace, type) else repr(trace)
 
 
 def _print_json_with_trace(hits: list[_Row], trace: Any, *, mode: str) -> None:

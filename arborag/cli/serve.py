@@ -16,7 +16,7 @@ import typer
 TOKEN_ENV = "ARBORAG_SERVE_TOKEN"
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
     try:
@@ -77,7 +77,7 @@ def register(app: typer.Typer) -> None:
         if not corpus.is_dir():
             fail(FileNotFoundError(f"{corpus} is not a directory; build one with `arborag build SOURCE... --corpus {corpus}`"))
         token = os.environ.get(token_env) or None
-        if not _is_loopback(host) and token is None:
+        if not is_loopback(host) and token is None:
             err_console.print(f"[yellow]warning:[/] serving on {host} without a token; set {token_env} to require one")
         import uvicorn
 

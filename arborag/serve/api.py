@@ -55,7 +55,7 @@ def _sources(doc_ids: Any, docs: dict[str, tuple[str | None, str]]) -> list[Sour
 def make_router(holder: Any, limits: Limits, guard: Any) -> APIRouter:
     api = APIRouter()
     protected = [Depends(guard)]
-    errors = {400: {"model": ErrorBody}, 401: {"model": ErrorBody}, 403: {"model": ErrorBody}, 404: {"model": ErrorBody},
+    errors: dict[int | str, dict[str, Any]] = {400: {"model": ErrorBody}, 401: {"model": ErrorBody}, 403: {"model": ErrorBody}, 404: {"model": ErrorBody},
               413: {"model": ErrorBody}, 422: {"model": ErrorBody}, 503: {"model": ErrorBody}}
 
     def _need(snap: Any) -> Any:
@@ -212,7 +212,7 @@ def _build_seconds(corpus: Any, run_id: str | None) -> float | None:
         return None
     import polars as pl
 
-    runs = pl.from_arrow(corpus.read("runs")).filter(pl.col("run_id") == run_id)
+    runs = pl.DataFrame(corpus.read("runs")).filter(pl.col("run_id") == run_id)
     if runs.height == 0 or runs["started_at"][0] is None or runs["finished_at"][0] is None:
         return None
     return round((runs["finished_at"][0] - runs["started_at"][0]).total_seconds(), 3)

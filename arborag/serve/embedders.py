@@ -69,7 +69,8 @@ class ResidentEmbedders:
     def _run_pass(self, key: str, cfg: EmbedConfig) -> None:
         with self._qlock:
             queue = self._queues[key]
-            batch, n = [], 0
+            batch: list[_Pending] = []
+            n = 0
             while queue and (not batch or n + len(queue[0].texts) <= self.max_batch):
                 batch.append(queue.pop(0))
                 n += len(batch[-1].texts)

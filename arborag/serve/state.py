@@ -67,7 +67,7 @@ class Snapshot:
         import polars as pl
         import pyarrow.parquet as pq
 
-        levels = pl.from_arrow(pq.read_table(self.dir / "nodes.parquet", columns=["level"]))
+        levels = pl.DataFrame(pq.read_table(self.dir / "nodes.parquet", columns=["level"]))
         counts = levels.group_by("level").len().sort("level")
         return {str(lv): int(n) for lv, n in zip(counts["level"].to_list(), counts["len"].to_list())}
 

@@ -255,6 +255,14 @@ def test_openapi_docs_and_page(client):
     page = client.get("/")
     assert page.status_code == 200 and "<form" in page.text and "default-src 'self'" in page.headers["content-security-policy"]
     assert client.get("/static/app.js").headers["content-type"].startswith("text/javascript")
+    # the page's modes and the API's are the registry's, the default selected
+    import re
+
+    from arborag.query.modes import DEFAULT_MODE, MODE_NAMES
+
+    assert re.findall(r'<option value="([^"]+)"', page.text) == list(MODE_NAMES)
+    assert re.search(r'<option value="([^"]+)"[^>]* selected>', page.text).group(1) == DEFAULT_MODE
+    assert spec["components"]["schemas"]["SearchRequest"]["properties"]["mode"]["enum"] == list(MODE_NAMES)
 
 
 def test_no_published_index_is_503_until_a_build(tmp_path, embedders):
