@@ -473,7 +473,7 @@ def evaluate_against_rebuild(work: Path, corpus: Path, src: Path, titles: dict[s
     from arborag.flows.build import run_build
     from arborag.query import open_index
     from arborag.storage.corpus import Corpus
-    from arborag.tasks.datasets import prepare_dataset
+    from arborag.tasks.evaluation.datasets import prepare_dataset
     from arborag.tasks.evaluation.retrieve import run_queries
     from arborag.tasks.evaluation.score import score_hits
 
@@ -553,6 +553,7 @@ def summarize(cycles: list[dict[str, Any]], build: dict[str, Any], meta: dict[st
         "size_last": size_last,
         "size_ratio_last_vs_10": round(size_last / size10, 3) if size10 and size_last else None,
         "parts_growth": growth,
+        "commits_run": sorted({c.get("commit", "?") for c in cycles}),  # the code the cycles' writers ran
         "evaluation": evaluation,
     }
 
@@ -568,12 +569,15 @@ def markdown(summary: dict[str, Any], cycles: list[dict[str, Any]]) -> str:
         "",
         f"- command: `{s['command']}`",
         f"- date: {s['when']} (started {s['started']})",
-        f"- commit: {s['commit']}",
+        f"- commit: {s['commit']} (this invocation); the cycles' writers ran {', '.join(s.get('commits_run') or [])} "
+        "(the branch moved while the soak ran; each cycle records its own in the JSONL)",
         f"- machine: {s['machine']}",
         f"- load average during the run: mean {s.get('load_mean', '—')}, max {s.get('load_max', '—')} (1-min) — "
         "**the machine was shared** with other engineers' builds and tests; seconds are upper bounds",
         f"- corpus: {s['docs']} documents to start (HotpotQA 2-sentence pieces), seed {s['seed']}, writer `{s['writer']}`, "
         f"edits {s['edit_lo'] * 100:.0f}-{s['edit_hi'] * 100:.0f}% each of adds / changes / deletes per cycle, default retention",
+        "- updates run with `--no-prefect` (what `arborag update` does without a Prefect server), so the Prefect-records part "
+        "stays empty here; tests/storage/test_gc.py covers it under Prefect",
         "",
         "## Totals",
         "",
@@ -675,8 +679,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def write_results(cycles: list[dict[str, Any]], evaluation: dict[str, Any] | None) -> dict[str, Any]:
         meta["when"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        meta["load_mean"] = round(statistics.mean(loads), 2)
-        meta["load_max"] = round(max(loads), 2)
+        seen = [float(c["load1"]) for c in cycles if c.get("load1") is not None] or loads  # over every cycle, resumes included
+        meta["load_mean"] = round(statistics.mean(seen), 2)
+        meta["load_max"] = round(max(seen), 2)
         summary = summarize(cycles, state.get("build") or {}, meta, evaluation)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         Path(f"{args.out}.json").write_text(json.dumps(summary, indent=2, default=str))

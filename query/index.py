@@ -68,7 +68,8 @@ def open_index(corpus_dir: str | Path, *, config: ArboragConfig | None = None,
     when nothing matches. An index opened with either holds a reader lease on its snapshot
     (:func:`arborag.storage.leases.acquire_lease`, ``lease_holder``) so retention cannot remove
     the files under it; :meth:`Index.close` releases it (and a dead process's lease stops
-    counting at once on its host).
+    counting at once on its host). The lease lasts ``lease_ttl_s``; a reader that keeps the index
+    open longer calls ``index.lease.renew()`` now and then (``arborag serve`` does, on a timer).
 
     ``light=True`` (a one-off process such as ``arborag query``) embeds with
     :class:`~arborag.embedder_light.LightEmbedder` when the model allows it: the same vector

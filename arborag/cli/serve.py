@@ -39,6 +39,7 @@ def register(app: typer.Typer) -> None:
             "--token-env) is set, API calls need 'Authorization: Bearer <token>'.\n\n"
             "Example:\n\n"
             "  arborag serve --corpus /tmp/demo\n\n"
+            "  arborag serve --corpus /tmp/demo --snapshot snap-3f2a   (pinned to an earlier snapshot)\n\n"
             "  curl -s localhost:8000/search -H 'content-type: application/json' "
             "-d '{\"text\": \"How did Cinderella reach her happy ending?\", \"budget\": 500}'"
         ),
@@ -58,6 +59,9 @@ def register(app: typer.Typer) -> None:
                  "machine one thread measured 10-20x faster per query than two threads contending).",
         ),
         log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
+        snapshot: Optional[str] = typer.Option(
+            None, "--snapshot", help="Serve this retained snapshot (id or unique prefix; `arborag snapshots list`) and do not "
+            "follow later publishes; its lease keeps it on disk while the server runs."),
         snapshot_idle: float = typer.Option(
             300.0, "--snapshot-idle", min=0.0,
             help="Seconds an earlier snapshot opened for a request that named it stays open (and leased) after its last use."),
@@ -79,7 +83,14 @@ def register(app: typer.Typer) -> None:
 
         from arborag.serve import Limits, create_app
 
-        app = create_app(corpus, token=token, cors_origins=cors_origin or None, config=cfg, warm=warm,
-                         limits=Limits(max_k=max_k, max_budget=max_budget), old_snapshot_idle_s=snapshot_idle)
+        from arborag.errors import ArboragError
+
+        try:
+            app = create_app(corpus, token=token, cors_origins=cors_origin or None, config=cfg, warm=warm,
+                             limits=Limits(max_k=max_k, max_budget=max_budget), old_snapshot_idle_s=snapshot_idle,
+                             snapshot=snapshot)
+        except ArboragError as exc:  # --snapshot names no retained snapshot: say which exist
+            fail(exc)
+            return
         err_console.print(f"arborag serve: {corpus} on http://{host}:{port}/ (token {'required, from $' + token_env if token else 'off'})")
         uvicorn.run(app, host=host, port=port, log_level=log_level, server_header=False)

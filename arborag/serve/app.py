@@ -71,6 +71,7 @@ def create_app(
     embedders: Any | None = None,
     lease_ttl_s: float = 600.0,
     old_snapshot_idle_s: float = 300.0,
+    snapshot: str | None = None,
 ) -> FastAPI:
     """The HTTP API and search page over the published snapshot of ``corpus_dir``.
 
@@ -81,7 +82,9 @@ def create_app(
 
     Every snapshot the server has open is leased on the corpus (renewed every ``lease_ttl_s / 3``),
     so retention never removes it under the server; an earlier snapshot a request named stays open
-    ``old_snapshot_idle_s`` after its last use (:mod:`arborag.serve.state`).
+    ``old_snapshot_idle_s`` after its last use (:mod:`arborag.serve.state`). ``snapshot`` pins the
+    server to that retained snapshot (id or unique prefix): it answers from it and never follows
+    a publish; the lease keeps it on disk for as long as the server runs.
     """
     from arborag.serve.api import make_router
     from arborag.serve.embedders import ResidentEmbedders
@@ -89,7 +92,9 @@ def create_app(
 
     limits = limits or Limits()
     holder = SnapshotHolder(corpus_dir, config or load_config(), embedders or ResidentEmbedders(),
-                            ttl_s=lease_ttl_s, old_idle_s=old_snapshot_idle_s)
+                            ttl_s=lease_ttl_s, old_idle_s=old_snapshot_idle_s, pinned=snapshot)
+    if snapshot is not None:
+        holder.refresh(wait=True)  # fail at start (SnapshotNotFound) rather than on the first request
     guard = bearer_guard(token)
 
     @asynccontextmanager

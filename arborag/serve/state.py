@@ -132,7 +132,7 @@ class SnapshotHolder:
     """The current snapshot of a corpus, switched to a newly published one between requests."""
 
     def __init__(self, corpus_dir: str | Path, config: ArboragConfig, embedders: ResidentEmbedders, *,
-                 ttl_s: float = 600.0, old_idle_s: float = 300.0, max_old: int = 2) -> None:
+                 ttl_s: float = 600.0, old_idle_s: float = 300.0, max_old: int = 2, pinned: str | None = None) -> None:
         from arborag.storage.corpus import Corpus
 
         self.corpus = Corpus(corpus_dir)
@@ -141,6 +141,7 @@ class SnapshotHolder:
         self.ttl_s = float(ttl_s)
         self.old_idle_s = float(old_idle_s)
         self.max_old = int(max_old)
+        self.pinned = pinned  # serve this retained snapshot only (never follow publishes)
         self._old: OrderedDict[str, Snapshot] = OrderedDict()  # earlier snapshots requests named, LRU
         self._retired: set[Snapshot] = set()  # replaced, still answering requests in flight
         self._old_lock = threading.Lock()
@@ -226,7 +227,10 @@ class SnapshotHolder:
 
     def refresh(self, *, wait: bool = False) -> Snapshot | None:
         """Switch to the published snapshot if the manifest changed. Never blocks a request
-        (``wait=False``): while one request opens the new snapshot, others use the current one."""
+        (``wait=False``): while one request opens the new snapshot, others use the current one.
+        A holder ``pinned`` to a snapshot opens that one once and never switches."""
+        if self.pinned is not None:
+            return self._open_pinned()
         sig = self._signature()
         if sig == self._sig and self._current is not None:
             return self._current
@@ -269,6 +273,18 @@ class SnapshotHolder:
             return new
         finally:
             self._swap_lock.release()
+
+    def _open_pinned(self) -> Snapshot | None:
+        if self._current is not None:
+            return self._current
+        with self._swap_lock:
+            if self._current is None:
+                from arborag.storage.snapshots import resolve_snapshot
+
+                assert self.pinned is not None
+                self._current = self._open(resolve_snapshot(self.corpus, self.pinned))
+                log.info("serving snapshot %s (pinned: publishes are not followed)", self._current.id)
+        return self._current
 
     def _release(self, snap: Snapshot) -> None:
         snap.release()

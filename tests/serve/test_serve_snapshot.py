@@ -4,6 +4,10 @@ that is not retained, and the reader leases the server holds (issue 24)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import httpx
 import pyarrow.parquet as pq
@@ -54,6 +58,15 @@ def test_search_a_retained_snapshot_by_name(corpus_copy, lighthouse_file, embedd
         assert "snap-0000" in detail and "GET /snapshots" in detail and second in detail and first in detail
         assert str(corpus_copy) not in detail  # the server's paths stay private
         assert c.post("/search", json={"text": QUESTION, "snapshot": "../etc"}).status_code == 422
+    # arborag query --server URL --snapshot ID asks the server for that snapshot
+    script = Path(sys.executable).parent / "arborag"
+    out = subprocess.run([str(script), "query", "glass slipper", "--server", base, "--mode", "sparse", "--snapshot", first, "--json"],
+                         capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    assert out.returncode == 0, out.stderr
+    assert {h["node_id"] for h in json.loads(out.stdout)} <= _node_ids(corpus_copy, first)
+    out = subprocess.run([str(script), "query", "x", "--server", base, "--snapshot", "snap-0000"], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "COLUMNS": "200"})
+    assert out.returncode != 0 and "404" in out.stderr and "GET /snapshots" in out.stderr
     app.state.holder.close()
     assert not live_leases(corpus), "closing the server released its leases"
 

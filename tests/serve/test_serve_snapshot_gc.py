@@ -6,6 +6,7 @@ gc after that. Then the race itself: publishes and gc right after each while a c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -43,34 +44,43 @@ def _update(sources: list[Path], corpus: Path) -> str:
     return str(out["snapshot"])
 
 
+@contextlib.contextmanager
+def serving(corpus: Path, log_path: Path, *extra: str):
+    """`arborag serve` on 127.0.0.1 in its own process (started here, stopped by its pid)."""
+    port = free_port()
+    log = open(log_path, "w")
+    script = Path(sys.executable).parent / "arborag"
+    proc = subprocess.Popen([str(script), "serve", "--corpus", str(corpus), "--port", str(port), "--embed-threads", "1",
+                             "--log-level", "warning", "--snapshot-idle", "1", *extra], cwd=str(REPO), stdout=log,
+                            stderr=subprocess.STDOUT, env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"},
+                            start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            assert proc.poll() is None, log_path.read_text()[-3000:]
+            try:
+                if httpx.get(base + "/health", timeout=5).json().get("status") == "ok":
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "arborag serve did not start"
+            time.sleep(0.3)
+        yield base, proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+
+
 @pytest.fixture()
 def server(corpus_copy: Path, tmp_path: Path):
-    """`arborag serve` on 127.0.0.1 in its own process (started by us, stopped by its pid)."""
-    port = free_port()
-    log = open(tmp_path / "serve.log", "w")
-    script = Path(sys.executable).parent / "arborag"
-    proc = subprocess.Popen([str(script), "serve", "--corpus", str(corpus_copy), "--port", str(port), "--embed-threads", "1",
-                             "--log-level", "warning", "--snapshot-idle", "1"], cwd=str(REPO), stdout=log, stderr=subprocess.STDOUT,
-                            env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    while True:
-        assert proc.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
-        try:
-            if httpx.get(base + "/health", timeout=5).json().get("status") == "ok":
-                break
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, "arborag serve did not start"
-        time.sleep(0.3)
-    yield base, proc
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-    log.close()
+    with serving(corpus_copy, tmp_path / "serve.log") as running:
+        yield running
 
 
 def test_gc_never_pulls_the_served_snapshot_away(corpus_copy: Path, lighthouse_file: Path, server) -> None:
@@ -146,3 +156,36 @@ def test_publish_and_gc_under_a_client_loop(corpus_copy: Path, lighthouse_file: 
     assert {s for _, s in answers} <= set(published) and {s for _, s in answers} >= {published[0], published[-1]}
     assert removed, "gc removed nothing: the test did not exercise removal"
     assert len(set(published)) == 4
+
+
+def test_a_server_pinned_to_a_snapshot_keeps_it_through_publishes_and_gc(corpus_copy: Path, lighthouse_file: Path,
+                                                                          tmp_path: Path) -> None:
+    """`arborag serve --snapshot ID` answers from ID only; newer publishes and gc do not touch it."""
+    corpus = Corpus(corpus_copy)
+    a = _published(corpus_copy)
+    b = _update([CINDERELLA, lighthouse_file], corpus_copy)
+    with serving(corpus_copy, tmp_path / "serve.log", "--snapshot", a[:10]) as (base, proc):
+        _pinned_checks(corpus, corpus_copy, base, proc, a, b)
+
+
+def _pinned_checks(corpus: Corpus, corpus_copy: Path, base: str, proc: subprocess.Popen, a: str, b: str) -> None:
+    report = collect_garbage(corpus, ONLY_PUBLISHED)
+    assert a not in [r["id"] for r in report.removed] and (corpus_copy / "snapshots" / a / "info.json").is_file()
+    with httpx.Client(base_url=base, timeout=120) as c:
+        assert c.get("/health").json()["snapshot"] == a
+        for mode in ("auto", "traversal", "sparse"):
+            r = c.post("/search", json={"text": QUESTION, "mode": mode, "budget": 300})
+            assert r.status_code == 200 and r.json()["snapshot"] == a, r.text
+        assert c.post("/search", json={"text": "lighthouse keeper", "budget": 300, "snapshot": b}).json()["snapshot"] == b
+    proc.send_signal(signal.SIGINT)  # the server stops: its leases go with it ...
+    proc.wait(timeout=60)
+    assert a not in live_leases(corpus)
+    assert [r["id"] for r in collect_garbage(corpus, ONLY_PUBLISHED).removed] == [a]  # ... and so may the snapshot
+
+
+def test_serve_pinned_to_an_unknown_snapshot_says_what_exists(corpus_copy: Path) -> None:
+    script = Path(sys.executable).parent / "arborag"
+    out = subprocess.run([str(script), "serve", "--corpus", str(corpus_copy), "--port", str(free_port()), "--no-warm",
+                          "--snapshot", "snap-nope"], cwd=str(REPO), capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1", "COLUMNS": "200"})
+    assert out.returncode != 0 and "snap-nope" in out.stderr and _published(corpus_copy) in out.stderr
