@@ -157,13 +157,17 @@ def stage_key(ctx: StageContext, stage: Stage, inputs: dict[str, Any]) -> str:
     """The cache key of ``stage`` for this run's ``inputs``, from its declaration alone."""
     if not stage.cached:
         return hash_json([stage.name, ctx.run_id])
+    if stage.keyed_by_build:
+        # the build (or update) key already holds the leaves, the tree config and the code; the
+        # Prefect record is then ``<stage>-<build key>``, which retention keeps while a kept
+        # snapshot has that key (storage/snapshots._sweep_prefect)
+        return str(inputs["key"])
     reads: list[Any] = []
-    if not stage.keyed_by_build:
-        for name in stage.tables_read:
-            if name not in stage.tables_written:  # a table it rewrites is checked by its proof instead
-                reads.append([name, table_fingerprint(ctx.corpus.table_path(name))])
-        if SOURCES in stage.reads:
-            reads.append([SOURCES, cache_key_from_stats(inputs.get("files") or [])])
+    for name in stage.tables_read:
+        if name not in stage.tables_written:  # a table it rewrites is checked by its proof instead
+            reads.append([name, table_fingerprint(ctx.corpus.table_path(name))])
+    if SOURCES in stage.reads:
+        reads.append([SOURCES, cache_key_from_stats(inputs.get("files") or [])])
     params = {p: inputs.get(p) for p in stage.params if p != "files"}
     return hash_json([
         stage.name, str(ctx.corpus.root), reads, declared_config(ctx.config, stage.config), stage.enabled(ctx.config),
