@@ -29,6 +29,7 @@ by hand.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import json
 import threading
@@ -220,7 +221,7 @@ def run_pipeline(ctx: StageContext, pipeline: Sequence[Stage], *, use_prefect: b
             continue
         summary, cached = run_stage(
             ctx, stage, use_prefect=use_prefect, cache_key=stage_key(ctx, stage, inputs),
-            done=lambda s, stage=stage: stage_done(ctx, stage, inputs, s),
+            done=functools.partial(stage_done, ctx, stage, inputs),
             **{p: inputs[p] for p in stage.params},
         )
         if cached and stage.tables_written:
