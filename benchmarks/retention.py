@@ -82,6 +82,7 @@ def main() -> None:
 
     started = datetime.now(timezone.utc)
     machine_before = machine_line()
+    commit = git_commit()  # the code this process loaded (the tree may move while it runs)
     shutil.rmtree(args.work, ignore_errors=True)
     src, corpus = args.work / "src", args.work / "corpus"
     src.mkdir(parents=True)
@@ -120,10 +121,11 @@ def main() -> None:
     result = {
         "command": " ".join(["python", "benchmarks/retention.py", *sys.argv[1:]]),
         "when": started.strftime("%Y-%m-%d %H:%M UTC"), "machine_before": machine_before, "machine_after": machine_line(),
-        "commit": git_commit(), "docs": args.docs, "cycles": args.cycles, "build_s": round(build_s, 1),
+        "commit": commit, "docs": args.docs, "cycles": args.cycles, "build_s": round(build_s, 1),
         "growth_last_over_cycle10": growth, "max_snapshots": max(r["snapshots"] for r in rows),
         "gc_seconds_mean": round(sum(gcs) / len(gcs), 3), "update_seconds_mean": round(sum(upd) / len(upd), 2),
-        "gc_share_of_update": round(sum(gcs) / sum(upd), 4), "rows": rows,
+        "gc_share_of_update": round(sum(gcs) / sum(upd), 4),
+        "cycles_with_gc_errors": sum(1 for r in rows if r["gc_errors"]), "rows": rows,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "retention.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
@@ -141,7 +143,8 @@ def main() -> None:
         f"Build: {result['build_s']} s. Size after the last cycle over the size after cycle 10, per part: "
         + ", ".join(f"{p} {g}" for p, g in growth.items() if g is not None)
         + f". Most snapshots kept at once: {result['max_snapshots']}. gc after each publish: mean {result['gc_seconds_mean']} s, "
-        f"{100 * result['gc_share_of_update']:.1f}% of the update time (mean update {result['update_seconds_mean']} s).\n\n" + table + "\n"
+        f"{100 * result['gc_share_of_update']:.1f}% of the update time (mean update {result['update_seconds_mean']} s). "
+        f"Cycles whose gc reported an error: {result['cycles_with_gc_errors']}.\n\n" + table + "\n"
     )
     (RESULTS / "retention.md").write_text(md, encoding="utf-8")
     print(md)

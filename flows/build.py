@@ -2,10 +2,11 @@
 → vectors → sparse → publish.
 
 Orchestration only: which stage, in what order, with what cache key. The order is data —
-:data:`BUILD_PIPELINE` = :data:`arborag.flows.ingest.INGEST_PIPELINE` + :data:`TREE_PIPELINE` —
-and each entry's module-level task calls a stage runner in ``tasks/`` (``run_leaf_vectors``,
-``run_tree``, ``run_vectors``, ``run_sparse``, ``run_publish``), which reads its inputs from the
-corpus, writes its outputs there and returns a small summary.
+:data:`BUILD_PIPELINE` = :data:`INGEST_PIPELINE` + :data:`TREE_PIPELINE`, declared in
+:mod:`arborag.flows.pipelines` and run by the generic :func:`arborag.flows.stage.run_pipeline` —
+and each entry's module-level task calls a stage runner in ``tasks/stages/`` (``embed``,
+``tree``, ``vectors``, ``sparse``, ``publish``), which reads its inputs from the corpus, writes
+its outputs there and returns a small summary.
 
 The build is content-addressed: ``build_key = hash(leaf chunk ids + headers, embed, cluster,
 summarize, tree and sparse config, code fingerprint of TREE_PIPELINE's runner modules and what
@@ -13,12 +14,13 @@ they import)`` (:func:`arborag.tasks.leaves.build_key`). A build whose key equal
 snapshot's is a no-op — no embedding, no summarizing — unless that snapshot holds LLM summaries
 that fell back to extractive text: then it is not final, and the build runs again under
 ``hash(key, that snapshot)`` so the LLM is asked again for those clusters (:func:`_settle`). Under Prefect every tree stage is a task
-cached on ``<stage>-<build key>`` and trusted only while its staged outputs exist; without
+cached on a key derived from its declaration and the build key, and trusted only while its staged outputs exist; without
 Prefect a stage whose staged outputs exist is skipped — so a build that failed at ``sparse``
 (say, an unreachable Elasticsearch) resumes at ``sparse`` either way.
 
-A later ``UPDATE_PIPELINE`` (incremental update) is another tuple of :class:`~arborag.flows.stage.Stage`
-entries run by the same :func:`run_tree_stages`.
+The incremental update's ``UPDATE_PIPELINE`` is another tuple of the same
+:class:`~arborag.flows.stage.Stage` objects; when it falls back to a full rebuild it calls
+:func:`build_tree` as a build does.
 
 Entry points: :func:`build` (the module-level Prefect flow; JSON parameters only; a worker in
 another process can run it: ``flows/build.py:build``) and :func:`run_build` (Python: CLI, tests,
@@ -39,56 +41,20 @@ from arborag.env import offline_env
 from arborag.errors import ConfigError, IngestError
 from arborag.hashing import hash_json
 from arborag.flows.common import RUNNERS, config_overrides, current_flow_run_id, dask_task_runner, install_fanout, new_run_id, plain_json
-from arborag.flows.ingest import INGEST_PIPELINE, discover, run_ingest_stages
-from arborag.flows.stage import Stage, finish_run, pipeline_fingerprint, run_stage
+from arborag.flows.ingest import discover
+from arborag.flows.pipelines import BUILD_PIPELINE, INGEST_PIPELINE, TREE_PIPELINE
+from arborag.flows.stage import finish_run, pipeline_fingerprint, run_pipeline
 from arborag.storage.corpus import Corpus
 from arborag.storage.lock import corpus_lock
-from arborag.tasks.stages import embed as leaf_vectors, sparse, tree as nodes, vectors
-from arborag.tasks.stage_context import StageContext
 from arborag.tasks.leaves import build_key, estimate_cost, leaves_for, snapshot_id_for
-from arborag.tasks.stages.publish import run_publish
+from arborag.tasks.stage_context import StageContext
 
 offline_env()  # Prefect reads its settings when imported
-from prefect import flow, task  # noqa: E402
+from prefect import flow  # noqa: E402
 
-__all__ = ["BUILD_PIPELINE", "FLOW_NAME", "TREE_PIPELINE", "build", "build_pipeline", "run_build", "run_tree_stages"]
+__all__ = ["BUILD_PIPELINE", "FLOW_NAME", "TREE_PIPELINE", "build", "build_pipeline", "build_tree", "run_build"]
 
 FLOW_NAME = "arborag-build"
-
-embed_leaves = task(name="embed", log_prints=False)(leaf_vectors.run_leaf_vectors)
-build_nodes = task(name="tree", log_prints=False)(nodes.run_tree)
-write_vectors = task(name="vectors", log_prints=False)(vectors.run_vectors)
-index_sparse = task(name="sparse", log_prints=False)(sparse.run_sparse)
-publish_snapshot = task(name="publish", log_prints=False)(run_publish)
-
-PUBLISH = Stage("publish", publish_snapshot)
-TREE_PIPELINE: tuple[Stage, ...] = (
-    Stage("embed", embed_leaves, retries=2, outputs=leaf_vectors.OUTPUTS, resume=True),
-    Stage("tree", build_nodes, retries=3, outputs=nodes.OUTPUTS, resume=True),
-    Stage("vectors", write_vectors, outputs=vectors.OUTPUTS, resume=True),
-    Stage("sparse", index_sparse, retries=3, outputs=sparse.OUTPUTS, resume=True),
-    PUBLISH,
-)
-BUILD_PIPELINE: tuple[Stage, ...] = INGEST_PIPELINE + TREE_PIPELINE
-
-
-def _done(ctx: StageContext, stage: Stage, key: str) -> bool:
-    """Are the outputs of ``stage`` for build ``key`` still there? (publish: the sealed snapshot)."""
-    if stage is PUBLISH:
-        return (ctx.corpus.snapshots_dir / snapshot_id_for(key)).is_dir()
-    return bool(stage.outputs) and all((ctx.staging_dir(key) / name).exists() for name in stage.outputs)
-
-
-def run_tree_stages(ctx: StageContext, pipeline: Sequence[Stage], key: str, *, use_prefect: bool, out: dict[str, Any]) -> None:
-    """Run ``pipeline``'s stages for build ``key`` in order into ``out``."""
-    for stage in pipeline:
-        summary, cached = run_stage(
-            ctx, stage, use_prefect=use_prefect, cache_key=key, key=key,
-            done=lambda _s, stage=stage: _done(ctx, stage, key),
-        )
-        out[stage.name] = summary
-        if cached:
-            out["cached"].append(stage.name)
 
 
 def _fallbacks_in(ctx: StageContext, snap: str, *, published: bool) -> int:
@@ -128,6 +94,21 @@ def _settle(ctx: StageContext, key: str, out: dict[str, Any]) -> tuple[str, tupl
     raise RuntimeError(f"build key {key}: no settled snapshot after 1000 retries")
 
 
+def build_tree(ctx: StageContext, leaves: Any, *, use_prefect: bool, out: dict[str, Any]) -> None:
+    """Build (or reuse) the tree of ``leaves``: :data:`TREE_PIPELINE` under the build key, unless a
+    settled snapshot of that key exists (then ``out["snapshot"]`` names it and ``out["reused"]`` says why).
+
+    The build flow and an update that falls back to a full rebuild both end here.
+    """
+    key = out["build_key"] = build_key(leaves, ctx.config, pipeline_fingerprint(TREE_PIPELINE))
+    key, reused = _settle(ctx, key, out)
+    if reused is not None:
+        out["snapshot"], out["reused"] = reused
+        return
+    run_pipeline(ctx, TREE_PIPELINE, use_prefect=use_prefect, out=out, key=key)
+    out["snapshot"] = out["publish"]["snapshot"]
+
+
 def build_pipeline(ctx: StageContext, files: list[str] | None, *, use_prefect: bool, dry_run: bool = False) -> dict[str, Any]:
     """Run :data:`BUILD_PIPELINE` over discovered ``files`` (None: no ingest); record the run."""
     started = datetime.now(timezone.utc)
@@ -135,22 +116,18 @@ def build_pipeline(ctx: StageContext, files: list[str] | None, *, use_prefect: b
     status, message = "ok", ""
     try:
         strategy = ctx.config.segment.strategy
-        run_ingest_stages(ctx, files, strategy, use_prefect=use_prefect, out=out)
+        run_pipeline(ctx, INGEST_PIPELINE, use_prefect=use_prefect, out=out, files=files, strategy=strategy)
         leaves = ctx.shared("leaves", lambda: leaves_for(ctx.corpus.read("chunks"), strategy))
-        key = out["build_key"] = build_key(leaves, ctx.config, pipeline_fingerprint(TREE_PIPELINE))
         if dry_run:
+            out["build_key"] = build_key(leaves, ctx.config, pipeline_fingerprint(TREE_PIPELINE))
             out["estimate"] = estimate_cost(leaves, ctx.config)
             out["leaves"] = leaves.num_rows
             return out
         if leaves.num_rows == 0:
             raise IngestError(str(ctx.corpus.root), "no chunks to build a tree from: ingest at least one readable, non-empty document")
-        key, reused = _settle(ctx, key, out)
-        out["noop"] = reused is not None
-        if reused is not None:
-            out["snapshot"], message = reused
-        else:
-            run_tree_stages(ctx, TREE_PIPELINE, key, use_prefect=use_prefect, out=out)
-            out["snapshot"] = out["publish"]["snapshot"]
+        build_tree(ctx, leaves, use_prefect=use_prefect, out=out)
+        out["noop"] = "reused" in out
+        message = out.pop("reused", "")
         failed = int((out.get("ingest") or {}).get("failed", 0) or 0)
         if failed:
             status = "partial"
@@ -181,9 +158,10 @@ def build(
     (``snapshot``, ``noop``, ``build_key``, per-stage summaries, ``calls``, ``cached``, ``status``).
     Runs under the corpus writer lock (``lock_wait=False``: fail at once if another writer holds it).
     """
-    with corpus_lock(Corpus(corpus_dir).root, wait=lock_wait, purpose="build"):  # an s3:// corpus: its local mirror
+    corpus = Corpus(corpus_dir)
+    with corpus_lock(corpus.root, wait=lock_wait, purpose="build"):  # an s3:// corpus: its local mirror
         config = load_config(config_path, overrides=config_overrides)
-        ctx = StageContext(Corpus(corpus_dir).ensure(), config, current_flow_run_id() or new_run_id(), progress=progress)
+        ctx = StageContext(corpus.ensure(), config, current_flow_run_id() or new_run_id(), progress=progress)
         if runner == "dask":  # the flow runs on a DaskTaskRunner (run_build sets it): fan out
             install_fanout(ctx)
         files = discover(ctx, sources) if sources else None
@@ -221,8 +199,9 @@ def run_build(
         raise ConfigError(f"unknown runner {runner!r}; use one of: {', '.join(RUNNERS)}")
     if runner == "dask" and not use_prefect:
         raise ConfigError("--runner dask runs through Prefect's DaskTaskRunner: drop --no-prefect")
-    with corpus_lock(Corpus(corpus_dir).root, wait=lock_wait, purpose="build"):  # an s3:// corpus: its local mirror
-        ctx = StageContext(Corpus(corpus_dir).ensure(), config, new_run_id(), progress=progress)
+    corpus = Corpus(corpus_dir)
+    with corpus_lock(corpus.root, wait=lock_wait, purpose="build"):  # an s3:// corpus: its local mirror
+        ctx = StageContext(corpus.ensure(), config, new_run_id(), progress=progress)
         files = discover(ctx, [str(s) for s in sources]) if sources else None
         if not use_prefect:
             out = build_pipeline(ctx, files, use_prefect=False, dry_run=dry_run)

@@ -132,8 +132,12 @@ def evaluate_pipeline(
     answerer: AnswerMany | None = None, use_prefect: bool, run_id: str | None = None,
 ) -> dict[str, Any]:
     """Prepare, build, retrieve, (answer,) score and report; the body of :func:`evaluate_flow`."""
-    if builder is None:
-        from arborag.flows.build import run_build as builder  # type: ignore[no-redef]
+    if builder is None:  # --no-prefect builds directly too (it used to start a temporary Prefect API per build)
+        from functools import partial
+
+        from arborag.flows.build import run_build
+
+        builder = run_build if use_prefect else partial(run_build, use_prefect=False)
     if opener is None:
         from arborag.query import open_index as opener  # type: ignore[no-redef]
     out = opts.out_dir

@@ -1,15 +1,17 @@
 """The ``ingest_and_segment`` flow: sources → ``documents`` → ``sections`` → ``doc_context`` → ``chunks``.
 
-Orchestration only. The pipeline is :data:`INGEST_PIPELINE`; each entry's task calls a stage
-runner in ``tasks/`` (``run_documents`` beside ``build_documents``, ``run_sections`` beside
-``sections_for``, ``run_doc_context`` beside ``build_doc_context``, ``run_chunks`` beside
-``build_chunks``). The ``sections`` and ``context`` stages run with ``segment`` (they shape the
-chunks: borders and AutoContext headers); with ``sections.strategy = none`` and headers off they
-are skipped (or empty the table an earlier run wrote). Under Prefect each stage is cached on a content key — the source files'
-size and modification time for ingest, the bytes of the tables a stage reads otherwise — plus the
-stage's config section and the code fingerprint of its runner modules
-(:func:`arborag.flows.stage.pipeline_fingerprint`). A cache hit counts only while the table it
-produced is still the one on disk.
+Orchestration only. The pipeline is :data:`arborag.flows.pipelines.INGEST_PIPELINE`, run by the
+generic :func:`arborag.flows.stage.run_pipeline`; each entry's task calls a stage runner in
+``tasks/stages/`` (``ingest.run_documents`` beside ``build_documents``, ``sections.run_sections``
+beside ``sections_for``, ``context.run_doc_context`` beside ``build_doc_context``,
+``segment.run_chunks`` beside ``build_chunks``). The ``sections`` and ``context`` stages need a
+segmentation strategy (they shape the chunks: borders and AutoContext headers) and are enabled
+by the config (``sections.strategy``, ``context.headers``); while off they are skipped, or empty
+the table an earlier run wrote. Under Prefect each stage is cached on the key its declaration
+derives — the source files' size and modification time for ingest, the bytes of the tables a
+stage reads otherwise — plus its declared config keys and the code fingerprint of its runner
+modules (:func:`arborag.flows.stage.pipeline_fingerprint`). A cache hit counts only while the
+table it produced is still the one on disk.
 
 Entry points:
 
@@ -34,35 +36,20 @@ from typing import Any
 from arborag.config import ArboragConfig, Strategy, load_config
 from arborag.env import offline_env
 from arborag.errors import IngestError
-from arborag.flows.common import cache_key_from_stats, config_overrides, current_flow_run_id, new_run_id, plain_json
-from arborag.flows.stage import Stage, pipeline_fingerprint, record_run, run_stage
-from arborag.hashing import hash_json
+from arborag.flows.common import config_overrides, current_flow_run_id, new_run_id, plain_json
+from arborag.flows.pipelines import INGEST_PIPELINE
+from arborag.flows.stage import record_run, run_pipeline
 from arborag.storage.corpus import Corpus
 from arborag.storage.lock import corpus_lock
-from arborag.tasks.stages.segment import chunks_fingerprint, run_chunks
-from arborag.tasks.stage_context import StageContext, table_fingerprint
-from arborag.tasks.stages.ingest import discover_sources, run_documents
-from arborag.tasks.stages.context import run_doc_context
-from arborag.tasks.stages.sections import run_sections
+from arborag.tasks.stage_context import StageContext
+from arborag.tasks.stages.ingest import discover_sources
 
 offline_env()  # Prefect reads its settings when imported
-from prefect import flow, task  # noqa: E402
+from prefect import flow  # noqa: E402
 
-__all__ = ["FLOW_NAME", "INGEST_PIPELINE", "ingest_and_segment", "ingest_pipeline", "run_ingest_and_segment"]
+__all__ = ["FLOW_NAME", "INGEST_PIPELINE", "discover", "ingest_and_segment", "ingest_pipeline", "run_ingest_and_segment"]
 
 FLOW_NAME = "ingest_and_segment"
-
-ingest_documents = task(name="ingest-documents", log_prints=False)(run_documents)
-segment_chunks = task(name="segment-chunks", log_prints=False)(run_chunks)
-section_documents = task(name="sections", log_prints=False)(run_sections)
-document_context = task(name="context", log_prints=False)(run_doc_context)
-
-# table reads/writes can fail transiently on network file systems; LLM calls retry in the client
-INGEST = Stage("ingest", ingest_documents, retries=2)
-SECTIONS = Stage("sections", section_documents, retries=1)
-CONTEXT = Stage("context", document_context, retries=1)
-SEGMENT = Stage("segment", segment_chunks, retries=1)
-INGEST_PIPELINE: tuple[Stage, ...] = (INGEST, SECTIONS, CONTEXT, SEGMENT)
 
 
 def discover(ctx: StageContext, sources: Sequence[str]) -> list[str]:
@@ -75,101 +62,6 @@ def discover(ctx: StageContext, sources: Sequence[str]) -> list[str]:
     return files
 
 
-def cached_ingest_summary(summary: dict[str, Any]) -> dict[str, Any]:
-    """What a cache hit means in counts: nothing added; every document read before is unchanged."""
-    seen = summary.get("added", 0) + summary.get("unchanged", 0) + summary.get("duplicates", 0)
-    return {**summary, "added": 0, "duplicates": 0, "replaced": 0, "unchanged": seen, "written": False}
-
-
-def ingest_stage(ctx: StageContext, files: list[str], *, use_prefect: bool) -> tuple[dict[str, Any], bool]:
-    """Run the ``ingest`` stage over discovered ``files``."""
-    cfg = ctx.config.ingest.model_dump(mode="json")
-    key = cache_key_from_stats(files, "ingest", str(ctx.corpus.root), cfg, pipeline_fingerprint((INGEST,)))
-    docs = ctx.corpus.table_path("documents")
-    summary, cached = run_stage(
-        ctx, INGEST, use_prefect=use_prefect, cache_key=key, files=files,
-        done=lambda s: s is not None and s.get("fingerprint") == table_fingerprint(docs),
-    )
-    return (cached_ingest_summary(summary) if cached else summary), cached
-
-
-def _llm_config(ctx: StageContext) -> dict[str, Any]:
-    """The LLM settings that change what the sections/context stages produce."""
-    return {k: v for k, v in ctx.config.summarize.model_dump(mode="json").items() if k in ("base_url", "llm_model")}
-
-
-def table_stage(ctx: StageContext, stage: Stage, table: str, inputs: Sequence[str], cfg: Any, *, use_prefect: bool) -> tuple[dict[str, Any], bool]:
-    """Run a stage that rewrites one working ``table`` from ``inputs`` tables (keyed on their bytes + ``cfg``)."""
-    fps = [table_fingerprint(ctx.corpus.table_path(name)) for name in inputs]
-    key = hash_json([stage.name, str(ctx.corpus.root), fps, cfg, pipeline_fingerprint((stage,))])
-    path = ctx.corpus.table_path(table)
-    summary, cached = run_stage(
-        ctx, stage, use_prefect=use_prefect, cache_key=key,
-        done=lambda s: s is not None and s.get("fingerprint") == table_fingerprint(path),
-    )
-    return ({**summary, "written": False} if cached else summary), cached
-
-
-def sections_stage(ctx: StageContext, *, use_prefect: bool) -> tuple[dict[str, Any], bool]:
-    """Run the ``sections`` stage over the ok documents."""
-    cfg = [ctx.config.sections.model_dump(mode="json"), ctx.config.context.llm, _llm_config(ctx)]
-    return table_stage(ctx, SECTIONS, "sections", ["documents"], cfg, use_prefect=use_prefect)
-
-
-def context_stage(ctx: StageContext, *, use_prefect: bool) -> tuple[dict[str, Any], bool]:
-    """Run the ``context`` stage (document titles and summaries for the chunk headers)."""
-    from arborag.tasks.stages.context import headers_enabled
-
-    cfg = [ctx.config.context.model_dump(mode="json"), headers_enabled(ctx.config), _llm_config(ctx)]
-    return table_stage(ctx, CONTEXT, "doc_context", ["documents"], cfg, use_prefect=use_prefect)
-
-
-def segment_stage(ctx: StageContext, strategy: str, *, use_prefect: bool) -> tuple[dict[str, Any], bool]:
-    """Run the ``segment`` stage with ``strategy`` over the ok documents (inside their sections, with headers)."""
-    from arborag.tasks.stages.context import headers_enabled
-
-    cfg = [ctx.config.segment.model_dump(mode="json"), ctx.config.sections.strategy, headers_enabled(ctx.config)]
-    docs = [table_fingerprint(ctx.corpus.table_path(name)) for name in ("documents", "sections", "doc_context")]
-    key = hash_json(["segment", str(ctx.corpus.root), docs, cfg, strategy, pipeline_fingerprint((SEGMENT,))])
-    summary, cached = run_stage(
-        ctx, SEGMENT, use_prefect=use_prefect, cache_key=key, strategy=strategy,
-        done=lambda s: s is not None and s.get("fingerprint") == chunks_fingerprint(ctx.corpus.read("chunks"), strategy),
-    )
-    return ({**summary, "written": False} if cached else summary), cached
-
-
-def _wanted(ctx: StageContext, table: str) -> bool:
-    """Run the sections/context stage when it is on, or to empty the table it wrote when it was."""
-    from arborag.tasks.stages.context import headers_enabled
-
-    on = ctx.config.sections.strategy != "none" if table == "sections" else headers_enabled(ctx.config)
-    return on or ctx.corpus.table_path(table).exists()
-
-
-def run_ingest_stages(
-    ctx: StageContext, files: list[str] | None, strategy: str | None, *, use_prefect: bool, out: dict[str, Any]
-) -> None:
-    """Run :data:`INGEST_PIPELINE` in order into ``out`` (``files=None``: no ingest; ``strategy=None``: no segment).
-
-    Shared by this flow and the build flow.
-    """
-    for stage in INGEST_PIPELINE:
-        if stage is INGEST and files is not None:
-            summary, cached = ingest_stage(ctx, files, use_prefect=use_prefect)
-        elif stage is SECTIONS and strategy is not None and _wanted(ctx, "sections"):
-            summary, cached = sections_stage(ctx, use_prefect=use_prefect)
-        elif stage is CONTEXT and strategy is not None and _wanted(ctx, "doc_context"):
-            summary, cached = context_stage(ctx, use_prefect=use_prefect)
-        elif stage is SEGMENT and strategy is not None:
-            summary, cached = segment_stage(ctx, strategy, use_prefect=use_prefect)
-        else:
-            continue
-        out[stage.name] = summary
-        ctx.counters.stages[stage.name] = {k: v for k, v in summary.items() if k not in ("failures", "warning_list")}
-        if cached:
-            out["cached"].append(stage.name)
-
-
 def ingest_pipeline(ctx: StageContext, files: list[str] | None, *, strategy: str | None, use_prefect: bool) -> dict[str, Any]:
     """Run the ingest pipeline over discovered ``files``, record the run, return the summary."""
     started = datetime.now(timezone.utc)
@@ -178,7 +70,7 @@ def ingest_pipeline(ctx: StageContext, files: list[str] | None, *, strategy: str
     flow_name = "+".join(n for n, on in (("ingest", files is not None), ("segment", strategy is not None)) if on) or "noop"
     status, message = "ok", ""
     try:
-        run_ingest_stages(ctx, files, strategy, use_prefect=use_prefect, out=out)
+        run_pipeline(ctx, INGEST_PIPELINE, use_prefect=use_prefect, out=out, files=files, strategy=strategy)
         failed = int((out["ingest"] or {}).get("failed", 0))
         if failed:
             status = "partial"

@@ -1,17 +1,29 @@
-"""The one cached-stage wrapper, the one run recorder, and code fingerprints derived from a pipeline.
+"""A stage is one declared unit; one generic runner runs any pipeline of them.
 
-A pipeline is data: a tuple of :class:`Stage` entries, each naming its module-level Prefect task
-(whose ``.fn`` is the stage runner in ``tasks/``), its retries and the outputs that prove it done.
+A pipeline is data: a tuple of :class:`Stage` entries. Each declares its runner (a function
+``run_<stage>(ctx, **params) -> dict`` in ``tasks/stages/``, wrapped once as a module-level
+Prefect task), what it **reads** and **writes** (corpus tables ``table:<name>``, the sources
+``sources``, files staged under the build key ``staged:<file>``, the published snapshot
+``snapshot``), which **config** keys shape it, the run inputs it takes (**params**) and when it
+is **enabled** (a predicate over the config). From that alone:
 
-- :func:`run_stage` runs one stage — as a Prefect task cached on a content-hash key, or directly
-  (``use_prefect=False``) — and trusts a cache hit only while the stage's outputs still exist
-  (``done(summary)``); otherwise it runs the stage again and refreshes the record. Only I/O
-  errors (:data:`arborag.flows.common.RETRY_ON`) are retried.
-- :func:`record_run` appends the run to the ``runs`` table; :func:`finish_run` is the common
-  end of the build and update flows (counters into the result, then :func:`record_run`).
-- :func:`pipeline_fingerprint` hashes the source of the pipeline's runner modules and every
-  module of ours they import (at any depth, lazy imports included), so a cache dies with the
-  code it ran and no module list is kept by hand.
+- :func:`stage_key` derives the cache key: the stage name, the corpus, the content fingerprints
+  of the tables it reads (a table it also writes is checked by its proof instead), the stats of
+  the sources, the declared config values, its params and the code fingerprint of its runner;
+- :func:`stage_done` decides whether a cached (or, without Prefect, a resumable) stage's outputs
+  still hold: staged files exist, the snapshot is sealed, or a written table's fingerprint is
+  still the one the stage reported (``proof`` overrides how it is computed);
+- :func:`run_pipeline` runs the stages in order — a stage whose params are missing from the run
+  is not part of it, a stage that is off runs only to empty the tables it wrote while on — and
+  :func:`snapshot_files` names what ``publish`` seals (the ``snapshot`` files of the stages before it).
+
+Lower level, kept for the evaluation stages: :func:`run_stage` runs one stage — as a Prefect task
+cached on a key, or directly (``use_prefect=False``) — and trusts a cache hit only while
+``done(summary)`` holds; :func:`record_run` appends the run to the ``runs`` table;
+:func:`finish_run` is the common end of the build and update flows; :func:`pipeline_fingerprint`
+hashes the source of the pipeline's runner modules and every module of ours they import (at any
+depth, lazy imports included), so a cache dies with the code it ran and no module list is kept
+by hand.
 """
 
 from __future__ import annotations
@@ -21,32 +33,76 @@ import importlib.util
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from arborag.config import ArboragConfig
+from arborag.flows.common import cache_key_from_stats, task_options, was_cached
 from arborag.hashing import hash_json
-from arborag.flows.common import task_options, was_cached
-from arborag.tasks.stage_context import StageContext
+from arborag.tasks.leaves import snapshot_id_for
+from arborag.tasks.stage_context import StageContext, table_fingerprint
 
-__all__ = ["Stage", "finish_run", "module_closure", "pipeline_fingerprint", "record_run", "run_stage"]
+__all__ = [
+    "SOURCES", "SNAPSHOT", "Stage", "declared_config", "describe_pipeline", "finish_run", "module_closure", "pipeline_fingerprint", "record_run",
+    "run_pipeline", "run_stage", "snapshot_files", "stage_done", "stage_key", "staged", "table",
+]
 
 Done = Callable[[dict[str, Any] | None], bool]
+
+#: What a stage may read or write (strings, so a pipeline prints as it is declared).
+SOURCES = "sources"  # the discovered source files (keyed by their size and mtime)
+SNAPSHOT = "snapshot"  # the published snapshot (written by publish; read by tree-update)
+
+
+def table(name: str) -> str:
+    """A working table of the corpus (``tables/<name>.parquet``)."""
+    return f"table:{name}"
+
+
+def staged(name: str) -> str:
+    """A file or folder staged under the build key (``staging/<key>/<name>``)."""
+    return f"staged:{name}"
+
+
+def _always(_config: ArboragConfig) -> bool:
+    return True
 
 
 @dataclass(frozen=True)
 class Stage:
-    """One entry of a pipeline: ``task`` is a module-level Prefect task around the stage runner."""
+    """One declared stage: ``task`` is a module-level Prefect task around the stage runner.
+
+    ``reads``/``writes``: ``table:<name>``, ``sources``, ``staged:<file>``, ``snapshot``.
+    ``config``: dotted config keys whose values key the stage (``"ingest"``, ``"context.llm"``).
+    ``params``: the run inputs passed to the runner by name (``files``, ``strategy``, ``key``, ...);
+    a stage whose params the run does not have is not part of that run. ``needs``: run inputs it
+    needs without taking them. ``enabled``: when the config turns it on (off: it runs only to empty
+    the tables it wrote while on). ``snapshot``: staged files of it that ``publish`` seals.
+    ``proof(ctx, **params)``: the fingerprint of what it wrote, if not the written table's bytes.
+    ``cached=False``: never reused across runs. ``on_cached``: a cache hit's summary from the cached one.
+    """
 
     name: str
     task: Any  # prefect Task; ``task.fn`` is ``run_<stage>(ctx, **params) -> dict``
     retries: int = 0
-    outputs: tuple[str, ...] = ()  # staged files/folders (under the build's staging dir) that prove it done
-    resume: bool = False  # without Prefect: skip the stage when its outputs already exist
+    outputs: tuple[str, ...] = ()  # legacy: staged files that prove it done (derived from ``writes`` when declared)
+    resume: bool = False  # legacy: without Prefect, skip when the outputs exist (derived: every write is staged)
     code: tuple[str, ...] | None = None  # modules whose source keys the stage (default: the runner's module)
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    config: tuple[str, ...] = ()
+    params: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()
+    enabled: Callable[[ArboragConfig], bool] = _always
+    snapshot: tuple[str, ...] = ()
+    proof: Callable[..., str] | None = None
+    cached: bool = True
+    on_cached: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    describe: str = ""
 
     @property
     def runner(self) -> Callable[..., dict[str, Any]]:
@@ -55,6 +111,121 @@ class Stage:
     @property
     def modules(self) -> tuple[str, ...]:
         return self.code if self.code is not None else (str(self.runner.__module__),)
+
+    @property
+    def staged_outputs(self) -> tuple[str, ...]:
+        """The staged files that prove the stage done (``writes`` of kind ``staged:``, else ``outputs``)."""
+        declared = tuple(w.split(":", 1)[1] for w in self.writes if w.startswith("staged:"))
+        return declared or self.outputs
+
+    @property
+    def resumable(self) -> bool:
+        """Without Prefect, skip the stage when its outputs exist: every write is staged (or ``resume``)."""
+        if self.writes:
+            return all(w.startswith("staged:") for w in self.writes)
+        return self.resume
+
+    @property
+    def tables_written(self) -> tuple[str, ...]:
+        return tuple(w.split(":", 1)[1] for w in self.writes if w.startswith("table:"))
+
+    @property
+    def tables_read(self) -> tuple[str, ...]:
+        return tuple(r.split(":", 1)[1] for r in self.reads if r.startswith("table:"))
+
+    @property
+    def keyed_by_build(self) -> bool:
+        """Stages inside a content-addressed build take its ``key``: that key already holds their inputs."""
+        return "key" in self.params
+
+
+# ---------------------------------------------------------------------------------------------
+# The generic runner: keys, proofs and skips derived from the declarations
+# ---------------------------------------------------------------------------------------------
+def declared_config(config: ArboragConfig, keys: Iterable[str]) -> dict[str, Any]:
+    """The values of dotted config ``keys`` (``"context"`` -> the section, ``"context.llm"`` -> one field)."""
+    out: dict[str, Any] = {}
+    for key in keys:
+        value: Any = config
+        for part in key.split("."):
+            value = getattr(value, part)
+        out[key] = value.model_dump(mode="json") if hasattr(value, "model_dump") else value
+    return out
+
+
+def stage_key(ctx: StageContext, stage: Stage, inputs: dict[str, Any]) -> str:
+    """The cache key of ``stage`` for this run's ``inputs``, from its declaration alone."""
+    if not stage.cached:
+        return hash_json([stage.name, ctx.run_id])
+    reads: list[Any] = []
+    if not stage.keyed_by_build:
+        for name in stage.tables_read:
+            if name not in stage.tables_written:  # a table it rewrites is checked by its proof instead
+                reads.append([name, table_fingerprint(ctx.corpus.table_path(name))])
+        if SOURCES in stage.reads:
+            reads.append([SOURCES, cache_key_from_stats(inputs.get("files") or [])])
+    params = {p: inputs.get(p) for p in stage.params if p != "files"}
+    return hash_json([
+        stage.name, str(ctx.corpus.root), reads, declared_config(ctx.config, stage.config), stage.enabled(ctx.config),
+        params, pipeline_fingerprint((stage,)),
+    ])
+
+
+def _proof(ctx: StageContext, stage: Stage, inputs: dict[str, Any]) -> str | None:
+    if stage.proof is not None:
+        return stage.proof(ctx, **{p: inputs.get(p) for p in stage.params})
+    written = stage.tables_written
+    return table_fingerprint(ctx.corpus.table_path(written[0])) if written else None
+
+
+def stage_done(ctx: StageContext, stage: Stage, inputs: dict[str, Any], summary: dict[str, Any] | None) -> bool:
+    """Do the outputs ``stage`` declares still hold? (``summary``: a cached run's; None: resuming without Prefect)."""
+    if SNAPSHOT in stage.writes:
+        return (ctx.corpus.snapshots_dir / snapshot_id_for(inputs["key"])).is_dir()
+    if stage.staged_outputs:
+        return all((ctx.staging_dir(inputs["key"]) / name).exists() for name in stage.staged_outputs)
+    if stage.tables_written or stage.proof is not None:
+        return summary is not None and summary.get("fingerprint") == _proof(ctx, stage, inputs)
+    return False
+
+
+def snapshot_files(pipeline: Sequence[Stage]) -> list[str]:
+    """The staged files a snapshot of ``pipeline`` holds: the ``snapshot`` declarations of its stages, in order."""
+    return [name for stage in pipeline for name in stage.snapshot]
+
+
+def _wanted(ctx: StageContext, stage: Stage, inputs: dict[str, Any]) -> bool:
+    """Is ``stage`` part of this run? Its params and needs are given, and it is on — or off but
+    the tables it wrote while on are still there (it runs to empty them)."""
+    if any(inputs.get(p) is None for p in (*stage.params, *stage.needs)):
+        return False
+    return stage.enabled(ctx.config) or any(ctx.corpus.table_path(t).exists() for t in stage.tables_written)
+
+
+def run_pipeline(ctx: StageContext, pipeline: Sequence[Stage], *, use_prefect: bool, out: dict[str, Any], **inputs: Any) -> None:
+    """Run the stages of ``pipeline`` that are part of this run, in order, into ``out``.
+
+    ``inputs`` are the run's inputs (``files``, ``strategy``, ``key``, ``prune``, ``dry_run``, ...);
+    ``snapshot_files`` is added from the declarations. A cached stage's summary is its cached
+    one (``written: False``, or ``on_cached``), which also stands for its counts in the run record
+    (a runner that ran records its own).
+    """
+    inputs = {**inputs, "snapshot_files": snapshot_files(pipeline)}
+    for stage in pipeline:
+        if not _wanted(ctx, stage, inputs):
+            continue
+        summary, cached = run_stage(
+            ctx, stage, use_prefect=use_prefect, cache_key=stage_key(ctx, stage, inputs),
+            done=lambda s, stage=stage: stage_done(ctx, stage, inputs, s),
+            **{p: inputs[p] for p in stage.params},
+        )
+        if cached and stage.tables_written:
+            summary = stage.on_cached(summary) if stage.on_cached else {**summary, "written": False}
+        out[stage.name] = summary
+        if cached and stage.tables_written:  # a runner that ran recorded its own counts
+            ctx.counters.stages[stage.name] = {k: v for k, v in summary.items() if k not in ("failures", "warning_list")}
+        if cached:
+            out["cached"].append(stage.name)
 
 
 def run_stage(
@@ -76,7 +247,7 @@ def run_stage(
     t0 = time.perf_counter()
     try:
         if not use_prefect:
-            if stage.resume and done is not None and done(None):
+            if stage.resumable and done is not None and done(None):
                 return {"stage": stage.name}, True
             return stage.runner(ctx, **params), False
         summary, cached = _prefect_call(ctx, stage, cache_key, False, params)
@@ -224,3 +395,25 @@ def pipeline_fingerprint(*pipelines: Iterable[Stage]) -> str:
     """Hash of the source of every stage runner module of ``pipelines`` and of what they import of ours."""
     closure = module_closure(m for pipeline in pipelines for stage in pipeline for m in stage.modules)
     return hash_json([[name, path.read_text(encoding="utf-8")] for name, path in closure.items()])
+
+
+def describe_pipeline(pipeline: Sequence[Stage], config: ArboragConfig) -> list[dict[str, Any]]:
+    """One JSON row per stage of ``pipeline``, from its declaration: name, what it does, reads,
+    writes, config keys (``build key`` for stages keyed by the build), run inputs, whether
+    ``config`` turns it on, the snapshot files it contributes, its retries and runner."""
+    rows = []
+    for stage in pipeline:
+        rows.append({
+            "stage": stage.name,
+            "does": stage.describe,
+            "reads": list(stage.reads),
+            "writes": list(stage.writes),
+            "config": ["(build key)"] if stage.keyed_by_build else list(stage.config),
+            "inputs": list(stage.params) + [f"({n})" for n in stage.needs],
+            "enabled": bool(stage.enabled(config)),
+            "snapshot": list(stage.snapshot),
+            "retries": stage.retries,
+            "cached": stage.cached,
+            "runner": f"{stage.runner.__module__}.{stage.runner.__name__}",
+        })
+    return rows

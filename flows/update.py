@@ -6,14 +6,15 @@ Orchestration only. Inside the corpus writer lock:
    ``documents`` table (ingest machinery), diff by uri and content hash — added, changed,
    deleted, unchanged, failed — and prune deleted uris (``prune``; ``ingest`` stays additive).
    ``dry_run`` stops here with the plan and the estimated embedding and summary work.
-2. ``sections``, ``context``, ``segment`` (the ingest flow's stages, as a build runs them): the
+2. ``sections``, ``context``, ``segment`` (the same stage objects as the ingest flow's, run by
+   the same :func:`~arborag.flows.stage.run_pipeline`; ingest itself has no files to take): the
    chunks (and headers) of the documents now held.
-3. Decide (:func:`decide`): nothing changed → no-op; no published tree, a tree without fitted
-   clusters, a changed tree config, or drift past ``update.max_drift`` → a full rebuild
-   (:data:`arborag.flows.build.TREE_PIPELINE`), saying why; otherwise
-4. :data:`UPDATE_PIPELINE` = (embed, tree-update, vectors, sparse, publish), run by the build's
-   :func:`~arborag.flows.build.run_tree_stages`: the leaves' vectors (the embedding cache
-   holds every unchanged one), the local tree update
+3. Decide (:func:`arborag.tasks.stages.plan.decide`, reading the published ``info.json``):
+   nothing changed → no-op; no published tree, a tree without fitted clusters, a changed tree config, or drift past ``update.max_drift`` → a full rebuild
+   (:func:`arborag.flows.build.build_tree`, as a build), saying why; otherwise
+4. :data:`UPDATE_PIPELINE` = (embed, tree-update, vectors, sparse, publish), the build's stage
+   objects but for tree-update (:mod:`arborag.flows.pipelines`): the leaves' vectors (the
+   embedding cache holds every unchanged one), the local tree update
    (:func:`arborag.tasks.stages.tree_update.run_tree_update`: only clusters whose membership changed
    are re-summarized), then the same vector, sparse and publish stages as a build — the new
    snapshot is published by the same atomic manifest switch.
@@ -28,7 +29,6 @@ and :func:`run_update` (Python: CLI, tests, benchmarks, the scheduler).
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
@@ -38,38 +38,23 @@ from typing import Any
 from arborag.config import ArboragConfig, load_config
 from arborag.env import offline_env
 from arborag.errors import IngestError
-from arborag.flows.build import PUBLISH, TREE_PIPELINE, _settle, run_tree_stages
+from arborag.flows.build import build_tree
 from arborag.flows.common import config_overrides, current_flow_run_id, new_run_id, plain_json
-from arborag.flows.ingest import discover, run_ingest_stages
-from arborag.flows.stage import Stage, finish_run, pipeline_fingerprint, run_stage
+from arborag.flows.ingest import discover
+from arborag.flows.pipelines import INGEST_PIPELINE, PLAN, UPDATE_PIPELINE
+from arborag.flows.stage import finish_run, pipeline_fingerprint, run_pipeline
 from arborag.hashing import hash_json
 from arborag.storage.corpus import Corpus
-from arborag.tasks.stages import embed as leaf_vectors, sparse, tree_update, vectors
+from arborag.tasks.leaves import build_key, leaves_for
 from arborag.tasks.stage_context import StageContext
-from arborag.tasks.leaves import build_key, leaves_for, tree_config
-from arborag.tasks.stages.plan import run_update_documents
+from arborag.tasks.stages.plan import decide
 
 offline_env()  # Prefect reads its settings when imported
-from prefect import flow, task  # noqa: E402
+from prefect import flow  # noqa: E402
 
 __all__ = ["FLOW_NAME", "UPDATE_PIPELINE", "decide", "run_update", "update", "update_pipeline"]
 
 FLOW_NAME = "arborag-update"
-
-plan_documents = task(name="plan", log_prints=False)(run_update_documents)
-embed_leaves = task(name="embed", log_prints=False)(leaf_vectors.run_leaf_vectors)
-update_nodes = task(name="tree-update", log_prints=False)(tree_update.run_tree_update)
-write_vectors = task(name="vectors", log_prints=False)(vectors.run_vectors)
-index_sparse = task(name="sparse", log_prints=False)(sparse.run_sparse)
-
-PLAN = Stage("plan", plan_documents, retries=1)
-UPDATE_PIPELINE: tuple[Stage, ...] = (
-    Stage("embed", embed_leaves, retries=2, outputs=leaf_vectors.OUTPUTS, resume=True),
-    Stage("tree-update", update_nodes, retries=3, outputs=tree_update.OUTPUTS, resume=True),
-    Stage("vectors", write_vectors, outputs=vectors.OUTPUTS, resume=True),
-    Stage("sparse", index_sparse, retries=3, outputs=sparse.OUTPUTS, resume=True),
-    PUBLISH,
-)
 
 
 @contextlib.contextmanager
@@ -82,44 +67,6 @@ def _writer_lock(ctx: StageContext, wait: bool) -> Iterator[None]:
         yield
 
 
-def decide(ctx: StageContext, leaves: Any) -> tuple[str, str]:
-    """``("noop" | "incremental" | "full", why)`` for the current leaves against the published tree."""
-    man = ctx.corpus.manifest()
-    if man is None or not (ctx.corpus.snapshots_dir / man["snapshot"]).is_dir():
-        return "full", "no published tree yet"
-    snap = ctx.corpus.snapshots_dir / man["snapshot"]
-    info = json.loads((snap / "info.json").read_text(encoding="utf-8"))
-    if tree_update.same_leaves(snap, leaves) and info.get("tree_config") in (None, tree_config(ctx.config)):
-        return "noop", "the published tree already holds exactly these leaves"
-    if info.get("tree_config") != tree_config(ctx.config):
-        return "full", "the tree config (embedder, clustering, summarizer, scope) differs from the published tree's"
-    if ctx.config.tree.scope == "document":
-        if not (snap / "chunks.parquet").exists():
-            return "full", "the published tree has no leaf provenance (chunks.parquet) to compare documents against"
-        added, removed = tree_update.leaf_delta(snap, leaves)
-        return "incremental", f"per-document trees: {added} leaves added, {removed} removed; only the trees of added or changed documents are built"
-    if not (snap / tree_update.CLUSTERS_DIR).is_dir():
-        return "full", "the published tree has no fitted clusters to update (built before incremental updates)"
-    levels = [int(k) for k in ((info.get("counts") or {}).get("levels") or {"0": 0})]
-    if max(levels) == 0 and leaves.num_rows > ctx.config.cluster.dims + 1:
-        return "full", "the published tree has no summary level yet and the leaves are now enough for one"
-    drift = tree_update.drift_after(snap, info, leaves)
-    if drift["share"] > ctx.config.update.max_drift:
-        return "full", (f"{drift['changed']} of {drift['fitted']} leaves ({drift['share']:.0%}) changed since the last full fit, "
-                        f"over update.max_drift = {ctx.config.update.max_drift:.0%}: re-fitting the whole tree")
-    return "incremental", f"{drift['changed']} of {drift['fitted']} leaves ({drift['share']:.0%}) changed since the last full fit"
-
-
-def _full_rebuild(ctx: StageContext, leaves: Any, *, use_prefect: bool, out: dict[str, Any]) -> None:
-    key = out["build_key"] = build_key(leaves, ctx.config, pipeline_fingerprint(TREE_PIPELINE))
-    key, reused = _settle(ctx, key, out)
-    if reused is not None:
-        out["snapshot"], out["reused"] = reused
-        return
-    run_tree_stages(ctx, TREE_PIPELINE, key, use_prefect=use_prefect, out=out)
-    out["snapshot"] = out["publish"]["snapshot"]
-
-
 def update_pipeline(
     ctx: StageContext, files: list[str], *, prune: bool, use_prefect: bool, dry_run: bool = False, lock_wait: bool = True
 ) -> dict[str, Any]:
@@ -130,12 +77,12 @@ def update_pipeline(
     lock = contextlib.nullcontext() if dry_run else _writer_lock(ctx, lock_wait)
     try:
         with lock:
-            plan, _ = run_stage(ctx, PLAN, use_prefect=use_prefect, cache_key=f"plan-{ctx.run_id}", files=files, prune=prune, dry_run=dry_run)
-            out["plan"] = plan
+            run_pipeline(ctx, (PLAN,), use_prefect=use_prefect, out=out, files=files, prune=prune, dry_run=dry_run)
+            plan = out["plan"]
             if dry_run:
                 return out
             strategy = ctx.config.segment.strategy
-            run_ingest_stages(ctx, None, strategy, use_prefect=use_prefect, out=out)  # sections, context, segment (no ingest)
+            run_pipeline(ctx, INGEST_PIPELINE, use_prefect=use_prefect, out=out, files=None, strategy=strategy)  # sections, context, segment (no ingest)
             leaves = ctx.shared("leaves", lambda: leaves_for(ctx.corpus.read("chunks"), strategy))
             if leaves.num_rows == 0:
                 raise IngestError(str(ctx.corpus.root), "no chunks left to build a tree from: the sources hold no readable, non-empty document")
@@ -146,12 +93,12 @@ def update_pipeline(
             if mode == "noop":
                 out["snapshot"] = (ctx.corpus.manifest() or {}).get("snapshot")
             elif mode == "full":
-                _full_rebuild(ctx, leaves, use_prefect=use_prefect, out=out)
+                build_tree(ctx, leaves, use_prefect=use_prefect, out=out)
             else:
                 prev = (ctx.corpus.manifest() or {})["snapshot"]
                 key = out["update_key"] = hash_json(["update", prev, build_key(leaves, ctx.config, pipeline_fingerprint(UPDATE_PIPELINE))])
                 ctx.resources["previous_snapshot"] = prev
-                run_tree_stages(ctx, UPDATE_PIPELINE, key, use_prefect=use_prefect, out=out)
+                run_pipeline(ctx, UPDATE_PIPELINE, use_prefect=use_prefect, out=out, key=key)
                 out["snapshot"] = out["publish"]["snapshot"]
             message = why
             failed = int(plan.get("failed", 0) or 0)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -25,27 +26,20 @@ from arborag.query.hits import Hit, fill_hits, greedy_fill, top_order
 from arborag.storage.corpus import Corpus
 from arborag.storage.vectors import VectorStore
 
-__all__ = ["Hit", "Index", "Mode", "fill_hits", "greedy_fill", "open_index", "snapshot_embed_config", "snapshot_sparse_config", "top_order"]
+__all__ = ["Hit", "Index", "Mode", "fill_hits", "greedy_fill", "open_index", "parse_as_of", "snapshot_embed_config", "snapshot_sparse_config", "top_order"]
 
 #: A retrieval mode: one of :func:`arborag.query.modes.available_modes` (core or plug-in).
 Mode = str
 
 
-#: Embedder settings that change only speed, never the vectors: taken from the current config.
-_RUNTIME_EMBED_KEYS = ("batch_size", "threads", "device")
-
-
 def snapshot_embed_config(info: dict, config: ArboragConfig) -> EmbedConfig:
-    """The embedder the snapshot was built with (``info.json`` "embed": model, dtype, ...);
-    batch size, threads and device come from ``config`` (they do not change the vectors).
-    A snapshot that records no embedder uses ``config.embed``.
+    """The embedder the snapshot was built with (``info.json`` "embed"), with the runtime settings
+    (batch size, threads, device, endpoint) of ``config``; a clear error instead of mixing vector
+    spaces (:func:`arborag.embedder.snapshot_embedder`). A snapshot that records none uses ``config.embed``.
     """
-    recorded = info.get("embed")
-    if not recorded:
-        return config.embed
-    runtime = config.embed.model_dump(include=set(_RUNTIME_EMBED_KEYS))
-    known = {k: v for k, v in recorded.items() if k in EmbedConfig.model_fields}
-    return EmbedConfig.model_validate({**known, **runtime})
+    from arborag.embedder import snapshot_embedder
+
+    return snapshot_embedder(info.get("embed"), config.embed, snapshot=f"snapshot {info.get('snapshot', '')}".strip())
 
 
 def snapshot_sparse_config(info: dict, config: ArboragConfig) -> SparseConfig:
@@ -57,13 +51,25 @@ def snapshot_sparse_config(info: dict, config: ArboragConfig) -> SparseConfig:
 
 
 def open_index(corpus_dir: str | Path, *, config: ArboragConfig | None = None,
-               embed_query: Callable[[list[str]], np.ndarray] | None = None, light: bool = False) -> "Index":
-    """Open the published snapshot of ``corpus_dir`` for querying.
+               embed_query: Callable[[list[str]], np.ndarray] | None = None, light: bool = False,
+               snapshot: str | None = None, as_of: "datetime | str | None" = None,
+               lease_holder: str = "query", lease_ttl_s: float = 600.0) -> "Index":
+    """Open the published snapshot of ``corpus_dir`` — or, for time travel, an earlier retained
+    one — for querying.
 
     Raises :class:`~arborag.errors.NotBuiltError` when nothing has been published yet.
     ``embed_query`` replaces the embedder (tests); by default the embedder the snapshot was
     built with is loaded lazily on the first text query. The sparse backend is also the one
     recorded in the snapshot (``info.json``), whatever ``config.sparse.backend`` says now.
+
+    ``snapshot`` names a retained snapshot (a full id, a unique prefix, or ``"published"``);
+    ``as_of`` (a ``datetime`` or ISO-8601 text; naive = UTC) picks the one that was published at
+    that time. Either raises :class:`~arborag.errors.SnapshotNotFound` (listing what is retained)
+    when nothing matches. An index opened with either holds a reader lease on its snapshot
+    (:func:`arborag.storage.leases.acquire_lease`, ``lease_holder``) so retention cannot remove
+    the files under it; :meth:`Index.close` releases it (and a dead process's lease stops
+    counting at once on its host). The lease lasts ``lease_ttl_s``; a reader that keeps the index
+    open longer calls ``index.lease.renew()`` now and then (``arborag serve`` does, on a timer).
 
     ``light=True`` (a one-off process such as ``arborag query``) embeds with
     :class:`~arborag.embedder_light.LightEmbedder` when the model allows it: the same vector
@@ -72,9 +78,47 @@ def open_index(corpus_dir: str | Path, *, config: ArboragConfig | None = None,
     the build embedder is used, batches included.
     """
     corpus = Corpus(corpus_dir)
-    snap = corpus.published_dir()
-    info = json.loads((snap / "info.json").read_text(encoding="utf-8"))
-    return Index(corpus, snap, info, config=config or load_config(), embed_query=embed_query, light=light)
+    lease = None
+    if snapshot is None and as_of is None:
+        snap = corpus.published_dir()
+    else:
+        from arborag.storage.leases import acquire_lease
+        from arborag.storage.snapshots import resolve_snapshot, snapshot_dir
+
+        when = parse_as_of(as_of) if as_of is not None else None
+        sid = resolve_snapshot(corpus, snapshot, as_of=when)
+        lease = acquire_lease(corpus, sid, holder=lease_holder, ttl_s=lease_ttl_s)  # before reading a file of it
+        try:
+            snap = snapshot_dir(corpus, sid)
+        except BaseException:
+            lease.release()
+            raise
+    try:
+        info = json.loads((snap / "info.json").read_text(encoding="utf-8"))
+        index = Index(corpus, snap, info, config=config or load_config(), embed_query=embed_query, light=light)
+    except BaseException:
+        if lease is not None:
+            lease.release()
+        raise
+    index.lease = lease
+    return index
+
+
+def parse_as_of(value: "datetime | str") -> "datetime":
+    """An ``--as-of`` time: a ``datetime`` or ISO-8601 text (``2026-11-26``, ``2026-11-26T10:00``,
+    ``...Z`` or an offset); a time without a zone is UTC."""
+    from datetime import datetime, timezone
+
+    if isinstance(value, datetime):
+        when = value
+    else:
+        text = str(value).strip()
+        try:
+            when = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+        except ValueError:
+            raise QueryError(text, "--as-of takes an ISO-8601 time, e.g. 2026-11-26T09:30 or 2026-11-26T09:30:00+01:00 "
+                             "(no zone = UTC)") from None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
 class Index:
@@ -92,14 +136,19 @@ class Index:
         self._sparse = None
         self._documents = None  # provenance tables, read on first use
         self._leaf_chunks = None
+        self.lease = None  # a reader lease on an explicitly opened snapshot (open_index(snapshot=/as_of=))
 
     def close(self) -> None:
-        """Release the sparse index (its files and any private copy); the index can still be
-        used afterwards and reopens what it needs."""
+        """Release the sparse index (its files and any private copy) and the reader lease of a
+        time-travel snapshot; the index can still be used afterwards and reopens what it needs
+        (without a lease then)."""
         sparse, self._sparse = self._sparse, None
         close = getattr(sparse, "close", None)
         if close is not None:
             close()
+        lease, self.lease = self.lease, None
+        if lease is not None:  # retention may remove a time-travel snapshot from now on
+            lease.release()
 
     # -- provenance ------------------------------------------------------------------------
     def _snapshot_or_working(self, name: str):
@@ -346,6 +395,8 @@ def _warn_once(message: str) -> None:
 
 def _light_embedder(cfg: EmbedConfig):
     """A :class:`~arborag.embedder_light.LightEmbedder` when the model is one it reproduces, else None."""
+    if cfg.backend != "local":
+        return None
     from arborag.embedder_light import LightEmbedder, light_supported
 
     light = LightEmbedder(cfg)

@@ -255,7 +255,8 @@ def sweep_embedding_cache(directory: str | Path, keep: pa.Array, *, dry_run: boo
                 shard.unlink(missing_ok=True)
             continue
         rows = np.flatnonzero(live)
-        table = pa.table({"model_id": keys.column("model_id").take(rows), "text_hash": keys.column("text_hash").take(rows),
+        table = pa.table({"model_id": keys.column("model_id").take(rows).cast(pa.string()),
+                          "text_hash": keys.column("text_hash").take(rows).cast(pa.string()),
                           "vector": vectors_to_arrow(vectors[rows])})
         if removed_here:
             freed += int(size * removed_here / len(live))  # estimate; the rewrite below is compressed again
@@ -270,7 +271,8 @@ def sweep_embedding_cache(directory: str | Path, keep: pa.Array, *, dry_run: boo
         import polars as pl
 
         # one row per key (a sweep killed between writing a shard and deleting its old one leaves duplicates)
-        merged = pl.from_arrow(pa.concat_tables([t for _, t in survivors])).unique(["model_id", "text_hash"], keep="first", maintain_order=True).to_arrow()
+        both = pa.concat_tables([t for _, t in survivors])
+        merged = pl.from_arrow(both).unique(["model_id", "text_hash"], keep="first", maintain_order=True).to_arrow().cast(both.schema)
         name = f"{_SHARD_PREFIX}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
         atomic_write_parquet(merged, directory / name)
         for path, _ in survivors:

@@ -19,9 +19,17 @@ How nothing can be written (``tests/storage/test_sql_hostile.py`` tries the ways
 
 The engine takes any set of views, so a caller can expose other files than the working tables:
 a view is a list of :class:`ViewSource` (Parquet files + constant columns), unioned by column
-name. ``corpus_views`` gives the default (working tables + the published snapshot); e.g. every
-retained snapshot as one view with a ``snapshot`` column is
-``{"nodes_all": [ViewSource((snap / "nodes.parquet",), {"snapshot": sid}) for sid, snap in ...]}``.
+name. ``corpus_views`` gives the default (working tables + the published snapshot, or the
+snapshot ``run_sql(..., snapshot=ID)`` names); ``history_views`` adds every retained snapshot as
+one view per table with a ``snapshot`` column (and ``snapshot_published_at``): ``nodes_all``,
+``edges_all``, ``documents_all``, ``chunks_all``. One query then compares versions::
+
+    SELECT snapshot, level, count(*) FROM nodes_all GROUP BY ALL ORDER BY snapshot, level
+
+Time travel and retention: :func:`run_sql` holds a reader lease
+(:func:`arborag.storage.leases.acquire_lease`) on every snapshot its views read until the query
+is done, so ``arborag snapshots gc`` cannot remove files under a running query; a snapshot that
+gc removed between listing and leasing is left out of the ``*_all`` views.
 """
 
 from __future__ import annotations
@@ -44,8 +52,13 @@ __all__ = [
     "check_statement",
     "connect_readonly",
     "corpus_views",
+    "history_views",
     "run_sql",
+    "SNAPSHOT_VIEW_TABLES",
 ]
+
+#: Tables a snapshot may carry, exposed per snapshot (``--snapshot``) and over all of them (``<name>_all``).
+SNAPSHOT_VIEW_TABLES: Final = ("nodes", "edges", "documents", "chunks")
 
 #: The DuckDB statement types that run (EXPLAIN only around one of these).
 QUERY_STATEMENTS: Final = frozenset({"SELECT"})
@@ -76,9 +89,65 @@ class ViewSource:
 Views = Mapping[str, Sequence[ViewSource]]
 
 
-def corpus_views(corpus: Corpus) -> dict[str, list[ViewSource]]:
-    """The default views: every table of :meth:`Corpus.all_table_paths`, one file each."""
-    return {name: [ViewSource((path,))] for name, path in corpus.all_table_paths().items()}
+def corpus_views(corpus: Corpus, *, snapshot_dir: Path | None = None) -> dict[str, list[ViewSource]]:
+    """The default views: every table of :meth:`Corpus.all_table_paths`, one file each. With
+    ``snapshot_dir`` (time travel), ``nodes`` and ``edges`` — and ``documents`` and ``chunks``
+    when that snapshot carries them — are that snapshot's instead."""
+    views = {name: [ViewSource((path,))] for name, path in corpus.all_table_paths().items()}
+    if snapshot_dir is not None:
+        for name in SNAPSHOT_VIEW_TABLES:
+            path = snapshot_dir / f"{name}.parquet"
+            if path.exists():
+                views[name] = [ViewSource((path,))]
+            elif name in ("nodes", "edges"):
+                views.pop(name, None)
+    return views
+
+
+def history_views(snapshots: Sequence[tuple[str, Path, str | None]]) -> dict[str, list[ViewSource]]:
+    """``<table>_all`` over ``snapshots`` — (id, folder, published_at) each — with the constant
+    columns ``snapshot`` and ``snapshot_published_at`` (ISO-8601 text); a table missing from a
+    snapshot (older snapshots carry no documents/chunks) is left out of that snapshot's part."""
+    views: dict[str, list[ViewSource]] = {}
+    for name in SNAPSHOT_VIEW_TABLES:
+        parts = [ViewSource((folder / f"{name}.parquet",), {"snapshot": sid, "snapshot_published_at": published})
+                 for sid, folder, published in snapshots if (folder / f"{name}.parquet").exists()]
+        if parts:
+            views[f"{name}_all"] = parts
+    return views
+
+
+def _leased_views(corpus: Corpus, snapshot: str | None) -> tuple[dict[str, list[ViewSource]], list[Any]]:
+    """The default views plus the ``*_all`` history, each snapshot read under a reader lease.
+    Returns (views, leases); the caller releases the leases when the query is done."""
+    from arborag.storage.leases import acquire_lease
+    from arborag.storage.snapshots import list_snapshots, resolve_snapshot, snapshot_dir
+    from arborag.errors import SnapshotNotFound
+
+    leases: list[Any] = []
+    try:
+        chosen_dir = None
+        if snapshot is not None:
+            sid = resolve_snapshot(corpus, snapshot)
+            leases.append(acquire_lease(corpus, sid, holder="sql"))
+            chosen_dir = snapshot_dir(corpus, sid)
+        views = corpus_views(corpus, snapshot_dir=chosen_dir)
+        history = []
+        held = {lease.snapshot_id for lease in leases}
+        for info in list_snapshots(corpus, sizes=False):
+            try:
+                if info.id not in held:
+                    leases.append(acquire_lease(corpus, info.id, holder="sql"))
+                folder = snapshot_dir(corpus, info.id)
+            except SnapshotNotFound:  # removed by gc since the listing: not part of the history any more
+                continue
+            history.append((info.id, folder, info.published_at.isoformat() if info.published_at else None))
+        views.update(history_views(history))
+    except BaseException:
+        for lease in leases:
+            lease.release()
+        raise
+    return views, leases
 
 
 def _literal(value: str | int | float | bool | None) -> str:
@@ -212,22 +281,38 @@ def check_statement(con: duckdb.DuckDBPyConnection, query: str) -> None:
                          "to change or export them, open a copy with DuckDB directly")
 
 
-def run_sql(corpus_dir: str | Path, query: str, *, views: Views | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
+def run_sql(corpus_dir: str | Path, query: str, *, views: Views | None = None,
+            snapshot: str | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Run one read-only query over the corpus's tables (or over ``views``); return (columns, rows).
+
+    The default views are the working tables, the published snapshot's ``nodes`` and ``edges``
+    (with ``snapshot``: that retained snapshot's nodes, edges, documents and chunks) and the
+    history views ``nodes_all``, ``edges_all``, ``documents_all``, ``chunks_all`` over every
+    retained snapshot. Every snapshot read is leased until the query is done.
 
     Raises:
         QueryError: the corpus has no tables, the text is not exactly one query statement, or
             DuckDB rejects it (the message carries DuckDB's reason and the views there are).
+        SnapshotNotFound: ``snapshot`` names no retained snapshot (the message lists them).
     """
-    import duckdb
-
     corpus = Corpus(corpus_dir)
+    leases: list[Any] = []
     if views is None:
         if not corpus.root.is_dir():
             raise QueryError(query, f"corpus {corpus.root} does not exist; run `arborag ingest SOURCE... --corpus {corpus_dir}` first")
-        views = corpus_views(corpus)
+        views, leases = _leased_views(corpus, snapshot)
         if not views:
             raise QueryError(query, f"corpus {corpus.root} has no tables yet; run `arborag ingest SOURCE... --corpus {corpus_dir}` first")
+    try:
+        return _run(query, views)
+    finally:
+        for lease in leases:
+            lease.release()
+
+
+def _run(query: str, views: Views) -> tuple[list[str], list[tuple[Any, ...]]]:
+    import duckdb
+
     con = connect_readonly(views)
     try:
         check_statement(con, query)

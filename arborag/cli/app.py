@@ -14,6 +14,8 @@ from arborag.cli import build as _build
 from arborag.cli import evaluate as _evaluate
 from arborag.cli import ingest as _ingest
 from arborag.cli import inspect as _inspect
+from arborag.cli import mcp as _mcp
+from arborag.cli import pipeline as _pipeline
 from arborag.cli import query as _query
 from arborag.cli import segment as _segment
 from arborag.cli import serve as _serve  # arborag.serve (FastAPI, uvicorn) is imported inside the command
@@ -36,7 +38,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
-for _module in (_ingest, _segment, _sql, _build, _query, _inspect, _serve, _evaluate, _update, _ask, _schedule, _snapshots):
+for _module in (_ingest, _segment, _sql, _build, _query, _inspect, _serve, _evaluate, _update, _ask, _schedule, _snapshots, _mcp, _pipeline):
     _module.register(app)
 
 

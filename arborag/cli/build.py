@@ -26,7 +26,9 @@ def register(app: typer.Typer) -> None:
             "  arborag build docs/ --corpus /tmp/c --strategy dds --dry-run\n\n"
             "  arborag build docs/ --corpus /tmp/c --sections structural\n\n"
             "  arborag build docs/ --corpus /tmp/c --runner dask --workers 2\n\n"
-            "  arborag build docs/ --corpus s3://bucket/corpora/c --runner dask --address tcp://10.0.0.5:8786"
+            "  arborag build docs/ --corpus s3://bucket/corpora/c --runner dask --address tcp://10.0.0.5:8786\n\n"
+            "  ARBORAG_EMBED__BACKEND=openai ARBORAG_EMBED__BASE_URL=http://127.0.0.1:8012/v1 arborag build docs/ --corpus /tmp/c"
+            "   (embeddings from an OpenAI-compatible server: docs/PLUGS.md)"
         ),
     )
     def build(

@@ -74,6 +74,8 @@ def register(app: typer.Typer) -> None:
             "  arborag query \"How did Cinderella reach her happy ending?\" --corpus /tmp/demo\n\n"
             "  arborag query '+\"golden slipper\" -stepmother' --mode sparse --lucene --corpus /tmp/demo --json\n\n"
             "  arborag query \"glass slipper\" --server http://127.0.0.1:8000   (a running `arborag serve`)\n\n"
+            "  arborag query \"glass slipper\" --corpus /tmp/demo --snapshot snap-3f2a   (an earlier retained snapshot; "
+            "--as-of 2026-11-25T22:00 picks the one published then; `arborag snapshots list` shows them)\n\n"
             "  arborag query \"Where was the author of Xanadu born?\" --mode level --trace --corpus /tmp/demo   "
             "(LevelRAG searchers; needs ARBORAG_LLM_BASE_URL, else an offline plan; --trace prints the search tree)"
         ),
@@ -91,24 +93,33 @@ def register(app: typer.Typer) -> None:
         server: Optional[str] = typer.Option(
             None, "--server", help="Base URL of a running `arborag serve` (e.g. http://127.0.0.1:8000); "
             "the bearer token comes from ARBORAG_SERVE_TOKEN. Instead of --corpus."),
+        snapshot: Optional[str] = typer.Option(
+            None, "--snapshot", help="Answer from this retained snapshot (id or unique prefix; `arborag snapshots list`) "
+            "instead of the published one; it is leased while the query runs, so gc cannot remove it."),
+        as_of: Optional[str] = typer.Option(
+            None, "--as-of", help="Answer from the snapshot that was published at this time (ISO-8601, e.g. "
+            "2026-11-25T22:00; no zone = UTC). --corpus only."),
         config: Optional[Path] = CONFIG_OPTION,
     ) -> None:
         offline_env()
         cfg = config_from(config)
         mode, budget, k, lv = query_options(cfg, mode, budget, k, levels)
+        if as_of is not None and (server is not None or snapshot is not None):
+            err_console.print("[bold red]error:[/] --as-of needs --corpus and no --snapshot (give a time or an id, not both)")
+            raise typer.Exit(2)
         if (corpus is None) == (server is None):
             err_console.print("[bold red]error:[/] give either --corpus DIR or --server URL")
             raise typer.Exit(2)
         trace = None
         try:
             if server is not None:
-                rows, titles = _search_server(server, text, mode=mode, budget=budget, k=k, levels=lv, lucene=lucene)
+                rows, titles = _search_server(server, text, mode=mode, budget=budget, k=k, levels=lv, lucene=lucene, snapshot=snapshot)
                 if show_trace:
                     err_console.print("[yellow]warning:[/] --trace needs a local --corpus (the server does not send traces)")
             else:
                 assert corpus is not None
                 rows, titles, trace = _search_local(corpus, cfg, text, mode=mode, budget=budget, k=k, levels=lv,
-                                                    lucene=lucene, want_titles=not as_json)
+                                                    lucene=lucene, want_titles=not as_json, snapshot=snapshot, as_of=as_of)
         except ArboragError as exc:
             fail(exc)
         if as_json and trace is not None:
@@ -181,10 +192,22 @@ def _print(hits: list[_Row], titles: dict[str, str], *, mode: str, budget: int |
 
 
 def _search_local(corpus: Path, cfg: Any, text: str, *, mode: str, budget: int | None, k: int,
-                  levels: list[int] | None, lucene: bool, want_titles: bool) -> tuple[list[_Row], dict[str, str], Any]:
+                  levels: list[int] | None, lucene: bool, want_titles: bool, snapshot: str | None = None,
+                  as_of: str | None = None) -> tuple[list[_Row], dict[str, str], Any]:
     from arborag.query import open_index
 
-    index = open_index(corpus, config=cfg, light=True)
+    index = open_index(corpus, config=cfg, light=True, snapshot=snapshot, as_of=as_of)  # an old snapshot is leased
+    try:
+        return _search_index(index, text, mode=mode, budget=budget, k=k, levels=levels, lucene=lucene, want_titles=want_titles,
+                             time_travel=snapshot is not None or as_of is not None)
+    finally:
+        index.close()
+
+
+def _search_index(index: Any, text: str, *, mode: str, budget: int | None, k: int, levels: list[int] | None, lucene: bool,
+                  want_titles: bool, time_travel: bool) -> tuple[list[_Row], dict[str, str], Any]:
+    if time_travel:
+        err_console.print(f"answering from snapshot {index.snapshot} (published {index.info.get('published_at', '?')})")
     try:
         hits = index.search(text, mode=mode, budget=budget, k=k, levels=levels, lucene=lucene)  # type: ignore[arg-type]
     except QueryError as exc:
@@ -199,7 +222,7 @@ def _search_local(corpus: Path, cfg: Any, text: str, *, mode: str, budget: int |
 
 
 def _search_server(url: str, text: str, *, mode: str, budget: int | None, k: int,
-                   levels: list[int] | None, lucene: bool) -> tuple[list[_Row], dict[str, str]]:
+                   levels: list[int] | None, lucene: bool, snapshot: str | None = None) -> tuple[list[_Row], dict[str, str]]:
     """POST /search to a running ``arborag serve``; the server retries a malformed Lucene query
     as plain words and says so (printed as the same warning as a local query)."""
     import httpx
@@ -207,6 +230,8 @@ def _search_server(url: str, text: str, *, mode: str, budget: int | None, k: int
     token = os.environ.get("ARBORAG_SERVE_TOKEN")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     body = {"text": text, "mode": mode, "budget": budget, "k": k, "levels": levels, "lucene": lucene}
+    if snapshot is not None:
+        body["snapshot"] = snapshot
     endpoint = url.rstrip("/") + "/search"
     try:
         resp = httpx.post(endpoint, json=body, headers=headers, timeout=60.0)

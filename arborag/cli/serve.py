@@ -16,7 +16,7 @@ import typer
 TOKEN_ENV = "ARBORAG_SERVE_TOKEN"
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
     try:
@@ -32,10 +32,14 @@ def register(app: typer.Typer) -> None:
             "Serve a built corpus over HTTP: POST /search, GET /nodes/{id}, GET /documents/{id}, /health, /stats, "
             "a search page at / and the API docs at /docs. The model stays loaded; a newly published build is "
             "picked up between requests.\n\n"
+            "A request may name an earlier retained snapshot (POST /search {\"snapshot\": \"snap-3f2a\"}; GET /snapshots "
+            "lists them). Every snapshot the server has open holds a reader lease, renewed while it is open, so "
+            "`arborag snapshots gc` and the retention after each update never remove files under it.\n\n"
             f"Binds to 127.0.0.1 unless --host says otherwise. When ${TOKEN_ENV} (or the variable named by "
             "--token-env) is set, API calls need 'Authorization: Bearer <token>'.\n\n"
             "Example:\n\n"
             "  arborag serve --corpus /tmp/demo\n\n"
+            "  arborag serve --corpus /tmp/demo --snapshot snap-3f2a   (pinned to an earlier snapshot)\n\n"
             "  curl -s localhost:8000/search -H 'content-type: application/json' "
             "-d '{\"text\": \"How did Cinderella reach her happy ending?\", \"budget\": 500}'"
         ),
@@ -55,6 +59,12 @@ def register(app: typer.Typer) -> None:
                  "machine one thread measured 10-20x faster per query than two threads contending).",
         ),
         log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
+        snapshot: Optional[str] = typer.Option(
+            None, "--snapshot", help="Serve this retained snapshot (id or unique prefix; `arborag snapshots list`) and do not "
+            "follow later publishes; its lease keeps it on disk while the server runs."),
+        snapshot_idle: float = typer.Option(
+            300.0, "--snapshot-idle", min=0.0,
+            help="Seconds an earlier snapshot opened for a request that named it stays open (and leased) after its last use."),
         config: Optional[Path] = typer.Option(None, "--config", help="Path to an arborag.yaml (default: ./arborag.yaml if present)."),
     ) -> None:
         from arborag.cli.common import config_from, err_console, fail, offline_env
@@ -67,13 +77,20 @@ def register(app: typer.Typer) -> None:
         if not corpus.is_dir():
             fail(FileNotFoundError(f"{corpus} is not a directory; build one with `arborag build SOURCE... --corpus {corpus}`"))
         token = os.environ.get(token_env) or None
-        if not _is_loopback(host) and token is None:
+        if not is_loopback(host) and token is None:
             err_console.print(f"[yellow]warning:[/] serving on {host} without a token; set {token_env} to require one")
         import uvicorn
 
         from arborag.serve import Limits, create_app
 
-        app = create_app(corpus, token=token, cors_origins=cors_origin or None, config=cfg, warm=warm,
-                         limits=Limits(max_k=max_k, max_budget=max_budget))
+        from arborag.errors import ArboragError
+
+        try:
+            app = create_app(corpus, token=token, cors_origins=cors_origin or None, config=cfg, warm=warm,
+                             limits=Limits(max_k=max_k, max_budget=max_budget), old_snapshot_idle_s=snapshot_idle,
+                             snapshot=snapshot)
+        except ArboragError as exc:  # --snapshot names no retained snapshot: say which exist
+            fail(exc)
+            return
         err_console.print(f"arborag serve: {corpus} on http://{host}:{port}/ (token {'required, from $' + token_env if token else 'off'})")
         uvicorn.run(app, host=host, port=port, log_level=log_level, server_header=False)

@@ -81,6 +81,10 @@ def register(app: typer.Typer) -> None:
             "Views: documents, sections, chunks, runs, queries (working tables) and nodes, edges "
             "(the published snapshot), whichever exist. JSON columns (documents.metadata, "
             "runs.counts) work with DuckDB's json functions.\n\n"
+            "History: nodes_all, edges_all, documents_all, chunks_all hold every retained snapshot "
+            "(`arborag snapshots list`) with a `snapshot` column (and `snapshot_published_at`), so one query "
+            "compares versions. --snapshot ID makes nodes, edges, documents and chunks that snapshot's. "
+            "Every snapshot read is leased while the query runs (gc cannot remove it under the query).\n\n"
             "Read-only by construction: one query per call (SELECT, WITH, FROM, DESCRIBE, SHOW, "
             "SUMMARIZE, or EXPLAIN of one); DuckDB reads the tables through Arrow and may open no "
             "file itself, so COPY, ATTACH, INSTALL/LOAD, SET, read_csv('...') and the like are "
@@ -89,7 +93,9 @@ def register(app: typer.Typer) -> None:
             "Examples:\n\n"
             "  arborag sql \"SELECT title, n_chars FROM documents WHERE status = 'ok'\" --corpus .arborag-demo\n\n"
             "  arborag sql \"SELECT strategy, count(*) AS n, avg(n_tokens) FROM chunks GROUP BY strategy\" -c /tmp/c --format csv\n\n"
-            "  arborag sql \"SELECT uri, error FROM documents WHERE status = 'error'\" -c /tmp/c --format json"
+            "  arborag sql \"SELECT uri, error FROM documents WHERE status = 'error'\" -c /tmp/c --format json\n\n"
+            "  arborag sql \"SELECT snapshot, level, count(*) AS nodes FROM nodes_all GROUP BY ALL ORDER BY snapshot, level\" -c /tmp/c\n\n"
+            "  arborag sql \"SELECT level, count(*) FROM nodes GROUP BY level\" -c /tmp/c --snapshot snap-3f2a"
         ),
     )
     def sql(
@@ -97,11 +103,14 @@ def register(app: typer.Typer) -> None:
         corpus: Path = corpus_option("Corpus directory. Env: ARBORAG_CORPUS."),
         fmt: SqlFormat = typer.Option("table", "--format", "-f", help="table (rich, for people), csv or json (for scripts)."),
         max_chars: int = typer.Option(120, "--max-chars", help="table format: cut cells longer than this (0 = never)."),
+        snapshot: str | None = typer.Option(
+            None, "--snapshot", help="Read nodes, edges, documents and chunks from this retained snapshot (id or unique "
+            "prefix; `arborag snapshots list`) instead of the published one."),
     ) -> None:
         from arborag.storage.sql import run_sql
 
         try:
-            columns, rows = run_sql(corpus, query)
+            columns, rows = run_sql(corpus, query, snapshot=snapshot)
         except ArboragError as exc:
             fail(exc)
             return

@@ -14,7 +14,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +56,8 @@ class Transport:
     _tokenizer: Tokenizer | None
     _lock: threading.Lock
     _openai: Any
+    #: What the requests are, in logs and errors ("LLM", "embedding")
+    _kind = "LLM"
 
     @property
     def url(self) -> str:
@@ -101,7 +103,27 @@ class Transport:
         base = min(self.backoff_max_s, self.backoff_s * (2 ** (retry - 1)))
         return base * random.uniform(0.5, 1.0)
 
+    #: What to tell the user when the endpoint cannot be reached after every retry (a subclass
+    #: for another kind of request, e.g. embeddings, names its own settings).
+    _unreachable_hint = (
+        "start the server or fix summarize.base_url (ARBORAG_LLM_BASE_URL), or use ARBORAG_SUMMARIZE__BACKEND=extractive"
+    )
+
+    def _status_hint(self, status: int) -> str:
+        return _status_hint(status, self.api_key_env)
+
+    def _error(self, reason: str) -> LLMError:
+        return LLMError(self.model, reason)
+
     def _request(self, messages: list[Message], params: dict[str, Any], key: str) -> Completion:
+        response = self._send(lambda client: client.chat.completions.create(model=self.model, messages=messages, **params))
+        return self._parse(response, messages, key)
+
+    def _send(self, call: Callable[[Any], Any]) -> Any:
+        """``call(openai_client)`` with the retries: timeouts, connection errors, 408/409/429 and
+        5xx are retried (after ``Retry-After`` when the server sends one, else backoff); other
+        statuses raise at once (401/403/404 as :class:`AbortBatch`). The one HTTP layer of
+        every OpenAI-compatible request arborag makes (chat completions, embeddings)."""
         import openai
 
         client = self._client()
@@ -113,7 +135,7 @@ class Transport:
             if attempt:
                 delay = self._delay(attempt, retry_after)
                 log.warning(
-                    "LLM %s: %s; retry %d/%d in %.2fs", self.model, reason, attempt, self.retries, delay
+                    "%s %s: %s; retry %d/%d in %.2fs", self._kind, self.model, reason, attempt, self.retries, delay
                 )
                 with self._lock:
                     self.stats.retries += 1
@@ -122,7 +144,7 @@ class Transport:
             with self._lock:
                 self.stats.requests += 1
             try:
-                response = client.chat.completions.create(model=self.model, messages=messages, **params)
+                return call(client)
             except openai.APITimeoutError:
                 only_connect_errors = False
                 reason = f"timeout after {self.timeout_s:g}s"
@@ -138,23 +160,21 @@ class Transport:
                     retry_after = _retry_after(exc.response.headers)
                     reason = f"http {status}"
                     continue
-                error = LLMError(self.model, reason + _status_hint(status, self.api_key_env))
+                error = self._error(reason + self._status_hint(status))
                 if status in _ABORT_STATUS:
                     raise AbortBatch(error) from None
                 raise error from None
             except openai.OpenAIError as exc:  # e.g. a reply that is not a chat completion
-                raise LLMError(self.model, self._scrub(f"bad reply: {exc}")) from None
-            return self._parse(response, messages, key)
+                raise self._error(self._scrub(f"bad reply: {exc}")) from None
         if only_connect_errors:
             raise AbortBatch(
                 BackendUnavailable(
-                    "LLM endpoint",
+                    f"{self._kind} endpoint",
                     self.url,
-                    f"{reason} ({attempts} attempts); start the server or fix summarize.base_url "
-                    "(ARBORAG_LLM_BASE_URL), or use ARBORAG_SUMMARIZE__BACKEND=extractive",
+                    f"{reason} ({attempts} attempts); {self._unreachable_hint}",
                 )
             )
-        raise LLMError(self.model, f"{reason} ({attempts} attempts)")
+        raise self._error(f"{reason} ({attempts} attempts)")
 
     def _parse(self, response: Any, messages: list[Message], key: str) -> Completion:
         try:

@@ -17,7 +17,7 @@ from arborag.query.modes import MODES
 from arborag.serve.models import (
     AskRequest,
     ID_PATTERN, DocumentResponse, ErrorBody, Health, Limits, LuceneReport, NodeRef, NodeResponse,
-    SearchHit, SearchRequest, SearchResponse, Source, Stats,
+    SearchHit, SearchRequest, SearchResponse, SnapshotEntry, Snapshots, Source, Stats,
 )
 
 __all__ = ["make_router"]
@@ -55,7 +55,7 @@ def _sources(doc_ids: Any, docs: dict[str, tuple[str | None, str]]) -> list[Sour
 def make_router(holder: Any, limits: Limits, guard: Any) -> APIRouter:
     api = APIRouter()
     protected = [Depends(guard)]
-    errors: dict[int | str, dict[str, Any]] = {400: {"model": ErrorBody}, 401: {"model": ErrorBody}, 403: {"model": ErrorBody},
+    errors: dict[int | str, dict[str, Any]] = {400: {"model": ErrorBody}, 401: {"model": ErrorBody}, 403: {"model": ErrorBody}, 404: {"model": ErrorBody},
               413: {"model": ErrorBody}, 422: {"model": ErrorBody}, 503: {"model": ErrorBody}}
 
     def _need(snap: Any) -> Any:
@@ -64,12 +64,12 @@ def make_router(holder: Any, limits: Limits, guard: Any) -> APIRouter:
         return snap
 
     @api.post("/search", response_model=SearchResponse, dependencies=protected, responses=errors, tags=["search"],
-              summary="Retrieve context for a question from the published snapshot")
+              summary="Retrieve context for a question from the published snapshot (or a retained earlier one)")
     def search(req: SearchRequest) -> SearchResponse:
         _check_limits(req, limits)
         import numpy as np
 
-        with holder.lease() as snap:
+        with holder.lease(req.snapshot) as snap:
             index = _need(snap).index
             vector = None
             if req.vector is not None:
@@ -125,10 +125,11 @@ def make_router(holder: Any, limits: Limits, guard: Any) -> APIRouter:
 
     @api.get("/nodes/{node_id}", response_model=NodeResponse, dependencies=protected, responses=errors, tags=["tree"],
              summary="A node of the published tree with its parents and children")
-    def node(node_id: str = Path(..., pattern=ID_PATTERN)) -> NodeResponse:
+    def node(node_id: str = Path(..., pattern=ID_PATTERN),
+             snapshot: str | None = Query(None, pattern=ID_PATTERN, description="A retained snapshot (default: the published one).")) -> NodeResponse:
         import polars as pl
 
-        with holder.lease() as snap:
+        with holder.lease(snapshot) as snap:
             nodes, edges = _need(snap).tables()
             row = nodes.filter(pl.col("node_id") == node_id)
             if row.height == 0:
@@ -172,6 +173,18 @@ def make_router(holder: Any, limits: Limits, guard: Any) -> APIRouter:
             ingested_at=d["ingested_at"].isoformat() if d.get("ingested_at") else None,
             text=text[:max_chars] if max_chars else None, truncated=len(text) > max_chars,
         )
+
+    @api.get("/snapshots", response_model=Snapshots, dependencies=protected, responses=errors, tags=["tree"],
+             summary="The retained snapshots a request can name in `snapshot` (newest first)")
+    def snapshots() -> Snapshots:
+        from arborag.storage.snapshots import list_snapshots
+
+        current = holder.refresh()
+        open_ids = {s.id for s in holder.open_snapshots()}
+        return Snapshots(serving=current.id if current else None, snapshots=[
+            SnapshotEntry(id=s.id, published_at=s.published_at.isoformat() if s.published_at else None, published=s.published,
+                          pinned=s.pinned, open=s.id in open_ids, nodes=s.nodes, documents=s.documents)
+            for s in list_snapshots(holder.corpus, sizes=False)])
 
     @api.get("/health", response_model=Health, tags=["server"], summary="Liveness and the snapshot served (no token needed)")
     def health() -> Health:

@@ -21,7 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from arborag.config import ArboragConfig, load_config
-from arborag.errors import BackendUnavailable, NotBuiltError, QueryError
+from arborag.errors import BackendUnavailable, NotBuiltError, QueryError, SnapshotNotFound
 from arborag.serve.models import Limits
 from arborag.serve.security import BodySizeLimit, bearer_guard
 
@@ -69,6 +69,9 @@ def create_app(
     config: ArboragConfig | None = None,
     warm: bool = False,
     embedders: Any | None = None,
+    lease_ttl_s: float = 600.0,
+    old_snapshot_idle_s: float = 300.0,
+    snapshot: str | None = None,
 ) -> FastAPI:
     """The HTTP API and search page over the published snapshot of ``corpus_dir``.
 
@@ -76,13 +79,22 @@ def create_app(
     requests. ``warm=True`` opens the index and loads the query embedder at startup instead of
     on the first request. ``embedders`` (a :class:`~arborag.serve.embedders.ResidentEmbedders`)
     lets several apps in one process share one loaded model.
+
+    Every snapshot the server has open is leased on the corpus (renewed every ``lease_ttl_s / 3``),
+    so retention never removes it under the server; an earlier snapshot a request named stays open
+    ``old_snapshot_idle_s`` after its last use (:mod:`arborag.serve.state`). ``snapshot`` pins the
+    server to that retained snapshot (id or unique prefix): it answers from it and never follows
+    a publish; the lease keeps it on disk for as long as the server runs.
     """
     from arborag.serve.api import make_router
     from arborag.serve.embedders import ResidentEmbedders
     from arborag.serve.state import SnapshotHolder
 
     limits = limits or Limits()
-    holder = SnapshotHolder(corpus_dir, config or load_config(), embedders or ResidentEmbedders())
+    holder = SnapshotHolder(corpus_dir, config or load_config(), embedders or ResidentEmbedders(),
+                            ttl_s=lease_ttl_s, old_idle_s=old_snapshot_idle_s, pinned=snapshot)
+    if snapshot is not None:
+        holder.refresh(wait=True)  # fail at start (SnapshotNotFound) rather than on the first request
     guard = bearer_guard(token)
 
     @asynccontextmanager
@@ -91,7 +103,10 @@ def create_app(
             import anyio
 
             await anyio.to_thread.run_sync(_warm_up, holder)
-        yield
+        try:
+            yield
+        finally:
+            holder.close()  # release the reader leases now rather than when they expire
 
     app = FastAPI(
         title="arborag",
@@ -112,6 +127,14 @@ def create_app(
     @app.exception_handler(QueryError)
     async def _bad_query(_: Request, exc: QueryError) -> JSONResponse:
         return JSONResponse({"detail": str(exc), "position": exc.position, "reason": exc.reason}, status.HTTP_400_BAD_REQUEST)
+
+    @app.exception_handler(SnapshotNotFound)
+    async def _no_snapshot(_: Request, exc: SnapshotNotFound) -> JSONResponse:
+        shown = ", ".join(exc.available[:8]) + (f" (and {len(exc.available) - 8} more)" if len(exc.available) > 8 else "")
+        return JSONResponse({"detail": f"snapshot {exc.ref!r} is not retained by this corpus (removed by retention, never "
+                                       f"published, or an ambiguous prefix); retained: {shown or 'none'}. GET /snapshots lists "
+                                       "them with their publication times; `arborag snapshots list` on the server too.",
+                             "retained": exc.available}, status.HTTP_404_NOT_FOUND)
 
     @app.exception_handler(NotBuiltError)
     @app.exception_handler(BackendUnavailable)

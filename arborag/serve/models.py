@@ -15,7 +15,7 @@ from arborag.query.modes import DEFAULT_MODE, MODE_NAMES, MODES
 
 __all__ = [
     "AskRequest", "Limits", "SearchRequest", "SearchResponse", "SearchHit", "Source", "LuceneReport",
-    "NodeRef", "NodeResponse", "DocumentResponse", "Health", "Stats", "ErrorBody", "ID_PATTERN",
+    "NodeRef", "NodeResponse", "SnapshotEntry", "Snapshots", "DocumentResponse", "Health", "Stats", "ErrorBody", "ID_PATTERN",
 ]
 
 
@@ -87,6 +87,10 @@ class SearchRequest(BaseModel):
     )
     vector: list[float] | None = Field(
         None, description="A precomputed, L2-normalised query embedding (skips embedding text; dense modes)."
+    )
+    snapshot: str | None = Field(
+        None, pattern=ID_PATTERN, description="Answer from this retained snapshot (id or unique prefix; GET /snapshots "
+        "lists them) instead of the published one; 404 when it is not retained."
     )
 
     @field_validator("text")
@@ -172,6 +176,21 @@ class DocumentResponse(BaseModel):
     metadata: dict | None = None
     text: str | None = None
     truncated: bool = False
+
+
+class SnapshotEntry(BaseModel):
+    id: str
+    published_at: str | None = None
+    published: bool = Field(..., description="The snapshot the corpus publishes now (what requests without `snapshot` get).")
+    pinned: bool
+    open: bool = Field(..., description="This server has it open (and holds a reader lease on it).")
+    nodes: int | None = None
+    documents: int | None = None
+
+
+class Snapshots(BaseModel):
+    serving: str | None = Field(None, description="The published snapshot this server answers from by default.")
+    snapshots: list[SnapshotEntry] = Field(..., description="Every retained snapshot, newest first.")
 
 
 class Health(BaseModel):

@@ -9,6 +9,16 @@ is released when its last lease ends.
 
 The query embedder (:mod:`arborag.serve.embedders`) is resident and shared across snapshots
 built with the same embedder configuration: a switch never reloads the model.
+
+**Retention cannot pull files from under the server.** Every snapshot the server has open holds a
+reader lease on the corpus (:func:`arborag.storage.leases.acquire_lease`, holder ``serve``): the
+published one it answers from, a replaced one until its last request is done, and the earlier
+snapshots requests asked for by name (``POST /search {"snapshot": ...}``, kept open for
+``old_idle_s`` after their last use, at most ``max_old`` of them). A timer renews the leases
+every ``ttl_s / 3``; a lease is released when its snapshot is closed, and stops counting at once
+if the server dies. ``arborag snapshots gc`` keeps every leased snapshot, so the server answers
+from a snapshot for as long as it has it open, and the snapshot may go at the first gc after the
+server let it go.
 """
 
 from __future__ import annotations
@@ -18,7 +28,7 @@ import logging
 import os
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
@@ -35,7 +45,9 @@ RETRY_FAILED_OPEN_S = 5.0
 
 
 class Snapshot:
-    """One opened, published snapshot: the query index plus what the API shows around hits."""
+    """One opened snapshot (the published one, or an earlier one a request named): the query
+    index plus what the API shows around hits. ``leases`` counts requests in flight on it; the
+    index's own ``lease`` is the corpus-level reader lease that keeps retention away."""
 
     def __init__(self, index: Any, corpus: Any) -> None:
         self.index = index
@@ -45,6 +57,7 @@ class Snapshot:
         self.corpus = corpus
         self.leases = 0
         self.retired = False
+        self.last_used = time.monotonic()
         self._lock = threading.Lock()
         self._docs: dict[str, tuple[str | None, str]] | None = None
         self._tables: tuple[Any, Any] | None = None
@@ -67,14 +80,23 @@ class Snapshot:
     def n_nodes(self) -> int:
         return sum(self.levels.values())
 
+    def renew(self) -> None:
+        """Push the expiry of this snapshot's reader lease forward (no-op without one)."""
+        lease = getattr(self.index, "lease", None) if self.index is not None else None
+        if lease is not None and not lease.released:
+            lease.renew()
+
     def documents(self) -> dict[str, tuple[str | None, str]]:
-        """doc_id -> (title, uri) from the corpus's documents table (read once per snapshot)."""
+        """doc_id -> (title, uri) from the snapshot's documents (the corpus's documents table for a
+        snapshot that carries none), read once per snapshot."""
         if self._docs is None:
             with self._lock:
                 if self._docs is None:
                     import pyarrow.parquet as pq
 
-                    path = self.corpus.table_path("documents")
+                    path = self.dir / "documents.parquet"
+                    if not path.exists():
+                        path = self.corpus.table_path("documents")
                     if path.exists():
                         t = pq.read_table(path, columns=["doc_id", "title", "uri"])
                         self._docs = dict(zip(t.column("doc_id").to_pylist(),
@@ -109,12 +131,22 @@ class Snapshot:
 class SnapshotHolder:
     """The current snapshot of a corpus, switched to a newly published one between requests."""
 
-    def __init__(self, corpus_dir: str | Path, config: ArboragConfig, embedders: ResidentEmbedders) -> None:
+    def __init__(self, corpus_dir: str | Path, config: ArboragConfig, embedders: ResidentEmbedders, *,
+                 ttl_s: float = 600.0, old_idle_s: float = 300.0, max_old: int = 2, pinned: str | None = None) -> None:
         from arborag.storage.corpus import Corpus
 
         self.corpus = Corpus(corpus_dir)
         self.config = config
         self.embedders = embedders
+        self.ttl_s = float(ttl_s)
+        self.old_idle_s = float(old_idle_s)
+        self.max_old = int(max_old)
+        self.pinned = pinned  # serve this retained snapshot only (never follow publishes)
+        self._old: OrderedDict[str, Snapshot] = OrderedDict()  # earlier snapshots requests named, LRU
+        self._retired: set[Snapshot] = set()  # replaced, still answering requests in flight
+        self._old_lock = threading.Lock()
+        self._renewer: threading.Thread | None = None
+        self._closing = threading.Event()
         self._current: Snapshot | None = None
         self._sig: tuple[int, int, int] | None = None
         self._swap_lock = threading.Lock()
@@ -131,17 +163,74 @@ class SnapshotHolder:
             return None
         return (st.st_ino, st.st_mtime_ns, st.st_size)
 
-    def _open(self) -> Snapshot:
+    def _open(self, snapshot_id: str | None = None) -> Snapshot:
+        """Open the published snapshot (or ``snapshot_id``) under a reader lease."""
         from arborag.query import open_index, snapshot_embed_config
 
-        info = json.loads((self.corpus.published_dir() / "info.json").read_text(encoding="utf-8"))
+        if snapshot_id is None:
+            man = self.corpus.manifest()
+            if man is None:
+                self.corpus.published_dir()  # raises NotBuiltError with its message
+            snapshot_id = str(man["snapshot"])  # type: ignore[index]
+        info = json.loads((self.corpus.snapshots_dir / snapshot_id / "info.json").read_text(encoding="utf-8")) \
+            if (self.corpus.snapshots_dir / snapshot_id / "info.json").is_file() else {}
         embed_cfg = snapshot_embed_config(info, self.config)  # the embedder the snapshot was built with
-        index = open_index(self.corpus.root, config=self.config, embed_query=self.embedders.for_config(embed_cfg))
+        index = open_index(self.corpus.root, config=self.config, embed_query=self.embedders.for_config(embed_cfg),
+                           snapshot=snapshot_id, lease_holder="serve", lease_ttl_s=self.ttl_s)
+        self._start_renewer()
         return Snapshot(index, self.corpus)
+
+    # -- reader leases on the corpus ---------------------------------------------------------
+    def _start_renewer(self) -> None:
+        if self._renewer is None:
+            self._renewer = threading.Thread(target=self._renew_loop, name="arborag-lease-renewer", daemon=True)
+            self._renewer.start()
+
+    def open_snapshots(self) -> list[Snapshot]:
+        """Every snapshot the server has open (current, replaced ones still answering, named earlier ones)."""
+        with self._lease_lock:
+            snaps = [s for s in [self._current, *self._retired] if s is not None]
+        with self._old_lock:
+            snaps += [s for s in self._old.values() if s not in snaps]
+        return snaps
+
+    def _renew_loop(self) -> None:
+        interval = max(0.05, self.ttl_s / 3)
+        while not self._closing.wait(min(interval, max(0.05, self.old_idle_s / 2))):
+            for snap in self.open_snapshots():
+                try:
+                    snap.renew()
+                except Exception as exc:  # noqa: BLE001 - keep renewing the others; the expiry is far
+                    log.warning("cannot renew the reader lease on %s: %s", snap.id, exc)
+            self._drop_idle()
+
+    def _drop_idle(self) -> None:
+        now = time.monotonic()
+        with self._old_lock:
+            idle = [s for s in self._old.values() if s.leases == 0 and now - s.last_used > self.old_idle_s]
+            for s in idle:
+                del self._old[s.id]
+        for s in idle:
+            self._release(s)
+
+    def close(self) -> None:
+        """Release every open snapshot and its reader lease (server shutdown)."""
+        self._closing.set()
+        with self._old_lock:
+            old, self._old = list(self._old.values()), OrderedDict()
+        with self._lease_lock:
+            snaps = [s for s in [self._current, *self._retired] if s is not None]
+            self._current, self._retired = None, set()
+        for s in [*snaps, *old]:
+            if s.index is not None:
+                self._release(s)
 
     def refresh(self, *, wait: bool = False) -> Snapshot | None:
         """Switch to the published snapshot if the manifest changed. Never blocks a request
-        (``wait=False``): while one request opens the new snapshot, others use the current one."""
+        (``wait=False``): while one request opens the new snapshot, others use the current one.
+        A holder ``pinned`` to a snapshot opens that one once and never switches."""
+        if self.pinned is not None:
+            return self._open_pinned()
         sig = self._signature()
         if sig == self._sig and self._current is not None:
             return self._current
@@ -178,10 +267,24 @@ class SnapshotHolder:
                     self.swaps += 1
                     if old.leases == 0:
                         self._release(old)
+                    else:
+                        self._retired.add(old)
             log.info("serving snapshot %s", new.id)
             return new
         finally:
             self._swap_lock.release()
+
+    def _open_pinned(self) -> Snapshot | None:
+        if self._current is not None:
+            return self._current
+        with self._swap_lock:
+            if self._current is None:
+                from arborag.storage.snapshots import resolve_snapshot
+
+                assert self.pinned is not None
+                self._current = self._open(resolve_snapshot(self.corpus, self.pinned))
+                log.info("serving snapshot %s (pinned: publishes are not followed)", self._current.id)
+        return self._current
 
     def _release(self, snap: Snapshot) -> None:
         snap.release()
@@ -193,11 +296,24 @@ class SnapshotHolder:
         return self._current
 
     @contextmanager
-    def lease(self) -> Iterator[Snapshot | None]:
-        """The snapshot a request answers from, held until the request is done."""
+    def lease(self, snapshot: str | None = None) -> Iterator[Snapshot | None]:
+        """The snapshot a request answers from, held until the request is done: the published one,
+        or the retained snapshot ``snapshot`` names (an id or unique prefix; raises
+        :class:`~arborag.errors.SnapshotNotFound` when none is retained)."""
+        if snapshot is not None and snapshot != "published":  # a named snapshot: the server does not move for it
+            with self._named(snapshot) as snap:
+                yield snap
+            return
         self.refresh()
+        with self._current_lease() as snap:
+            yield snap
+
+    @contextmanager
+    def _current_lease(self, expect: str | None = None) -> Iterator[Snapshot | None]:
         with self._lease_lock:
             snap = self._current
+            if snap is not None and expect is not None and snap.id != expect:
+                snap = None
             if snap is not None:
                 snap.leases += 1
         try:
@@ -207,5 +323,53 @@ class SnapshotHolder:
                 with self._lease_lock:
                     snap.leases -= 1
                     done = snap.retired and snap.leases == 0
+                    if done:
+                        self._retired.discard(snap)
                 if done:
                     self._release(snap)
+
+    @contextmanager
+    def _named(self, ref: str) -> Iterator[Snapshot]:
+        """An earlier retained snapshot, opened on first use and kept (LRU) while requests use it."""
+        with self._old_lock:
+            snap = self._old.get(ref)
+        if snap is None:
+            from arborag.storage.snapshots import resolve_snapshot
+
+            current = self._current
+            sid = current.id if current is not None and ref == current.id else resolve_snapshot(self.corpus, ref)
+            if current is not None and sid == current.id:
+                with self._current_lease(expect=sid) as cur:
+                    if cur is not None:  # still the current one (not switched meanwhile)
+                        yield cur
+                        return
+            with self._old_lock:
+                snap = self._old.get(sid)
+            if snap is None:
+                opened = self._open(sid)
+                evicted: list[Snapshot] = []
+                with self._old_lock:
+                    snap = self._old.get(sid)
+                    if snap is None:
+                        snap, opened = opened, None
+                        self._old[sid] = snap
+                        while len(self._old) > self.max_old:
+                            victim = next((s for s in self._old.values() if s.leases == 0 and s is not snap), None)
+                            if victim is None:
+                                break
+                            del self._old[victim.id]
+                            evicted.append(victim)
+                if opened is not None:  # another request opened it meanwhile
+                    opened.release()
+                for v in evicted:
+                    self._release(v)
+        with self._old_lock:
+            snap.leases += 1
+            snap.last_used = time.monotonic()
+            self._old.move_to_end(snap.id)
+        try:
+            yield snap
+        finally:
+            with self._old_lock:
+                snap.leases -= 1
+                snap.last_used = time.monotonic()

@@ -55,6 +55,7 @@ __all__ = [
     "IngestReport",
     "SourceFile",
     "build_documents",
+    "cached_ingest_summary",
     "decode_bytes",
     "discover_sources",
     "error_doc_id",
@@ -139,3 +140,9 @@ def run_documents(ctx: StageContext, files: list[str]) -> dict[str, Any]:
     }
     ctx.counters.stages["ingest"] = {k: v for k, v in summary.items() if k not in ("failures", "warning_list")}
     return summary
+
+
+def cached_ingest_summary(summary: dict[str, Any]) -> dict[str, Any]:
+    """What a cache hit of the ingest stage means in counts: nothing added; every document read before is unchanged."""
+    seen = summary.get("added", 0) + summary.get("unchanged", 0) + summary.get("duplicates", 0)
+    return {**summary, "added": 0, "duplicates": 0, "replaced": 0, "unchanged": seen, "written": False}

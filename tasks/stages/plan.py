@@ -13,7 +13,8 @@ not hold any more is *deleted* (``--dry-run`` shows which before anything happen
 
 The runner :func:`run_update_documents` writes the table (only when it changed) and returns the
 plan's counts; :func:`update_estimate` says what the tree will cost (new leaves to embed,
-clusters to re-summarize per level, roughly).
+clusters to re-summarize per level, roughly). Once the leaves are segmented, :func:`decide` says
+how the tree follows them: not at all, incrementally, or by a full rebuild — and why.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from arborag.tasks.ingest.existing import RECORD_URI_PATTERN
 from arborag.tasks.ingest.merge import DocumentState
 from arborag.tasks.ingest.records import IngestReport
 
-__all__ = ["UpdatePlan", "incoming_uris", "plan_documents", "prune_documents", "run_update_documents", "update_estimate"]
+__all__ = ["UpdatePlan", "decide", "incoming_uris", "plan_documents", "prune_documents", "run_update_documents", "update_estimate"]
 
 
 @dataclass(frozen=True)
@@ -177,3 +178,36 @@ def update_estimate(new_leaves: int, gone_leaf_parents: int, clusters_per_level:
         per_node = float(summary_tokens)
     return rows
 
+
+def decide(ctx: StageContext, leaves: pa.Table) -> tuple[str, str]:
+    """``("noop" | "incremental" | "full", why)`` for the current leaves against the published tree
+    (its ``info.json``: tree config, fitted leaves, levels; its clusters and leaf provenance)."""
+    import json
+
+    from arborag.tasks.leaves import tree_config
+    from arborag.tasks.stages import tree_update
+
+    man = ctx.corpus.manifest()
+    if man is None or not (ctx.corpus.snapshots_dir / man["snapshot"]).is_dir():
+        return "full", "no published tree yet"
+    snap = ctx.corpus.snapshots_dir / man["snapshot"]
+    info = json.loads((snap / "info.json").read_text(encoding="utf-8"))
+    if tree_update.same_leaves(snap, leaves) and info.get("tree_config") in (None, tree_config(ctx.config)):
+        return "noop", "the published tree already holds exactly these leaves"
+    if info.get("tree_config") != tree_config(ctx.config):
+        return "full", "the tree config (embedder, clustering, summarizer, scope) differs from the published tree's"
+    if ctx.config.tree.scope == "document":
+        if not (snap / "chunks.parquet").exists():
+            return "full", "the published tree has no leaf provenance (chunks.parquet) to compare documents against"
+        added, removed = tree_update.leaf_delta(snap, leaves)
+        return "incremental", f"per-document trees: {added} leaves added, {removed} removed; only the trees of added or changed documents are built"
+    if not (snap / tree_update.CLUSTERS_DIR).is_dir():
+        return "full", "the published tree has no fitted clusters to update (built before incremental updates)"
+    levels = [int(k) for k in ((info.get("counts") or {}).get("levels") or {"0": 0})]
+    if max(levels) == 0 and leaves.num_rows > ctx.config.cluster.dims + 1:
+        return "full", "the published tree has no summary level yet and the leaves are now enough for one"
+    drift = tree_update.drift_after(snap, info, leaves)
+    if drift["share"] > ctx.config.update.max_drift:
+        return "full", (f"{drift['changed']} of {drift['fitted']} leaves ({drift['share']:.0%}) changed since the last full fit, "
+                        f"over update.max_drift = {ctx.config.update.max_drift:.0%}: re-fitting the whole tree")
+    return "incremental", f"{drift['changed']} of {drift['fitted']} leaves ({drift['share']:.0%}) changed since the last full fit"

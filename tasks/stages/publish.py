@@ -1,6 +1,8 @@
 """Stage ``publish``: seal the staged outputs of a build as a snapshot and switch the manifest.
 
-Copies ``nodes``, ``edges``, ``vectors.lance`` and ``sparse`` into a fresh snapshot folder,
+Copies the staged files the pipeline declares for the snapshot (``snapshot_files``: the build's
+``nodes``, ``edges``, ``vectors.lance`` and ``sparse``; see :func:`arborag.flows.stage.snapshot_files`)
+into a fresh snapshot folder,
 adds the provenance a reader needs without touching the live corpus tables — ``chunks.parquet``
 (the leaf chunks: doc id, section, ordinal, character offsets, header) and ``documents.parquet``
 (the documents those leaves come from, text included, for titles, citations and stitching) —
@@ -17,6 +19,7 @@ there and logged, and the publish stands.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +30,8 @@ from arborag.tasks.stage_context import StageContext
 from arborag.tasks.leaves import snapshot_id_for
 from arborag.tasks.stages.tree import level_counts
 
-__all__ = ["PROVENANCE_FILES", "SNAPSHOT_FILES", "run_publish", "snapshot_provenance", "tree_counts"]
+__all__ = ["PROVENANCE_FILES", "run_publish", "snapshot_provenance", "tree_counts"]
 
-SNAPSHOT_FILES = ("nodes.parquet", "edges.parquet", "vectors.lance", "sparse")
 #: Provenance written into every snapshot by :func:`snapshot_provenance` (readers never need the
 #: live working tables, which a later ingest or update may already have changed).
 PROVENANCE_FILES = ("chunks.parquet", "documents.parquet")
@@ -57,14 +59,17 @@ def tree_counts(nodes_path: Path) -> dict[str, Any]:
     return {"nodes": sum(levels.values()), "levels": {str(k): v for k, v in sorted(levels.items(), key=lambda kv: str(kv[0]))}}
 
 
-def run_publish(ctx: StageContext, key: str) -> dict[str, Any]:
-    """Publish the staged build ``key`` as snapshot ``snap-<key>``."""
+def run_publish(ctx: StageContext, key: str, snapshot_files: Sequence[str]) -> dict[str, Any]:
+    """Publish the staged build ``key`` as snapshot ``snap-<key>``: its ``snapshot_files`` (what the
+    stages before publish declare for the snapshot), the optional files and the provenance."""
+    if not snapshot_files:
+        raise ValueError("publish needs the staged files of the snapshot: the pipeline declares none before publish")
     from arborag.storage.sparse import publish_sparse_index  # looked up per call (tests stand in for it)
 
     stage_dir = ctx.staging_dir(key)
     snap_id = snapshot_id_for(key)
     partial = ctx.corpus.partial_dir(snap_id)
-    for name in SNAPSHOT_FILES:
+    for name in snapshot_files:
         src, dst = stage_dir / name, partial / name
         if src.is_dir():
             shutil.copytree(src, dst)

@@ -80,6 +80,7 @@ __all__ = [
     "STRATEGIES",
     "Span",
     "build_chunks",
+    "chunks_proof",
     "check_params",
     "chunks_fingerprint",
     "params_hash",
@@ -391,3 +392,9 @@ def run_chunks(ctx: StageContext, strategy: str) -> dict[str, Any]:
         "fingerprint": chunks_fingerprint(table, strategy),
     }
     return summary
+
+
+def chunks_proof(ctx: StageContext, strategy: str) -> str:
+    """What proves a segment run still holds: the :func:`chunks_fingerprint` of ``strategy``'s rows
+    (the other strategies' rows of the table may change without touching this one's)."""
+    return chunks_fingerprint(ctx.corpus.read("chunks"), strategy)

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from arborag.cli import app
 from arborag.cli.common import EXIT_ERROR, EXIT_OK, EXIT_PARTIAL
-from helpers_ingest import write_bad_files, write_good_files
+from helpers.ingest import write_bad_files, write_good_files
 
 runner = CliRunner()
 

@@ -1,11 +1,11 @@
-"""`arborag inspect snapshot | tree` over a small hand-made corpus (tests/helpers_query.py)."""
+"""`arborag inspect snapshot | tree` over a small hand-made corpus (tests/helpers/query.py)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from helpers_query import publish_snapshot
+from helpers.query import publish_snapshot
 from typer.testing import CliRunner
 
 from arborag.cli import app

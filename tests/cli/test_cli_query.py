@@ -1,5 +1,5 @@
 """`arborag query`: options fall back to the config (arborag.yaml, ARBORAG_QUERY__*), the command
-line wins; over a small hand-made corpus (tests/helpers_query.py) with an embedded sparse index.
+line wins; over a small hand-made corpus (tests/helpers/query.py) with an embedded sparse index.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers_query import publish_snapshot
+from helpers.query import publish_snapshot
 from typer.testing import CliRunner
 
 from arborag.cli import app

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 from fake_llm_server import FakeLLMServer, error, reply
-from helpers_level import LLM_VARS, QUESTION, fake_embed, publish_level_snapshot
-from helpers_llm import KEY_ENV
+from helpers.level import LLM_VARS, QUESTION, fake_embed, publish_level_snapshot
+from helpers.llm import KEY_ENV
 from typer.testing import CliRunner
 
 from arborag.cli import app

@@ -2,7 +2,7 @@
 every chunk gets a header, the sections table has the sources' real titles, and the header text
 never appears in `arborag query` output (the hits are the chunk text).
 
-The corpus is the four small structured files of tests/helpers_context.py (Markdown, HTML, DOCX,
+The corpus is the four small structured files of tests/helpers/context.py (Markdown, HTML, DOCX,
 PDF with an outline): 11 leaves, so the tree has no summary level and the build stays quick.
 """
 
@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers_context import write_structured_corpus
+from helpers.context import write_structured_corpus
 from typer.testing import CliRunner
 
 from arborag.cli import app

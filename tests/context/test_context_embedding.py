@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from helpers_embed import FakeEmbedder
+from helpers.embed import FakeEmbedder
 
 from arborag.config import ArboragConfig, EmbedConfig, SegmentConfig, SparseConfig
 from arborag.embedder import Embedder, long_text_windows

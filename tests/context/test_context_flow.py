@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from helpers_context import write_structured_corpus
+from helpers.context import write_structured_corpus
 
 from arborag.config import ArboragConfig
 from arborag.storage.corpus import Corpus

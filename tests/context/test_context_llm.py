@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from fake_llm_server import error, reply
-from helpers_llm import KEY_ENV, api_key, server  # noqa: F401  (fixtures)
+from helpers.llm import KEY_ENV, api_key, server  # noqa: F401  (fixtures)
 
 from arborag.config import ArboragConfig
 from arborag.errors import ConfigError

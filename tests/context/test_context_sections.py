@@ -1,6 +1,6 @@
 """The sections stage between ingest and segment, chunks inside sections, and the chunk headers.
 
-Real files of each format (tests/helpers_context.py: Markdown headings, HTML <h1>-<h6>, a DOCX
+Real files of each format (tests/helpers/context.py: Markdown headings, HTML <h1>-<h6>, a DOCX
 with Title/Heading styles made with python-docx, a PDF with an outline made with pypdf) go
 through ingest -> sections -> context -> segment without Prefect; the tests read the tables.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers_context import PDF_PAGES, write_structured_corpus
+from helpers.context import PDF_PAGES, write_structured_corpus
 
 from arborag.config import ArboragConfig
 from arborag.flows.ingest import run_ingest_and_segment

@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from fake_llm_server import FakeLLMServer, error
-from helpers_llm import KEY_ENV
+from helpers.llm import KEY_ENV
 from typer.testing import CliRunner
 
 pytestmark = pytest.mark.slow

@@ -1,7 +1,7 @@
 """The eval flow (arborag.flows.evaluate) end to end on a fake build + FakeIndex (no models, no Prefect unless marked slow).
 
 The stage functions it orchestrates are tested in tests/tasks/test_eval_*.py; the test doubles
-live in tests/helpers_eval.py.
+live in tests/helpers/eval.py.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from helpers_eval import FakeBuilds, FakeOpener, write_hotpot_data
+from helpers.eval import FakeBuilds, FakeOpener, write_hotpot_data
 
 from arborag.config import ArboragConfig
 from arborag.flows.evaluate import EvalOptions, evaluate

@@ -21,7 +21,7 @@ from arborag.config import ArboragConfig
 from arborag.errors import IngestError
 from arborag.flows.common import cache_key_from_stats, file_fingerprint, table_fingerprint, task_options
 from arborag.storage.corpus import Corpus
-from helpers_ingest import write_bad_files
+from helpers.ingest import write_bad_files
 
 pytestmark = pytest.mark.slow
 

@@ -110,7 +110,9 @@ def test_ingest_key_reads_no_file_but_sees_changes(tmp_path: Path) -> None:
 
 
 def test_module_level_tasks_run_with_fn(tmp_path: Path) -> None:
-    from arborag.flows.ingest import ingest_documents, segment_chunks
+    from arborag.flows.pipelines import INGEST, SEGMENT
+
+    ingest_documents, segment_chunks = INGEST.task, SEGMENT.task
 
     src = tmp_path / "a.txt"
     src.write_text("The glass slipper fit. Everyone was surprised.\n\nThe end.")

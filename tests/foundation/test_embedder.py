@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers_embed import TEXTS
+from helpers.embed import TEXTS
 
 from arborag.config import EmbedConfig
 from arborag.errors import ConfigError

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from fake_llm_server import slow
-from helpers_llm import FAST, KEY_ENV, api_key, server  # noqa: F401 (fixtures)
+from helpers.llm import FAST, KEY_ENV, api_key, server  # noqa: F401 (fixtures)
 
 from arborag.errors import ConfigError, LLMError
 from arborag.llm import LLMCache, LLMClient

@@ -1,6 +1,6 @@
 """The import floors of the house (docs/ARCHITECTURE.md), checked on the source with ast.
 
-    cli, serve          <- anything, but only lazily (inside functions) above the foundation
+    cli, serve, mcpserver <- anything, but only lazily (inside functions) above the foundation
                            (except the light mode registry, arborag.query.modes)
     flows               <- tasks, query, storage, foundation   (orchestration only)
     query               <- storage, foundation                 (never tasks or flows)
@@ -29,7 +29,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 # folder on disk -> package name inside the one ``arborag`` namespace
 FOLDERS = {"flows": "arborag.flows", "tasks": "arborag.tasks", "storage": "arborag.storage", "query": "arborag.query"}
-TOP = ("arborag.cli", "arborag.serve")
+TOP = ("arborag.cli", "arborag.serve", "arborag.mcpserver")
 # Read by the top floor at module level (the server's request model, --mode choices): a registry
 # that imports no index, mode, numpy or torch (tests/query/test_modes.py checks that it stays so).
 LIGHT = {"arborag.query.modes"}

@@ -1,5 +1,5 @@
 """LevelRAG tests (tests/level). The top of tests/ is put on sys.path so the shared helpers
-(helpers_level, helpers_llm, fake_llm_server) import by name."""
+(helpers.level, helpers.llm, fake_llm_server) import by name."""
 
 from __future__ import annotations
 

@@ -9,8 +9,8 @@ import socket
 
 import pytest
 from fake_llm_server import FakeLLMServer, error, reply, slow
-from helpers_level import QUESTION, level_index  # noqa: F401 - fixture
-from helpers_llm import FAST, KEY_ENV
+from helpers.level import QUESTION, level_index  # noqa: F401 - fixture
+from helpers.llm import FAST, KEY_ENV
 
 from arborag.llm import LLMClient
 

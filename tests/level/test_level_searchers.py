@@ -6,7 +6,7 @@ import json
 import logging
 
 import pytest
-from helpers_level import QUESTION, RoutedFakeChat, level_index  # noqa: F401 - fixture
+from helpers.level import QUESTION, RoutedFakeChat, level_index  # noqa: F401 - fixture
 
 import arborag.query.level as level
 from arborag.errors import BackendUnavailable, QueryError

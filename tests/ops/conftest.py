@@ -1,6 +1,6 @@
 """Operations tests (tests/ops): the corpus lock, concurrent writers, kills, scheduled runs.
 
-The top of tests/ is put on sys.path so the shared helpers (helpers_reliability, helpers_ops,
+The top of tests/ is put on sys.path so the shared helpers (helpers.reliability, helpers.ops,
 fake_llm_server) import the way the reliability suite imports them.
 """
 

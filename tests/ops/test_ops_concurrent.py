@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from arborag.storage.lock import lock_path, read_lock
-from helpers_ops import hold_lock, stop, write_small_docs
-from helpers_reliability import PYTHON, REPO, cli, cli_env, read_runs, wait_for
+from helpers.ops import hold_lock, stop, write_small_docs
+from helpers.reliability import PYTHON, REPO, cli, cli_env, read_runs, wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -18,8 +18,8 @@ import pytest
 
 from arborag.errors import CorpusLockedError
 from arborag.storage.lock import LOCK_NAME, LockOwner, corpus_lock, lock_path, read_lock, stale_reason
-from helpers_ops import hold_lock, stop
-from helpers_reliability import PYTHON, REPO, cli, cli_env, wait_for
+from helpers.ops import hold_lock, stop
+from helpers.reliability import PYTHON, REPO, cli, cli_env, wait_for
 
 
 def _write_record(corpus: Path, **fields) -> Path:

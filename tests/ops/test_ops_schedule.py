@@ -19,8 +19,8 @@ import httpx
 import pyarrow.parquet as pq
 import pytest
 
-from helpers_ops import prefect_server, stop
-from helpers_reliability import PYTHON, REPO, cli_env
+from helpers.ops import prefect_server, stop
+from helpers.reliability import PYTHON, REPO, cli_env
 
 pytestmark = pytest.mark.slow
 

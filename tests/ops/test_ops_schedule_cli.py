@@ -12,8 +12,8 @@ import yaml
 
 from arborag.cli.schedule import parse_duration, schedule_deployments
 from arborag.errors import ConfigError
-from helpers_ops import no_server_env
-from helpers_reliability import REPO, cli, cli_env
+from helpers.ops import no_server_env
+from helpers.reliability import REPO, cli, cli_env
 
 PREFECT_YAML = REPO / "deploy" / "prefect.yaml"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers_cold_start import QUESTION, publish_real_snapshot
+from helpers.cold_start import QUESTION, publish_real_snapshot
 
 from arborag.query import open_index
 from arborag.storage.vectors import ARROW_FILE, VectorStore

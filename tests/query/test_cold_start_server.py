@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers_cold_start import QUESTION, publish_real_snapshot
+from helpers.cold_start import QUESTION, publish_real_snapshot
 from typer.testing import CliRunner
 
 from arborag.cli import app

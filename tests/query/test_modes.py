@@ -13,7 +13,7 @@ from pydantic import Field
 from arborag.errors import QueryError
 from arborag.query import modes, open_index
 from arborag.storage.corpus import Corpus
-from tests.helpers_query import FakeQueryEmbedder, publish_snapshot
+from tests.helpers.query import FakeQueryEmbedder, publish_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,6 +1,6 @@
 """Query API over a hand-made snapshot: collapsed, traversal, filters, budgets, publishing.
 
-The snapshot (tests/helpers_query.py) is written with the real storage functions (Parquet +
+The snapshot (tests/helpers/query.py) is written with the real storage functions (Parquet +
 LanceDB) from synthetic nodes, so every expected hit can be worked out by hand. The query
 embedder is a named fake that maps a query word to a fixed unit vector.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers_query import NODES_SPEC, FakeQueryEmbedder, publish_snapshot
+from helpers.query import NODES_SPEC, FakeQueryEmbedder, publish_snapshot
 
 from arborag.errors import NotBuiltError, QueryError
 from arborag.query import Hit, open_index

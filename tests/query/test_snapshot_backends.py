@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from fake_es_server import FakeES
-from helpers_query import FakeQueryEmbedder, publish_snapshot
+from helpers.query import FakeQueryEmbedder, publish_snapshot
 
 import arborag.embedder
 from arborag.config import ArboragConfig, EmbedConfig, SparseConfig

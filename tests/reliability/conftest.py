@@ -9,4 +9,4 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ top level: helpers_reliability, fake_llm_server
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ top level: helpers (helpers.reliability), fake_llm_server

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers_reliability import HOTPOT_CORPUS, cli, cli_env, write_hotpot_docs
+from helpers.reliability import HOTPOT_CORPUS, cli, cli_env, write_hotpot_docs
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow, pytest.mark.shared_data]
 

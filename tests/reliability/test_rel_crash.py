@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers_reliability import HOTPOT_CORPUS, PYTHON, REPO, cli_env, kill_tree, read_runs, wait_for, write_hotpot_docs
+from helpers.reliability import HOTPOT_CORPUS, PYTHON, REPO, cli_env, kill_tree, read_runs, wait_for, write_hotpot_docs
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow, pytest.mark.shared_data]
 

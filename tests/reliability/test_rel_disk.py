@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers_reliability import HOTPOT_CORPUS, cli, cli_env, iter_files, write_hotpot_docs
+from helpers.reliability import HOTPOT_CORPUS, cli, cli_env, iter_files, write_hotpot_docs
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow, pytest.mark.shared_data]
 

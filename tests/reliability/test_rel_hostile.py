@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers_reliability import Expect, cli, cli_env, make_hostile_corpus, read_documents
+from helpers.reliability import Expect, cli, cli_env, make_hostile_corpus, read_documents
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 

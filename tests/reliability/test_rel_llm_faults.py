@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from helpers_reliability import HOTPOT_CORPUS, ChaosLLMServer, cli, cli_env, read_runs, write_hotpot_docs
+from helpers.reliability import HOTPOT_CORPUS, ChaosLLMServer, cli, cli_env, read_runs, write_hotpot_docs
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow, pytest.mark.shared_data]
 

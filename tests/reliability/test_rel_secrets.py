@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from fake_llm_server import FakeLLMServer, error, reply
-from helpers_reliability import HOTPOT_CORPUS, PYTHON, REPO, cli, cli_env, find_markers, kill_tree, python, wait_for, write_hotpot_docs
+from helpers.reliability import HOTPOT_CORPUS, PYTHON, REPO, cli, cli_env, find_markers, kill_tree, python, wait_for, write_hotpot_docs
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow, pytest.mark.shared_data]
 
@@ -122,7 +122,7 @@ def test_markers_never_appear(tmp_path) -> None:
     outputs.append(dump.output)
 
     found = find_markers(list(MARKERS.values()), corpus, prefect_home, eval_out, texts=outputs)
-    n_files = sum(1 for _ in __import__("helpers_reliability").iter_files(corpus, prefect_home, eval_out))
+    n_files = sum(1 for _ in __import__("helpers.reliability", fromlist=["iter_files"]).iter_files(corpus, prefect_home, eval_out))
     print(f"\nRELIABILITY secrets: files searched={n_files} texts={len(outputs)} markers found={len(found)}")
     assert found == [], found
     # a config dump shows the secret is set without its value

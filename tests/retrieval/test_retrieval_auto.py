@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers_query import EDGES_SPEC, NODES_SPEC, FakeQueryEmbedder, publish_snapshot
+from helpers.query import EDGES_SPEC, NODES_SPEC, FakeQueryEmbedder, publish_snapshot
 
 from arborag.config import ArboragConfig, SparseConfig
 from arborag.errors import QueryError

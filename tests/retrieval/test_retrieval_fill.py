@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers_query import FakeQueryEmbedder, publish_snapshot, unit
+from helpers.query import FakeQueryEmbedder, publish_snapshot, unit
 
 from arborag.config import SparseConfig
 from arborag.query import open_index

@@ -9,7 +9,7 @@ level (level 2, d1's root) and never saw them.
 from __future__ import annotations
 
 import pytest
-from helpers_query import FakeQueryEmbedder, publish_snapshot, unit
+from helpers.query import FakeQueryEmbedder, publish_snapshot, unit
 
 from arborag.query import open_index
 from arborag.storage.corpus import Corpus

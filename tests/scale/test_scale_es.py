@@ -14,7 +14,7 @@ from arborag.config import SparseConfig
 from arborag.storage.sparse import build_sparse_index, publish_sparse_index
 from arborag.storage.sparse import es_backend
 from tests.fake_es_server import FakeES
-from tests.helpers_sparse import DOCS, nodes_table
+from tests.helpers.sparse import DOCS, nodes_table
 
 
 @pytest.fixture

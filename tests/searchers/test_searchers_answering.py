@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 from fake_llm_server import FakeLLMServer, error, reply
-from helpers_llm import KEY_ENV, ScriptedFakeChat
+from helpers.llm import KEY_ENV, ScriptedFakeChat
 
 from arborag.errors import ConfigError, LLMError
 from arborag.llm.answering import answer_passages, numbered_context, strip_citations

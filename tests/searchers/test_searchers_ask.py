@@ -11,7 +11,7 @@ import re
 
 import pytest
 from fake_llm_server import FakeLLMServer, error, reply
-from helpers_llm import ScriptedFakeChat
+from helpers.llm import ScriptedFakeChat
 
 from arborag.errors import LLMError
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from fake_llm_server import FakeLLMServer, error, reply, slow
-from helpers_llm import FAST, KEY_ENV, ScriptedFakeChat
+from helpers.llm import FAST, KEY_ENV, ScriptedFakeChat
 
 from arborag.errors import LLMError, QueryError
 from arborag.llm import LLMClient

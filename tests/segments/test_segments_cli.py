@@ -1,5 +1,5 @@
 """`arborag query --mode segments` shows a segment's document title and character offsets (table
-and --json), over the tiny snapshot of tests/helpers_segments.py; the query embedder is the
+and --json), over the tiny snapshot of tests/helpers/segments.py; the query embedder is the
 fake one (``FakeQueryEmbedder``), put in place of the model by patching ``open_index``."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 import arborag.query as query_pkg
 from arborag.cli import app
-from tests.helpers_segments import D1_SPANS, D1_TEXT, FakeQueryEmbedder, publish_segments_snapshot
+from tests.helpers.segments import D1_SPANS, D1_TEXT, FakeQueryEmbedder, publish_segments_snapshot
 
 runner = CliRunner()
 

@@ -1,4 +1,4 @@
-"""``--mode segments`` end to end on a tiny hand-made snapshot (tests/helpers_segments.py).
+"""``--mode segments`` end to end on a tiny hand-made snapshot (tests/helpers/segments.py).
 
 Expected selections are worked out by hand from the chunk cosines (0.995, 0.981, 0.970, 0.958
 for chunks 3, 2, 1, 4 of d1; 0 for the rest), Beta(0.4, 0.4) calibration and the dsRAG value
@@ -14,7 +14,7 @@ from arborag.errors import QueryError
 from arborag.query import open_index
 from arborag.query.segments import leaf_layout
 from arborag.tokenizer import count_tokens
-from tests.helpers_segments import D1_SPANS, D1_TEXT, D2_TEXT, FakeQueryEmbedder, publish_segments_snapshot
+from tests.helpers.segments import D1_SPANS, D1_TEXT, D2_TEXT, FakeQueryEmbedder, publish_segments_snapshot
 
 
 @pytest.fixture()
@@ -107,7 +107,7 @@ def test_segments_doc_filter_and_layout(index):
 
 def test_segments_on_a_snapshot_without_chunk_offsets_says_to_rebuild(tmp_path):
     from arborag.storage.corpus import Corpus
-    from tests.helpers_query import publish_snapshot
+    from tests.helpers.query import publish_snapshot
 
     corpus = Corpus(tmp_path / "old").ensure()
     publish_snapshot(corpus, "s-old")  # nodes and vectors only, as snapshots were before chunks.parquet

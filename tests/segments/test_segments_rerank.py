@@ -1,5 +1,5 @@
 """Rerankers wired into ``--mode segments`` and ``--mode rerank`` (tiny snapshot of
-tests/helpers_segments.py): Beta-CDF calibration with scipy, a cross-encoder (a tiny
+tests/helpers/segments.py): Beta-CDF calibration with scipy, a cross-encoder (a tiny
 **randomly initialised** BERT built in the test: its scores mean nothing, the test checks the
 plumbing), and the LLM scorer through a scripted fake chat LLM (``ScriptedFakeChat``) and through
 the real client against the fake OpenAI-compatible server (``FakeLLMServer``), with malformed
@@ -24,8 +24,8 @@ from arborag.query.rerank import (
     score_relevance,
 )
 from tests.fake_llm_server import FakeLLMServer, reply, slow
-from tests.helpers_llm import ScriptedFakeChat
-from tests.helpers_segments import FakeQueryEmbedder, make_tiny_cross_encoder, publish_segments_snapshot
+from tests.helpers.llm import ScriptedFakeChat
+from tests.helpers.segments import FakeQueryEmbedder, make_tiny_cross_encoder, publish_segments_snapshot
 
 # the dense order of the 12 leaves for "alpha": d1 chunks 3, 2, 1, 4, then the cosine-0 ties by row
 DENSE_ORDER = ["d1-c3", "d1-c2", "d1-c1", "d1-c4", "d1-c0", "d1-c5", "d1-c6", "d1-c7", "d2-c0", "d2-c1", "d2-c2", "d2-c3"]

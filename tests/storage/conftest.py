@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from helpers_sparse import DOCS, ES_SKIP, es_cleanup, needs_es, nodes_table
+from helpers.sparse import DOCS, ES_SKIP, es_cleanup, needs_es, nodes_table
 
 from arborag.config import SparseConfig
 from arborag.storage.sparse import SparseIndex, build_sparse_index, open_sparse_index, publish_sparse_index

@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers_embed import FakeEmbedder
+from helpers.embed import FakeEmbedder
 
 from arborag.errors import SchemaError
 from arborag.hashing import hash_text

@@ -10,7 +10,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from helpers_update import CONFIG, make_sources
+from helpers.update import CONFIG, make_sources
 
 from arborag.flows.build import run_build
 from arborag.flows.update import run_update
@@ -137,3 +137,8 @@ def test_embedding_cache_sweep_keeps_exactly_the_referenced_vectors(tmp_path: Pa
     assert len(after) == 54 and ("m", "h4-0") not in after and ("m", "h5-2") in after
     found, vecs = after.get_many("m", ["h9-1", "h3-2"])
     assert found.all() and np.array_equal(vecs[1], blocks[3][2])
+    # the merged shard merges again with later ones (one schema: string keys)
+    for i in range(20, 40):
+        after.put_many("m", [f"h{i}"], rng.random((1, 8), dtype=np.float32))
+    again = sweep_embedding_cache(tmp_path, vector_keys(np.concatenate([keep] + [after.get_many("m", [f"h{i}"])[1][0][None] for i in range(20, 40)])))
+    assert again["entries_removed"] == 0 and again["shards_after"] == 1 and len(EmbeddingCache(tmp_path)) == 74

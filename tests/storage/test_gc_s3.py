@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_update import CONFIG, make_sources
+from helpers.update import CONFIG, make_sources
 
 from arborag.config import RetentionConfig
 from arborag.flows.build import run_build

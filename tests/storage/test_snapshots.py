@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_update import CONFIG, copy_corpus, make_sources
+from helpers.update import CONFIG, copy_corpus, make_sources
 
 from arborag.config import RetentionConfig
 from arborag.errors import CorpusLockedError, SnapshotNotFound

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from helpers_sparse import DOCS, FUZZ_TOKENS, ids, nodes_table
+from helpers.sparse import DOCS, FUZZ_TOKENS, ids, nodes_table
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from fake_es_server import FakeES
-from helpers_sparse import DOCS, FUZZ_TOKENS, ids, needs_es, nodes_table
+from helpers.sparse import DOCS, FUZZ_TOKENS, ids, needs_es, nodes_table
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

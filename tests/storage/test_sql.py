@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers_query import NODES_SPEC, publish_snapshot
+from helpers.query import NODES_SPEC, publish_snapshot
 
 from arborag.errors import QueryError
 from arborag.storage.corpus import Corpus
@@ -41,7 +41,7 @@ def test_only_one_select_runs(corpus: Path, statement: str) -> None:
 def test_no_other_file_can_be_read(corpus: Path, tmp_path: Path) -> None:
     other = tmp_path / "secret.csv"
     other.write_text("a\n1\n")
-    with pytest.raises(QueryError, match="refused by the sandbox.*only these views can be read: edges, nodes"):
+    with pytest.raises(QueryError, match="refused by the sandbox.*only these views can be read: edges, edges_all, nodes, nodes_all"):
         run_sql(corpus, f"SELECT * FROM read_csv('{other}')")
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from helpers_query import publish_snapshot
+from helpers.query import publish_snapshot
 from typer.testing import CliRunner
 
 from arborag.errors import QueryError
@@ -154,7 +154,7 @@ def test_clear_messages(corpus: Path) -> None:
         run_sql(corpus, "SELECT 1; SELECT 2")
     with pytest.raises(QueryError, match="refused: CALL is not a query"):
         run_sql(corpus, "CALL pragma_version()")
-    with pytest.raises(QueryError, match=r"refused by the sandbox \(Permission Error: .*file system operations are disabled.*\): only these views can be read: documents, edges, nodes"):
+    with pytest.raises(QueryError, match=r"refused by the sandbox \(Permission Error: .*file system operations are disabled.*\): only these views can be read: documents, edges, edges_all, nodes, nodes_all"):
         run_sql(corpus, "SELECT * FROM read_text('/etc/passwd')")
     with pytest.raises(QueryError, match="no statement"):
         run_sql(corpus, "/* nothing */")

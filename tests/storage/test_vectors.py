@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers_query import NODES_SPEC, nodes_table
+from helpers.query import NODES_SPEC, nodes_table
 
 from arborag.errors import SchemaError
 from arborag.storage.vectors import VectorStore, write_vectors

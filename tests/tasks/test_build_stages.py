@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pyarrow as pa
-from helpers_embed import FakeEmbedder
+from helpers.embed import FakeEmbedder
 
 from arborag.config import ArboragConfig
 from arborag.storage.corpus import Corpus
@@ -22,6 +22,8 @@ from arborag.tasks.stages.tree import level_counts, run_tree
 from arborag.tasks.stages.publish import run_publish, tree_counts
 from arborag.tasks.stages.sparse import run_sparse
 from arborag.tasks.stages.vectors import run_vectors
+from arborag.flows.pipelines import TREE_PIPELINE
+from arborag.flows.stage import snapshot_files
 
 
 def test_runners_build_and_publish_a_small_tree(tmp_path: Path) -> None:
@@ -50,7 +52,7 @@ def test_runners_build_and_publish_a_small_tree(tmp_path: Path) -> None:
     assert ctx.counters.stages["tree"]["levels"] == {0: leaves.num_rows}
     assert run_vectors(ctx, key)["rows"] == leaves.num_rows
     assert run_sparse(ctx, key)["count"] == leaves.num_rows
-    assert run_publish(ctx, key) == {"snapshot": snapshot_id_for(key)}
+    assert run_publish(ctx, key, snapshot_files(TREE_PIPELINE))["snapshot"] == snapshot_id_for(key)
 
     published = ctx.corpus.published_dir()
     nodes = ctx.corpus.read_snapshot("nodes")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from helpers_ingest import make_pdf, write_bad_files, write_good_files
+from helpers.ingest import make_pdf, write_bad_files, write_good_files
 
 from arborag.config import IngestConfig
 from arborag.tasks.stages import ingest as D

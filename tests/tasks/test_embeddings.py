@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers_embed import TEXTS, FakeEmbedder
+from helpers.embed import TEXTS, FakeEmbedder
 
 from arborag.config import EmbedConfig
 from arborag.embedder import Embedder

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from helpers_eval import FakeBuilds, FakeIndex, FakeVectorIndex, write_hotpot_data
+from helpers.eval import FakeBuilds, FakeIndex, FakeVectorIndex, write_hotpot_data
 
 from arborag.config import ArboragConfig
 from arborag.storage.schemas import HITS

@@ -17,7 +17,7 @@ from arborag.tasks.stages.context import (
     lead_summary,
     section_summary,
 )
-from helpers_llm import ScriptedFakeLLM
+from helpers.llm import ScriptedFakeLLM
 
 
 def _words(text: str, n: int) -> str:  # a stand-in tokenizer: the first n words

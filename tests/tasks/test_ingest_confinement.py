@@ -112,7 +112,7 @@ def test_cli_reports_and_the_run_records_what_was_skipped(tree: Path, tmp_path: 
     import json
 
     import pyarrow.parquet as pq
-    from helpers_reliability import cli, cli_env
+    from helpers.reliability import cli, cli_env
 
     corpus = tmp_path / "c"
     result = cli("ingest", str(tree / "**" / "*.txt"), "--corpus", str(corpus), "--no-prefect", env=cli_env())

@@ -22,7 +22,7 @@ from arborag.tasks.sections_semantic import (
     repair_window,
     window_ranges,
 )
-from helpers_llm import ScriptedFakeLLM
+from helpers.llm import ScriptedFakeLLM
 
 
 def _js(*secs: tuple[str, int, int]) -> str:

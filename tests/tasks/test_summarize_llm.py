@@ -14,7 +14,7 @@ import time
 
 import pytest
 from fake_llm_server import FakeLLMServer, error, reply, slow
-from helpers_llm import FAST, KEY_ENV, SECRET, api_key, server  # noqa: F401 (fixtures)
+from helpers.llm import FAST, KEY_ENV, SECRET, api_key, server  # noqa: F401 (fixtures)
 
 from arborag.config import SummarizeConfig
 from arborag.errors import BackendUnavailable, LLMError

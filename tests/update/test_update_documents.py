@@ -18,7 +18,7 @@ import pytest
 from arborag.flows.build import run_build
 from arborag.flows.update import run_update
 from arborag.storage.corpus import Corpus
-from tests.helpers_update import CONFIG, UNIQUE, CountingSummaries, copy_corpus, nodes_of, published, vector_texts
+from tests.helpers.update import CONFIG, UNIQUE, CountingSummaries, copy_corpus, nodes_of, published, vector_texts
 
 pytestmark = pytest.mark.slow
 
@@ -55,7 +55,7 @@ def _without_run(rows: list[dict]) -> list[dict]:
 def test_per_document_update_rebuilds_only_changed_documents_and_equals_a_full_build(
     tmp_path: Path, examples_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.helpers_update import make_sources
+    from tests.helpers.update import make_sources
 
     src0 = make_sources(tmp_path / "base", examples_dir)
     base = tmp_path / "base" / "c"

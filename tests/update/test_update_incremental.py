@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from arborag.flows.build import run_build
 from arborag.flows.update import run_update
 from arborag.storage.corpus import Corpus
-from tests.helpers_update import (
+from tests.helpers.update import (
     CONFIG,
     UNIQUE,
     CountingSummaries,

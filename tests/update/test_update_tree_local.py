@@ -1,4 +1,4 @@
-"""The local tree update (tasks/tree_update.update_tree) on synthetic clustered vectors: the tree
+"""The local tree update (tasks/stages/tree_update.update_tree) on synthetic clustered vectors: the tree
 it returns keeps the build's invariants after adds, deletes, a cluster that grows past the token
 limit (split by the build's guard) and a cluster left with one child (dissolved); and the fitted
 models survive a save/load round trip. PCA stands in for UMAP (no numba JIT; the real UMAP runs

@@ -83,10 +83,13 @@ function select(id) {  // highlight the hit whose tree the panel starts from
   showNode(id);
 }
 
+let answeredFrom = null;  // the snapshot the shown hits came from, when a request named one
+
 async function showNode(id) {
   const aside = $("node");
   try {
-    const n = await api("GET", `/nodes/${encodeURIComponent(id)}`);
+    const query = answeredFrom ? `?snapshot=${encodeURIComponent(answeredFrom)}` : "";
+    const n = await api("GET", `/nodes/${encodeURIComponent(id)}${query}`);
     aside.replaceChildren(
       el("h2", {}, levelBadge(n.level), " node ", el("code", {}, n.node_id)),
       el("div", {class: "muted"}, `${n.tokens} tokens · ${sourcesText(n.sources)} · ${n.summarizer || ""}`),
@@ -103,15 +106,19 @@ async function search(event) {
   event.preventDefault();
   const budget = parseInt($("budget").value, 10);
   const body = {text: $("q").value, mode: $("mode").value, budget: Number.isFinite(budget) ? budget : null, lucene: $("lucene").checked};
+  if ($("snap").value) body.snapshot = $("snap").value;
   setStatus("searching…");
   try {
     const data = await api("POST", "/search", body);
+    answeredFrom = body.snapshot ? data.snapshot : null;
+    $("results").dataset.snapshot = data.snapshot;
     renderHits(data);
     const leaves = data.hits.filter((h) => h.level === 0).length;
     const plural = (n, one, many) => `${n} ${n === 1 ? one : many}`;
     setStatus(`${plural(data.hits.length, "hit", "hits")} · ${data.tokens} tokens (budget ${data.budget ?? "none"}) · ` +
       `${plural(data.hits.length - leaves, "summary", "summaries")}, ${plural(leaves, "leaf", "leaves")} · ` +
-      `${data.mode} · ${data.took_ms.toFixed(1)} ms · ${data.snapshot}`);
+      `${data.mode} · ${data.took_ms.toFixed(1)} ms · answered from snapshot ${data.snapshot}` +
+      (answeredFrom ? " (an earlier snapshot, not the published one)" : ""));
   } catch (err) {
     $("results").replaceChildren();
     setStatus(err.message, true);
@@ -120,12 +127,27 @@ async function search(event) {
 
 async function init() {
   $("search").addEventListener("submit", search);
+  $("snap").addEventListener("focus", listSnapshots);
   try {
     const h = await (await fetch("/health")).json();
     $("snapshot").textContent = h.snapshot ? `snapshot ${h.snapshot}` : "no index published yet";
     if (h.auth) $("token-box").hidden = false;
+    await listSnapshots();
   } catch (err) {
     $("snapshot").textContent = "server unreachable";
+  }
+}
+
+async function listSnapshots() {  // the retained snapshots a search may name (GET /snapshots)
+  try {
+    const list = await api("GET", "/snapshots");
+    const keep = $("snap").value;
+    $("snap").replaceChildren(el("option", {value: ""}, "published"),
+      ...list.snapshots.filter((s) => !s.published).map((s) =>
+        el("option", {value: s.id}, `${s.id} · ${s.published_at ? s.published_at.slice(0, 19).replace("T", " ") : "?"}${s.pinned ? " · pinned" : ""}`)));
+    $("snap").value = keep;
+  } catch (err) {
+    // no token yet (401) or an old server: searching the published snapshot still works
   }
 }
 init();

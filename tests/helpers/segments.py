@@ -25,7 +25,7 @@ from arborag.storage.schemas import CHUNKS, DOCUMENTS, EDGES, NODES
 from arborag.storage.tables import write_table
 from arborag.storage.vectors import write_vectors
 from arborag.tokenizer import count_tokens
-from tests.helpers_query import FakeQueryEmbedder, unit
+from tests.helpers.query import FakeQueryEmbedder, unit
 
 __all__ = ["D1_SPANS", "D1_TEXT", "D2_TEXT", "FakeQueryEmbedder", "make_tiny_cross_encoder", "publish_segments_snapshot"]
 

@@ -1,5 +1,5 @@
 """A small snapshot with real 384-d vectors (the packaged model) for the cold-start tests:
-the hand-made tree of tests/helpers_query.py, its node texts embedded for real, so a CLI
+the hand-made tree of tests/helpers/query.py, its node texts embedded for real, so a CLI
 process can run a dense query end to end in a fresh interpreter."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ QUESTION = "a the glass slipper fitted her foot"
 
 
 def publish_real_snapshot(root: Path, snapshot_id: str = "snap-cold") -> Path:
-    from helpers_query import NODES_SPEC, publish_snapshot
+    from helpers.query import NODES_SPEC, publish_snapshot
 
     from arborag.embedder import Embedder
 

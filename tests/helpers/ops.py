@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from helpers_reliability import REPO, cli_env, wait_for
+from helpers.reliability import REPO, cli_env, wait_for
 
 PYTHON = sys.executable
 

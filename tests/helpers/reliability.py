@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from fake_llm_server import FakeLLMServer, Step, error, reply, slow
-from helpers_ingest import make_docx
+from helpers.ingest import make_docx
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable

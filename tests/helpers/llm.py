@@ -1,6 +1,6 @@
 """Shared settings and fixtures of the LLM tests (client and summarizer) against tests/fake_llm_server.py.
 
-Import the fixtures by name into a test module: ``from helpers_llm import api_key, server``.
+Import the fixtures by name into a test module: ``from helpers.llm import api_key, server``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,117 @@
+"""Every stage, declared once, and the pipelines: ordered tuples of those same stage objects.
+
+A :class:`~arborag.flows.stage.Stage` says what its runner reads and writes, which config keys
+shape it, which run inputs it takes and when it is on; :func:`arborag.flows.stage.run_pipeline`
+derives cache keys, proofs and skips from that. The flows (``flows/ingest.py``, ``flows/build.py``,
+``flows/update.py``) run these tuples; ``arborag pipeline`` prints them.
+
+Adding a stage is one module (``tasks/stages/<name>.py`` with ``run_<name>(ctx, **params) -> dict``
+beside its pure function) plus one entry here (see docs/ARCHITECTURE.md, "Adding a stage").
+"""
+
+from __future__ import annotations
+
+from arborag.config import ArboragConfig
+from arborag.env import offline_env
+from arborag.flows.stage import SNAPSHOT, SOURCES, Stage, staged, table
+from arborag.tasks.stages import context, embed, ingest, plan, publish, sections, segment, sparse, tree, tree_update, vectors
+
+offline_env()  # Prefect reads its settings when imported
+from prefect import task  # noqa: E402
+
+__all__ = [
+    "BUILD_PIPELINE", "CONTEXT", "EMBED", "INGEST", "INGEST_PIPELINE", "PIPELINES", "PLAN", "PUBLISH", "SECTIONS", "SEGMENT",
+    "SPARSE", "TREE", "TREE_PIPELINE", "TREE_UPDATE", "UPDATE_PIPELINE", "VECTORS",
+]
+
+
+def _task(name: str, runner):  # type: ignore[no-untyped-def]
+    """The module-level Prefect task of a stage (``.fn`` is the runner: testable without Prefect)."""
+    return task(name=name, log_prints=False)(runner)
+
+
+def _sections_on(config: ArboragConfig) -> bool:
+    return config.sections.strategy != "none"
+
+
+# The LLM settings that change what the sections/context stages produce.
+_LLM = ("summarize.base_url", "summarize.llm_model")
+
+
+def _staged(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The staged files a runner module names in its ``OUTPUTS`` (the module owns the file names)."""
+    return tuple(staged(n) for n in names)
+
+
+# -- ingest: sources -> documents -> sections -> doc_context -> chunks --------------------------
+# (table reads/writes can fail transiently on network file systems; LLM calls retry in the client)
+INGEST = Stage(
+    "ingest", _task("ingest-documents", ingest.run_documents), retries=2,
+    reads=(SOURCES,), writes=(table("documents"),), config=("ingest",), params=("files",),
+    on_cached=ingest.cached_ingest_summary, describe="read the sources into documents (unchanged files are not parsed again)",
+)
+SECTIONS = Stage(
+    "sections", _task("sections", sections.run_sections), retries=1,
+    reads=(table("documents"),), writes=(table("sections"),), config=("sections", "context.llm", *_LLM), needs=("strategy",),
+    enabled=_sections_on, describe="split documents into sections (structural, or semantic with the LLM)",
+)
+CONTEXT = Stage(
+    "context", _task("context", context.run_doc_context), retries=1,
+    reads=(table("documents"),), writes=(table("doc_context"),), config=("context", *_LLM), needs=("strategy",),
+    enabled=context.headers_enabled, describe="document titles and summaries for the AutoContext chunk headers",
+)
+SEGMENT = Stage(
+    "segment", _task("segment-chunks", segment.run_chunks), retries=1,
+    reads=(table("documents"), table("sections"), table("doc_context")), writes=(table("chunks"),),
+    config=("segment", "sections.strategy", "context.headers"), params=("strategy",), proof=segment.chunks_proof,
+    describe="cut the ok documents into leaf chunks (inside sections, with headers)",
+)
+
+# -- the tree: everything staged under the build key, then sealed as one snapshot ---------------
+EMBED = Stage(
+    "embed", _task("embed", embed.run_leaf_vectors), retries=2,
+    reads=(table("chunks"),), writes=_staged(embed.OUTPUTS), params=("key",),
+    describe="embed the leaves through the embedding cache",
+)
+TREE = Stage(
+    "tree", _task("tree", tree.run_tree), retries=3,
+    reads=(table("chunks"), *_staged(embed.OUTPUTS)), writes=_staged(tree.OUTPUTS), params=("key",),
+    snapshot=("nodes.parquet", "edges.parquet"), describe="cluster, summarize and embed level by level (RAPTOR)",
+)
+TREE_UPDATE = Stage(
+    "tree-update", _task("tree-update", tree_update.run_tree_update), retries=3,
+    reads=(table("chunks"), *_staged(embed.OUTPUTS), SNAPSHOT), writes=_staged(tree_update.OUTPUTS), params=("key",),
+    snapshot=("nodes.parquet", "edges.parquet"), describe="update the published tree locally (only changed clusters re-summarized)",
+)
+VECTORS = Stage(
+    "vectors", _task("vectors", vectors.run_vectors),
+    reads=(staged("nodes.parquet"), staged("node_vectors.parquet")), writes=_staged(vectors.OUTPUTS), params=("key",),
+    snapshot=("vectors.lance",), describe="write the nodes and their vectors as a LanceDB table",
+)
+SPARSE = Stage(
+    "sparse", _task("sparse", sparse.run_sparse), retries=3,
+    reads=(table("chunks"), staged("nodes.parquet")), writes=_staged(sparse.OUTPUTS), params=("key",),
+    snapshot=("sparse",), describe="index the nodes for BM25 (tantivy, or Elasticsearch)",
+)
+PUBLISH = Stage(
+    "publish", _task("publish", publish.run_publish),
+    reads=(table("chunks"), table("documents"), staged("<snapshot files of the stages before>")),
+    writes=(SNAPSHOT,), params=("key", "snapshot_files"), describe="seal the staged files as a snapshot and switch the manifest",
+)
+
+# -- update: the plan (documents as the sources hold them now) -----------------------------------
+PLAN = Stage(
+    "plan", _task("plan", plan.run_update_documents), retries=1,
+    reads=(SOURCES, table("documents")), writes=(table("documents"),), config=("ingest",), params=("files", "prune", "dry_run"),
+    cached=False, describe="read the sources, diff them against documents, prune what is gone",
+)
+
+INGEST_PIPELINE: tuple[Stage, ...] = (INGEST, SECTIONS, CONTEXT, SEGMENT)
+TREE_PIPELINE: tuple[Stage, ...] = (EMBED, TREE, VECTORS, SPARSE, PUBLISH)
+BUILD_PIPELINE: tuple[Stage, ...] = INGEST_PIPELINE + TREE_PIPELINE
+UPDATE_PIPELINE: tuple[Stage, ...] = (EMBED, TREE_UPDATE, VECTORS, SPARSE, PUBLISH)
+#: What ``arborag update`` may run, in order: the plan, the ingest stages after ingest, then the
+#: incremental tree (or TREE_PIPELINE when it falls back to a full rebuild).
+UPDATE_RUN: tuple[Stage, ...] = (PLAN, SECTIONS, CONTEXT, SEGMENT) + UPDATE_PIPELINE
+
+PIPELINES: dict[str, tuple[Stage, ...]] = {"ingest": INGEST_PIPELINE, "build": BUILD_PIPELINE, "update": UPDATE_RUN}
