@@ -213,9 +213,17 @@ def list_snapshots(corpus: "Corpus", *, sizes: bool = True) -> list[SnapshotInfo
     return out
 
 
+def _published_times(corpus: "Corpus") -> list[tuple[str, datetime | None]]:
+    """``(id, published_at)`` of every retained snapshot, newest first: only the ``info.json``
+    files are read (what resolving a reference needs on every query), not leases, runs or tables."""
+    out = [(sid, _parse_time(_info(corpus, sid).get("published_at"))) for sid in _sealed_ids(corpus)]
+    out.sort(key=lambda t: (t[1] or _EPOCH, t[0]), reverse=True)
+    return out
+
+
 def retained_ids(corpus: "Corpus") -> list[str]:
     """The retained snapshot ids, newest first."""
-    return [s.id for s in list_snapshots(corpus, sizes=False)]
+    return [sid for sid, _ in _published_times(corpus)]
 
 
 def resolve_snapshot(corpus: "Corpus", ref: str | None = None, *, as_of: datetime | None = None) -> str:
@@ -223,16 +231,16 @@ def resolve_snapshot(corpus: "Corpus", ref: str | None = None, *, as_of: datetim
     out), ``"published"`` / None (the published one), or — with ``as_of`` — the snapshot published
     most recently at or before that time (a naive time is UTC). Raises :class:`SnapshotNotFound`
     with a message listing what exists."""
-    snaps = list_snapshots(corpus, sizes=False)
-    ids = [s.id for s in snaps]
+    snaps = _published_times(corpus)
+    ids = [sid for sid, _ in snaps]
     if as_of is not None:
         if ref not in (None, "", "published"):
             raise SnapshotNotFound(corpus.location, str(ref), ids, "give a snapshot id or a time (--as-of), not both")
         when = as_of if as_of.tzinfo else as_of.replace(tzinfo=timezone.utc)
-        for s in snaps:  # newest first
-            if s.published_at is not None and s.published_at <= when:
-                return s.id
-        oldest = snaps[-1].published_at.isoformat() if snaps and snaps[-1].published_at else "none"
+        for sid, published_at in snaps:  # newest first
+            if published_at is not None and published_at <= when:
+                return sid
+        oldest = snaps[-1][1].isoformat() if snaps and snaps[-1][1] else "none"
         raise SnapshotNotFound(corpus.location, f"as of {when.isoformat()}", ids,
                                f"no retained snapshot was published at or before that time (the oldest retained: {oldest})")
     if ref in (None, "", "published"):
