@@ -29,6 +29,7 @@ by hand.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import json
 import threading
@@ -157,13 +158,17 @@ def stage_key(ctx: StageContext, stage: Stage, inputs: dict[str, Any]) -> str:
     """The cache key of ``stage`` for this run's ``inputs``, from its declaration alone."""
     if not stage.cached:
         return hash_json([stage.name, ctx.run_id])
+    if stage.keyed_by_build:
+        # the build (or update) key already holds the leaves, the tree config and the code; the
+        # Prefect record is then ``<stage>-<build key>``, which retention keeps while a kept
+        # snapshot has that key (storage/snapshots._sweep_prefect)
+        return str(inputs["key"])
     reads: list[Any] = []
-    if not stage.keyed_by_build:
-        for name in stage.tables_read:
-            if name not in stage.tables_written:  # a table it rewrites is checked by its proof instead
-                reads.append([name, table_fingerprint(ctx.corpus.table_path(name))])
-        if SOURCES in stage.reads:
-            reads.append([SOURCES, cache_key_from_stats(inputs.get("files") or [])])
+    for name in stage.tables_read:
+        if name not in stage.tables_written:  # a table it rewrites is checked by its proof instead
+            reads.append([name, table_fingerprint(ctx.corpus.table_path(name))])
+    if SOURCES in stage.reads:
+        reads.append([SOURCES, cache_key_from_stats(inputs.get("files") or [])])
     params = {p: inputs.get(p) for p in stage.params if p != "files"}
     return hash_json([
         stage.name, str(ctx.corpus.root), reads, declared_config(ctx.config, stage.config), stage.enabled(ctx.config),
@@ -216,7 +221,7 @@ def run_pipeline(ctx: StageContext, pipeline: Sequence[Stage], *, use_prefect: b
             continue
         summary, cached = run_stage(
             ctx, stage, use_prefect=use_prefect, cache_key=stage_key(ctx, stage, inputs),
-            done=lambda s, stage=stage: stage_done(ctx, stage, inputs, s),
+            done=functools.partial(stage_done, ctx, stage, inputs),
             **{p: inputs[p] for p in stage.params},
         )
         if cached and stage.tables_written:

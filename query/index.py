@@ -136,7 +136,7 @@ class Index:
         self._sparse = None
         self._documents = None  # provenance tables, read on first use
         self._leaf_chunks = None
-        self.lease = None  # a reader lease on an explicitly opened snapshot (open_index(snapshot=/as_of=))
+        self.lease: Any = None  # a reader lease on an explicitly opened snapshot (open_index(snapshot=/as_of=))
 
     def close(self) -> None:
         """Release the sparse index (its files and any private copy) and the reader lease of a

@@ -46,7 +46,7 @@ __all__ = [
 DEFAULT_MODE = "auto"
 
 
-LLMUse = Literal["none", "optional", "configurable"]
+LLMUse = Literal["none", "optional", "configurable", "required"]
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,8 @@ class ModeSpec:
 
     ``llm``: ``none`` (never calls an LLM), ``optional`` (uses the configured LLM when there is
     one, runs an offline plan otherwise), ``configurable`` (an LLM only when the config picks one,
-    e.g. ``rerank.kind: llm``). No mode *needs* an LLM to answer (:attr:`needs_llm` is False).
+    e.g. ``rerank.kind: llm``), ``required`` (cannot answer without one: :attr:`needs_llm`; no
+    registered mode is, so every mode answers offline).
     ``uses_vector``: the query text is embedded (False: BM25 only).
     """
 
@@ -73,7 +74,7 @@ class ModeSpec:
 
     @property
     def needs_llm(self) -> bool:
-        return False
+        return self.llm == "required"
 
     @property
     def option_names(self) -> tuple[str, ...]:

@@ -272,7 +272,7 @@ def sweep_embedding_cache(directory: str | Path, keep: pa.Array, *, dry_run: boo
 
         # one row per key (a sweep killed between writing a shard and deleting its old one leaves duplicates)
         both = pa.concat_tables([t for _, t in survivors])
-        merged = pl.from_arrow(both).unique(["model_id", "text_hash"], keep="first", maintain_order=True).to_arrow().cast(both.schema)
+        merged = pl.DataFrame(both).unique(["model_id", "text_hash"], keep="first", maintain_order=True).to_arrow().cast(both.schema)
         name = f"{_SHARD_PREFIX}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
         atomic_write_parquet(merged, directory / name)
         for path, _ in survivors:

@@ -213,9 +213,17 @@ def list_snapshots(corpus: "Corpus", *, sizes: bool = True) -> list[SnapshotInfo
     return out
 
 
+def _published_times(corpus: "Corpus") -> list[tuple[str, datetime | None]]:
+    """``(id, published_at)`` of every retained snapshot, newest first: only the ``info.json``
+    files are read (what resolving a reference needs on every query), not leases, runs or tables."""
+    out = [(sid, _parse_time(_info(corpus, sid).get("published_at"))) for sid in _sealed_ids(corpus)]
+    out.sort(key=lambda t: (t[1] or _EPOCH, t[0]), reverse=True)
+    return out
+
+
 def retained_ids(corpus: "Corpus") -> list[str]:
     """The retained snapshot ids, newest first."""
-    return [s.id for s in list_snapshots(corpus, sizes=False)]
+    return [sid for sid, _ in _published_times(corpus)]
 
 
 def resolve_snapshot(corpus: "Corpus", ref: str | None = None, *, as_of: datetime | None = None) -> str:
@@ -223,16 +231,16 @@ def resolve_snapshot(corpus: "Corpus", ref: str | None = None, *, as_of: datetim
     out), ``"published"`` / None (the published one), or — with ``as_of`` — the snapshot published
     most recently at or before that time (a naive time is UTC). Raises :class:`SnapshotNotFound`
     with a message listing what exists."""
-    snaps = list_snapshots(corpus, sizes=False)
-    ids = [s.id for s in snaps]
+    snaps = _published_times(corpus)
+    ids = [sid for sid, _ in snaps]
     if as_of is not None:
         if ref not in (None, "", "published"):
             raise SnapshotNotFound(corpus.location, str(ref), ids, "give a snapshot id or a time (--as-of), not both")
         when = as_of if as_of.tzinfo else as_of.replace(tzinfo=timezone.utc)
-        for s in snaps:  # newest first
-            if s.published_at is not None and s.published_at <= when:
-                return s.id
-        oldest = snaps[-1].published_at.isoformat() if snaps and snaps[-1].published_at else "none"
+        for sid, published_at in snaps:  # newest first
+            if published_at is not None and published_at <= when:
+                return sid
+        oldest = snaps[-1][1].isoformat() if snaps and snaps[-1][1] else "none"
         raise SnapshotNotFound(corpus.location, f"as of {when.isoformat()}", ids,
                                f"no retained snapshot was published at or before that time (the oldest retained: {oldest})")
     if ref in (None, "", "published"):
@@ -501,14 +509,19 @@ def _sweep_staging(corpus: "Corpus", report: GcReport, *, dry_run: bool, keep: s
 _TREE_STAGES = ("tree-update-", "embed-", "tree-", "vectors-", "sparse-", "publish-")
 
 
-def _sweep_prefect(corpus: "Corpus", report: GcReport, *, dry_run: bool, keys: set[str], cutoff: datetime | None) -> None:
+def _sweep_prefect(corpus: "Corpus", report: GcReport, *, dry_run: bool, keys: set[str], cutoff: datetime | None,
+                   keep_newest: int = 1) -> None:
     """Prefect result records under ``prefect/results``: a tree stage's record whose build key is no
-    kept snapshot's (nor a staging folder's) goes; any other record goes once it is older than
-    ``cutoff`` (the oldest snapshot kept by the last-N rule)."""
+    kept snapshot's (nor a staging folder's) goes; any other record (ingest, sections, context,
+    segment — keyed by their inputs, not by a build key) goes once it is older than ``cutoff`` (the
+    oldest snapshot kept by the last-N rule), except the ``keep_newest`` newest of each stage: the
+    records of the run that just published were written before its snapshot, and the next run's
+    cache hit needs them (bounded all the same: ``keep_newest`` per stage)."""
     root = corpus.prefect_dir / "results"
     if not root.is_dir():
         return
     limit = cutoff.timestamp() if cutoff is not None else None
+    stale: dict[str, list[tuple[float, Path, int]]] = {}
     for p in root.iterdir():
         if not p.is_file():
             continue
@@ -520,11 +533,21 @@ def _sweep_prefect(corpus: "Corpus", report: GcReport, *, dry_run: bool, keys: s
         if prefix is not None:
             if p.name[len(prefix):] in keys:
                 continue
-        elif limit is None or st.st_mtime >= limit:
+            _drop_record(p, st.st_size, report, dry_run=dry_run)
             continue
-        if not dry_run:
-            p.unlink(missing_ok=True)
-        report.add("prefect", 1, st.st_size)
+        if limit is None or st.st_mtime >= limit:
+            continue
+        stale.setdefault(p.name.rsplit("-", 1)[0], []).append((st.st_mtime, p, st.st_size))
+    for records in stale.values():
+        records.sort(key=lambda r: r[0], reverse=True)
+        for _, p, size in records[max(0, keep_newest):]:
+            _drop_record(p, size, report, dry_run=dry_run)
+
+
+def _drop_record(p: Path, size: int, report: GcReport, *, dry_run: bool) -> None:
+    if not dry_run:
+        p.unlink(missing_ok=True)
+    report.add("prefect", 1, size)
 
 
 def _kept_vectors(corpus: "Corpus", ids: list[str]) -> pa.Array | None:
@@ -635,7 +658,8 @@ def _collect(corpus: "Corpus", policy: "RetentionConfig", report: GcReport, *, d
     if not writer_live:
         steps.append(("unsealed", lambda: _sweep_unsealed(corpus, report, dry_run=dry_run)))
         steps.append(("staging", lambda: keys.update(_sweep_staging(corpus, report, dry_run=dry_run, keep=keep_staging))))
-        steps.append(("prefect", lambda: _sweep_prefect(corpus, report, dry_run=dry_run, keys=keys, cutoff=cutoff)))
+        steps.append(("prefect", lambda: _sweep_prefect(corpus, report, dry_run=dry_run, keys=keys, cutoff=cutoff,
+                                                             keep_newest=max(1, int(policy.keep_last)))))
     steps.append(("embedding_cache", lambda: _sweep_embeddings(corpus, report, kept_ids, dry_run=dry_run)))
     steps.append(("llm_cache", lambda: _sweep_llm(corpus, report, kept_ids, policy, dry_run=dry_run)))
     if not dry_run:

@@ -58,7 +58,8 @@ def modes_help() -> str:
     """One paragraph per registered mode, for the command's help."""
     from arborag.query.modes import DEFAULT_MODE, MODES
 
-    llm = {"none": "", "optional": " [LLM if configured, offline otherwise]", "configurable": " [LLM only if the config picks one]"}
+    llm = {"none": "", "optional": " [LLM if configured, offline otherwise]", "configurable": " [LLM only if the config picks one]",
+           "required": " [needs an LLM]"}
     return "\n\n".join(f"  {m.name}{' (default)' if m.name == DEFAULT_MODE else ''}: {m.description}{llm[m.llm]}"
                         for m in MODES.values())
 

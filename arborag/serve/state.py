@@ -347,11 +347,12 @@ class SnapshotHolder:
                 snap = self._old.get(sid)
             if snap is None:
                 opened = self._open(sid)
+                spare: Snapshot | None = opened  # released below unless it becomes the cached one
                 evicted: list[Snapshot] = []
                 with self._old_lock:
                     snap = self._old.get(sid)
                     if snap is None:
-                        snap, opened = opened, None
+                        snap, spare = opened, None
                         self._old[sid] = snap
                         while len(self._old) > self.max_old:
                             victim = next((s for s in self._old.values() if s.leases == 0 and s is not snap), None)
@@ -359,8 +360,8 @@ class SnapshotHolder:
                                 break
                             del self._old[victim.id]
                             evicted.append(victim)
-                if opened is not None:  # another request opened it meanwhile
-                    opened.release()
+                if spare is not None:  # another request opened it meanwhile
+                    spare.release()
                 for v in evicted:
                     self._release(v)
         with self._old_lock:

@@ -70,7 +70,7 @@ def test_keys_follow_what_a_stage_declares(tmp_path: Path) -> None:
     assert seg != stage_key(other, SEGMENT, {"strategy": "sentence"})  # a declared config key
     unrelated = _ctx(tmp_path, ArboragConfig().with_overrides(cluster={"seed": 7}))
     assert seg == stage_key(unrelated, SEGMENT, {"strategy": "sentence"})  # an undeclared one
-    assert stage_key(ctx, EMBED, {"key": "k1"}) != stage_key(ctx, EMBED, {"key": "k2"})
+    assert stage_key(ctx, EMBED, {"key": "k1"}) == "k1" != stage_key(ctx, EMBED, {"key": "k2"})  # a build stage: the build key
     assert stage_key(ctx, PLAN, {}) != stage_key(StageContext(ctx.corpus, ctx.config, "run-2"), PLAN, {})  # never reused across runs
 
 

@@ -25,7 +25,7 @@ from typing import Any
 from fake_llm_server import FakeLLMServer, Step, error, reply, slow
 from helpers.ingest import make_docx
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]  # tests/helpers/<this> -> the checkout
 PYTHON = sys.executable
 HOTPOT_CORPUS = REPO.parent / "shared" / "data" / "hotpotqa" / "hotpotqa_train_corpus.json"
 

@@ -18,7 +18,7 @@ from arborag.storage.sparse import build_sparse_index
 from arborag.storage.tables import write_table
 from arborag.storage.vectors import write_vectors
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]  # tests/helpers/<this> -> the checkout
 FAKE_DIM = 512
 
 # A two-hop corpus: the novel's page names its author; only the author's page says where she

@@ -142,3 +142,29 @@ def test_embedding_cache_sweep_keeps_exactly_the_referenced_vectors(tmp_path: Pa
         after.put_many("m", [f"h{i}"], rng.random((1, 8), dtype=np.float32))
     again = sweep_embedding_cache(tmp_path, vector_keys(np.concatenate([keep] + [after.get_many("m", [f"h{i}"])[1][0][None] for i in range(20, 40)])))
     assert again["entries_removed"] == 0 and again["shards_after"] == 1 and len(EmbeddingCache(tmp_path)) == 74
+
+
+def test_prefect_sweep_keeps_the_newest_records_of_each_input_keyed_stage(tmp_path: Path) -> None:
+    """The records of the run that just published (ingest, segment ...) are older than its
+    snapshot, so an age cutoff alone would delete the very records the next run's cache hit needs
+    (a Prefect build ran ingest again). The newest ``keep_newest`` of each stage stay; older ones go;
+    a tree stage's record goes unless its build key is kept."""
+    import os
+    from datetime import datetime, timezone
+
+    from arborag.storage.corpus import Corpus
+    from arborag.storage.snapshots import GcReport, _sweep_prefect
+
+    corpus = Corpus(tmp_path / "c").ensure()
+    results = corpus.prefect_dir / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    names = ["ingest-a1", "ingest-b2", "ingest-c3", "segment-d4", "tree-KEPT", "tree-GONE"]
+    for age, name in enumerate(reversed(names)):  # tree-GONE newest ... ingest-a1 oldest
+        path = results / name
+        path.write_text("{}")
+        os.utime(path, (1_000_000 - age * 10, 1_000_000 - age * 10))
+    report = GcReport(dry_run=False)
+    _sweep_prefect(corpus, report, dry_run=False, keys={"KEPT"}, cutoff=datetime.now(timezone.utc), keep_newest=2)
+    left = sorted(p.name for p in results.iterdir())
+    assert left == ["ingest-b2", "ingest-c3", "segment-d4", "tree-KEPT"], left
+    assert report.parts["prefect"]["items"] == 2  # ingest-a1 (third newest ingest) and tree-GONE
