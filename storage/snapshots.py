@@ -514,14 +514,15 @@ def _sweep_prefect(corpus: "Corpus", report: GcReport, *, dry_run: bool, keys: s
     """Prefect result records under ``prefect/results``: a tree stage's record whose build key is no
     kept snapshot's (nor a staging folder's) goes; any other record (ingest, sections, context,
     segment — keyed by their inputs, not by a build key) goes once it is older than ``cutoff`` (the
-    oldest snapshot kept by the last-N rule), except the ``keep_newest`` newest of each stage: the
-    records of the run that just published were written before its snapshot, and the next run's
-    cache hit needs them (bounded all the same: ``keep_newest`` per stage)."""
+    oldest snapshot kept by the last-N rule) and is not among the ``keep_newest`` newest of its
+    stage: the records of the run that just published were written before its snapshot, and the
+    next run's cache hit needs them (bounded all the same: ``keep_newest`` per stage, plus what is
+    younger than the cutoff)."""
     root = corpus.prefect_dir / "results"
     if not root.is_dir():
         return
     limit = cutoff.timestamp() if cutoff is not None else None
-    stale: dict[str, list[tuple[float, Path, int]]] = {}
+    by_stage: dict[str, list[tuple[float, Path, int]]] = {}
     for p in root.iterdir():
         if not p.is_file():
             continue
@@ -535,13 +536,12 @@ def _sweep_prefect(corpus: "Corpus", report: GcReport, *, dry_run: bool, keys: s
                 continue
             _drop_record(p, st.st_size, report, dry_run=dry_run)
             continue
-        if limit is None or st.st_mtime >= limit:
-            continue
-        stale.setdefault(p.name.rsplit("-", 1)[0], []).append((st.st_mtime, p, st.st_size))
-    for records in stale.values():
+        by_stage.setdefault(p.name.rsplit("-", 1)[0], []).append((st.st_mtime, p, st.st_size))
+    for records in by_stage.values():
         records.sort(key=lambda r: r[0], reverse=True)
-        for _, p, size in records[max(0, keep_newest):]:
-            _drop_record(p, size, report, dry_run=dry_run)
+        for mtime, p, size in records[max(0, keep_newest):]:
+            if limit is not None and mtime < limit:
+                _drop_record(p, size, report, dry_run=dry_run)
 
 
 def _drop_record(p: Path, size: int, report: GcReport, *, dry_run: bool) -> None:
