@@ -34,6 +34,7 @@ import numpy as np
 
 from arborag.config import SummarizeConfig
 from arborag.errors import ConfigError
+from arborag.tasks.ingest.reading import is_boilerplate, is_summary_sentence, is_table_like
 from arborag.tasks.summary_types import Progress, Summarizer, SummaryResult
 from arborag.text import CJK_CHAR, split_sentences
 from arborag.tokenizer import Tokenizer, get_tokenizer
@@ -50,7 +51,7 @@ __all__ = [
     "split_sentences",
 ]
 
-EXTRACTIVE_VERSION = "extractive-v1"
+EXTRACTIVE_VERSION = "extractive-v2"
 
 # -- terms (sentences: arborag.text) -----------------------------------------------------------
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -120,23 +121,38 @@ class ExtractiveSummarizer:
         text = self._extract(list(texts))
         return SummaryResult(text=text, status="ok", tokens_in=0, tokens_out=0)
 
-    def _extract(self, texts: list[str]) -> str:
-        budget = self.max_tokens
-        # sentences with (child, position) keys; identical sentences are kept once
-        sents: list[str] = []
-        owner: list[int] = []
+    def _candidates(self, texts: list[str]) -> tuple[list[str], list[int]]:
+        """Summary material: the whole sentences of the children (first occurrence of each),
+        with the child each came from. Table-like and boilerplate sentences are not material;
+        when a cluster has no whole sentence at all, its non-table lines stand in."""
+        whole: list[str] = []
+        whole_owner: list[int] = []
+        rest: list[str] = []
+        rest_owner: list[int] = []
         seen: set[str] = set()
         for ci, t in enumerate(texts):
-            for s in split_sentences(t or ""):
-                if s not in seen:
-                    seen.add(s)
-                    sents.append(s)
-                    owner.append(ci)
+            for sent in split_sentences(t or ""):
+                if sent in seen:
+                    continue
+                seen.add(sent)
+                if is_summary_sentence(sent):
+                    whole.append(sent)
+                    whole_owner.append(ci)
+                elif not is_table_like(sent) and not is_boilerplate(sent):
+                    rest.append(sent)
+                    rest_owner.append(ci)
+        if whole:
+            return whole, whole_owner
+        return rest, rest_owner
+
+    def _extract(self, texts: list[str]) -> str:
+        budget = self.max_tokens
+        sents, owner = self._candidates(texts)
         if not sents:
             return ""
         counts = np.asarray(self.tokenizer.count_many(sents), dtype=np.int64)
         if int(counts.sum()) <= budget:
-            return self._fit(" ".join(sents))
+            return " ".join(sents)
         term_lists = [_terms(s) for s in sents]
         vocab: dict[str, int] = {}
         for terms in term_lists:
@@ -165,28 +181,33 @@ class ExtractiveSummarizer:
         used = 0
         redundancy = np.zeros(len(sents))
         available = np.ones(len(sents), dtype=bool)
-        while True:
-            # WordPiece never makes a token of whitespace: joined counts add up exactly
-            fits = available & (counts <= budget - used)
-            if not fits.any():
-                break
-            score = self.lambda_ * relevance - (1 - self.lambda_) * redundancy
-            score = np.where(fits, score, -np.inf)
-            best = int(np.argmax(score))  # ties -> earliest sentence (deterministic)
-            chosen.append(best)
-            used += int(counts[best])
-            available[best] = False
-            redundancy = np.maximum(redundancy, sv @ sv[best])
-        if not chosen:
-            # even the shortest sentence is over budget: truncate the most central one
-            best = int(np.argmax(relevance))
-            return self.tokenizer.truncate(sents[best], budget)
-        return self._fit(" ".join(sents[i] for i in sorted(chosen)))
+        covered = np.zeros(len(sents), dtype=bool)  # True where the sentence's child is represented
 
-    def _fit(self, text: str) -> str:
-        if self.tokenizer.count(text) <= self.max_tokens:
-            return text
-        return self.tokenizer.truncate(text, self.max_tokens)
+        def pick(allowed: np.ndarray) -> int | None:
+            # WordPiece never makes a token of whitespace: joined counts add up exactly
+            fits = allowed & available & (counts <= budget - used)
+            if not fits.any():
+                return None
+            score = self.lambda_ * relevance - (1 - self.lambda_) * redundancy
+            return int(np.argmax(np.where(fits, score, -np.inf)))  # ties -> earliest sentence
+
+        # 1. coverage: one sentence from each child while the budget allows, best MMR first;
+        # 2. then MMR over every sentence for the rest of the budget
+        for phase in (1, 2):
+            while True:
+                best = pick(~covered if phase == 1 else available)
+                if best is None:
+                    break
+                chosen.append(best)
+                used += int(counts[best])
+                available[best] = False
+                covered |= owner_arr == owner[best]
+                redundancy = np.maximum(redundancy, sv @ sv[best])
+        if not chosen:
+            # even the shortest sentence is over budget: its first words, marked as cut
+            best = int(np.argmin(counts))
+            return self.tokenizer.truncate(sents[best], budget - 1).rstrip(" ,;:") + " …"
+        return " ".join(sents[i] for i in sorted(chosen))  # reading order: child, then position
 
     def __repr__(self) -> str:
         return f"ExtractiveSummarizer({self.name!r})"
