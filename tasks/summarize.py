@@ -123,8 +123,9 @@ class ExtractiveSummarizer:
 
     def _candidates(self, texts: list[str]) -> tuple[list[str], list[int]]:
         """Summary material: the whole sentences of the children (first occurrence of each),
-        with the child each came from. Table-like and boilerplate sentences are not material;
-        when a cluster has no whole sentence at all, its non-table lines stand in."""
+        with the child each came from. Table-like and boilerplate sentences are not material.
+        No whole sentence at all: ``([], pieces)`` where ``pieces`` is non-empty when there is
+        other text (:meth:`_labels` summarizes it)."""
         whole: list[str] = []
         whole_owner: list[int] = []
         rest: list[str] = []
@@ -143,13 +144,33 @@ class ExtractiveSummarizer:
                     rest_owner.append(ci)
         if whole:
             return whole, whole_owner
-        return rest, rest_owner
+        return [], rest
+
+    def _labels(self, texts: list[str]) -> str:
+        """A cluster without a single whole sentence (table cells, headings, a contact block):
+        its distinct label lines, listed as one sentence within the budget — readable, and
+        saying what it is instead of splicing lines into a fake sentence."""
+        head = "Table and heading lines: "
+        items: list[str] = []
+        seen: set[str] = set()
+        for t in texts:
+            for line in (t or "").split("\n"):
+                item = " ".join(line.split()).rstrip(" .;:,")
+                if len(item) < 3 or is_table_like(item) or is_boilerplate(item) or item.casefold() in seen:
+                    continue
+                seen.add(item.casefold())
+                if self.tokenizer.count(head + "; ".join([*items, item]) + ".") > self.max_tokens:
+                    if items:
+                        return head + "; ".join(items) + "."
+                    return self.tokenizer.truncate(head + item, self.max_tokens - 1).rstrip(" ,;:") + " …"
+                items.append(item)
+        return head + "; ".join(items) + "." if items else ""
 
     def _extract(self, texts: list[str]) -> str:
         budget = self.max_tokens
         sents, owner = self._candidates(texts)
         if not sents:
-            return ""
+            return self._labels(texts) if owner else ""
         counts = np.asarray(self.tokenizer.count_many(sents), dtype=np.int64)
         if int(counts.sum()) <= budget:
             return " ".join(sents)

@@ -189,7 +189,8 @@ def _width(lengths: list[int]) -> int:
     return int(np.percentile(np.asarray(filled), 90))
 
 
-KEEP, SPACE, JOIN_HYPHEN, JOIN_CJK = 0, 1, 2, 3
+KEEP, SPACE, JOIN_HYPHEN, JOIN_DROP = 0, 1, 2, 3
+_ORDINAL = re.compile(r"(st|nd|rd|th)\b")
 
 
 def _cjk(ch: str) -> bool:
@@ -199,7 +200,8 @@ def _cjk(ch: str) -> bool:
 def _joins(lines: list[str]) -> list[int]:
     """What becomes of the break between ``lines[i]`` and ``lines[i + 1]``: :data:`KEEP` it,
     a :data:`SPACE` (a hard wrap), :data:`JOIN_HYPHEN` (drop ``-`` and the break: a split
-    word) or :data:`JOIN_CJK` (drop the break: Chinese and Japanese wrap without spaces)."""
+    word) or :data:`JOIN_DROP` (drop the break: Chinese and Japanese wrap without spaces, and a
+    PDF's ordinal superscript "1\\nst" is one word)."""
     stripped = [ln.strip() for ln in lines]
     width = _width([len(s) for s in stripped])
     structural = [_structural(s) for s in stripped]
@@ -210,15 +212,23 @@ def _joins(lines: list[str]) -> list[int]:
         ends_sentence = bool(_SENTENCE_END.search(a))
         # a wrapped sentence whose last line is a date or a number ("... ended January\n29, 2022.")
         tail = structural[i + 1] and is_table_like(b) and bool(_SENTENCE_END.search(b)) and len(b) < 20
-        if not a or not b or structural[i] or (structural[i + 1] and not (tail and not ends_sentence)) or heading[i]:
+        if not a or not b:
+            out.append(KEEP)
+            continue
+        if a[-1].isdigit() and _ORDINAL.match(b) and len(a) <= 4:
+            out.append(JOIN_DROP)  # an ordinal's superscript on a line of its own: "1\nst" -> "1st"
+            continue
+        if structural[i] or (structural[i + 1] and not (tail and not ends_sentence)) or heading[i]:
             out.append(KEEP)
             continue
         if _cjk(a[-1]) and _cjk(b[0]):
             # CJK text wraps anywhere and without spaces; a line ending a sentence may end a paragraph
-            out.append(KEEP if ends_sentence else JOIN_CJK)
+            out.append(KEEP if ends_sentence else JOIN_DROP)
             continue
         b_lower = b[0].islower()
-        if not ends_sentence and b_lower:
+        if a[-1] == ";" and b_lower:
+            join = True  # an enumeration inside one sentence ("...costs;\nour ability to ...")
+        elif not ends_sentence and b_lower:
             join = True  # the sentence clearly goes on
         elif heading[i + 1] and ends_sentence:
             join = False  # a title after a finished sentence
@@ -251,14 +261,14 @@ def reading_view(text: str) -> ReadingView:
     for i, (line, kind) in enumerate(zip(lines, kinds, strict=True)):
         if kind == SPACE:
             piece = line + " "
-        elif kind in (JOIN_HYPHEN, JOIN_CJK):
+        elif kind in (JOIN_HYPHEN, JOIN_DROP):
             piece = line[:-1] if kind == JOIN_HYPHEN else line
             dropped += 2 if kind == JOIN_HYPHEN else 1
         else:
             piece = line + ("\n" if i < last else "")
         parts.append(piece)
         view_len += len(piece)
-        if kind in (JOIN_HYPHEN, JOIN_CJK):
+        if kind in (JOIN_HYPHEN, JOIN_DROP):
             cut.append(view_len)
             shift.append(dropped)
     return ReadingView("".join(parts), len(text), np.asarray(cut, np.int64), np.asarray(shift, np.int64))

@@ -65,9 +65,13 @@ def test_extractive_handles_empty_and_cjk_and_overlong_sentences():
     cjk = ["灰姑娘失去了一只水晶鞋。王子找遍了整个王国。", "王子找到了灰姑娘。他们结婚了。"] * 4
     out = s.summarize(cjk).text
     assert out and get_tokenizer().count(out) <= 20
-    long_sentence = " ".join(["word"] * 300) + "."
+    long_sentence = "Word " + " ".join(["word"] * 300) + "."
     out = s.summarize([long_sentence]).text
-    assert out.startswith("word") and get_tokenizer().count(out) <= 20
+    assert out.startswith("Word word") and out.endswith(" …") and get_tokenizer().count(out) <= 20
+    # no whole sentence at all: the label lines, listed as one sentence within the budget
+    out = s.summarize(["Net sales\n$\n3,226.8\nComparable sales\n15.6%", "Gross profit\n37.6%"]).text
+    assert out == "Table and heading lines: Net sales; Comparable sales; Gross profit."
+    assert get_tokenizer().count(out) <= 20
 
 
 def test_summarize_many_progress_and_protocol():
