@@ -17,7 +17,8 @@ reads instead:
 
 Whether a line is "short" is measured against the document's own line width (the 90th
 percentile of its line lengths): a wrapped line fills the width, a paragraph's last line does
-not. A document whose lines are not wrapped (one paragraph per line) keeps its line breaks
+not. A document is hard-wrapped when it has at least three lines and that width is 30-160
+characters. A document whose lines are not wrapped (one paragraph per line) keeps its line breaks
 unless a line clearly continues (it ends without closing punctuation and the next one starts
 in lowercase).
 
@@ -83,7 +84,7 @@ def is_heading_like(line: str) -> bool:
         return False
     if _HEADING_MD.match(s):
         return True
-    if _SENTENCE_END.search(s) or s.endswith(","):
+    if _SENTENCE_END.search(s) or s.endswith(",") or is_table_like(s):
         return False
     words = _WORD.findall(s)
     if not words or len(words) > 20:
@@ -204,6 +205,8 @@ def _joins(lines: list[str]) -> list[int]:
     PDF's ordinal superscript "1\\nst" is one word)."""
     stripped = [ln.strip() for ln in lines]
     width = _width([len(s) for s in stripped])
+    # hard-wrapped text has lines of a bounded width; one paragraph per line has not
+    wrapped = 30 <= width <= 160 and sum(1 for s in stripped if s) >= 3
     structural = [_structural(s) for s in stripped]
     heading = [is_heading_like(s) for s in stripped]
     out = []
@@ -232,7 +235,7 @@ def _joins(lines: list[str]) -> list[int]:
             join = True  # the sentence clearly goes on
         elif heading[i + 1] and ends_sentence:
             join = False  # a title after a finished sentence
-        elif len(a) >= 0.6 * width and width >= 30:
+        elif wrapped and len(a) >= 0.6 * width:
             join = True  # a full line of a wrapped paragraph
         else:
             # a short line: it ends a paragraph unless it stops mid-sentence
