@@ -133,8 +133,8 @@ class ExtractiveSummarizer:
     def _candidates(self, texts: list[str]) -> tuple[list[str], list[int]]:
         """Summary material: the whole sentences of the children (first occurrence of each),
         with the child each came from. Table-like and boilerplate sentences are not material.
-        No whole sentence at all: ``([], pieces)`` where ``pieces`` is non-empty when there is
-        other text (:meth:`_labels` summarizes it)."""
+        No whole sentence at all: the cluster's label lines as one sentence (:meth:`_labels`),
+        or, without any, its other pieces (a fragment, counted as one by the metrics)."""
         whole: list[str] = []
         whole_owner: list[int] = []
         rest: list[str] = []
@@ -153,7 +153,10 @@ class ExtractiveSummarizer:
                     rest_owner.append(ci)
         if whole:
             return whole, whole_owner
-        return [], rest
+        label = self._labels(texts)
+        if label:
+            return [label], [0]
+        return rest, rest_owner  # nothing readable to quote: the pieces, as the old summarizer did
 
     def _labels(self, texts: list[str]) -> str:
         """A cluster without a single whole sentence (table cells, headings, a contact block):
@@ -165,7 +168,10 @@ class ExtractiveSummarizer:
         for t in texts:
             for line in (t or "").split("\n"):
                 item = " ".join(line.split()).rstrip(" .;:,")
-                if len(item) < 3 or is_table_like(item) or is_boilerplate(item) or item.casefold() in seen:
+                # a label is a short line that starts like one (a row name, a heading), not a
+                # piece of a sentence cut out of a table's cell
+                if not 3 <= len(item) <= 80 or not item[0].isupper() or is_table_like(item) or is_boilerplate(item) \
+                        or item.casefold() in seen:
                     continue
                 seen.add(item.casefold())
                 if self.tokenizer.count(head + "; ".join([*items, item]) + ".") > self.max_tokens:
@@ -179,7 +185,7 @@ class ExtractiveSummarizer:
         budget = self.max_tokens
         sents, owner = self._candidates(texts)
         if not sents:
-            return self._labels(texts) if owner else ""
+            return ""
         counts = np.asarray(self.tokenizer.count_many(sents), dtype=np.int64)
         if int(counts.sum()) <= budget:
             return " ".join(sents)

@@ -100,7 +100,10 @@ _OPENING = "\"'“‘([¿¡«"
 _WHOLE_END = re.compile(r"[.?!…。？！][" + re.escape(_CLOSING) + r"]*$")
 _BOILERPLATE = re.compile(
     r"https?://|www\.|\S+@\S+\.\w|\bpage \d+( of \d+)?\b|all rights reserved|©|\bcopyright\b"
-    r"|forward-looking statements?|safe harbor|press release",
+    r"|forward-looking statements?|safe harbor|press release"
+    # the signature and certification formulas of SEC filings
+    r"|duly caused this report to be signed|hereunto duly authorized|pursuant to 18 u\.s\.c"
+    r"|pursuant to the requirements of the securities exchange act|shall not be deemed .?filed",
     re.IGNORECASE,
 )
 
@@ -117,7 +120,8 @@ def is_whole_sentence(sentence: str) -> bool:
 
 
 def is_boilerplate(sentence: str) -> bool:
-    """Links, e-mail addresses, page numbers, copyright and forward-looking-statement notices."""
+    """Links, e-mail addresses, page numbers, copyright and forward-looking-statement notices,
+    the signature and certification formulas of SEC filings."""
     return bool(_BOILERPLATE.search(sentence))
 
 
