@@ -16,7 +16,7 @@ summarizer's own filters so that the metric checks the summarizer rather than re
 - **A line break inside a sentence** (leaves): a ``\\n`` whose line before ends with a
   letter, digit, comma, semicolon or hyphen (no sentence-final punctuation) and whose line after
   starts with a lowercase word (letters followed by a space, punctuation or the end: an e-mail
-  address or a link on its own line is not a word) — the unmistakable hard wrap ("her
+  address or a link on its own line is not a word, nor a list marker such as ``b)``) — the unmistakable hard wrap ("her
   end\\nwas drawing near").
   A wrap before a capitalised word ("to\\nCinderella") is not counted: the figure is a lower
   bound.
@@ -44,7 +44,7 @@ __all__ = ["corpus_readability", "fragmented", "readability", "wrap_breaks", "wh
 
 _OPEN = "\"'“‘([«¿¡"
 _END = re.compile(r"[.?!…。？！][\"'”’)\]»]*$")
-_WRAP = re.compile(r"[\w,;\-][ \t]*\n[ \t]*[a-z][a-z'’-]*(?=[\s,.;:!?)]|$)")
+_WRAP = re.compile(r"[\w,;\-][ \t]*\n[ \t]*[a-z][a-z'’-]*(?=[\s,.;:!?]|$)")
 
 
 def whole(sentence: str) -> bool:

@@ -225,14 +225,17 @@ def _joins(lines: list[str]) -> list[int]:
         if a[-1].isdigit() and _ORDINAL.match(b) and len(a) <= 4:
             out.append(JOIN_DROP)  # an ordinal's superscript on a line of its own: "1\nst" -> "1st"
             continue
-        if structural[i] or (structural[i + 1] and not (tail and not ends_sentence)) or heading[i]:
+        b_lower = b[0].islower()
+        # a line that stops mid-sentence before a lowercase word goes on, whatever it looks
+        # like: a title-case run of a wrapped sentence, or a list item's wrapped text
+        goes_on = not ends_sentence and a[-1] != ":" and b_lower and not structural[i + 1] and not is_table_like(a)
+        if not goes_on and (structural[i] or (structural[i + 1] and not (tail and not ends_sentence)) or heading[i]):
             out.append(KEEP)
             continue
         if _cjk(a[-1]) and _cjk(b[0]):
             # CJK text wraps anywhere and without spaces; a line ending a sentence may end a paragraph
             out.append(KEEP if ends_sentence else JOIN_DROP)
             continue
-        b_lower = b[0].islower()
         if a[-1] == ";" and b_lower:
             join = True  # an enumeration inside one sentence ("...costs;\nour ability to ...")
         elif not ends_sentence and b_lower:
