@@ -76,14 +76,19 @@ def clusters_of(corpus: Path) -> tuple[Any, Any, list[str], list[list[str]]]:
     return nodes, edges, ids, texts
 
 
-def resummarize(corpus: Path, summarizer: Any) -> dict[str, Any]:
-    """Summaries of the same clusters by ``summarizer``, timed per call, measured on the same edges."""
+def resummarize(corpus: Path, summarizer: Any, limit: int | None = None) -> dict[str, Any]:
+    """Summaries of the same clusters by ``summarizer``, timed per call, measured on the same edges
+    (``limit``: only the first N summary nodes are re-summarized and measured)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from arborag.tasks.evaluation.readability import readability
 
     nodes, edges, ids, clusters = clusters_of(corpus)
+    if limit is not None:
+        ids, clusters = ids[:limit], clusters[:limit]
+        keep = pc.or_(pc.equal(nodes.column("level"), 0), pc.is_in(nodes.column("node_id"), pa.array(ids)))
+        nodes = nodes.filter(keep)
     out: dict[str, str] = {}
     seconds: list[float] = []
     statuses: list[str] = []
@@ -121,6 +126,8 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path("/tmp/arborag-bench-readable"))
     ap.add_argument("--measure", action="append", default=[], metavar="NAME=DIR", help="also measure a built corpus")
     ap.add_argument("--llm", action="store_true", help="abstractive vs extractive summaries of the demo tree's clusters")
+    ap.add_argument("--build", default="", help="with --llm: a built demo corpus to reuse instead of building one")
+    ap.add_argument("--llm-limit", type=int, default=None, help="with --llm: only the first N summary nodes (time)")
     ap.add_argument("--out", default="readable", help="results file stem under benchmarks/results/")
     args = ap.parse_args()
     setup_env()
@@ -150,10 +157,10 @@ def main() -> None:
         cfg = load_config().summarize
         if not cfg.base_url:
             raise SystemExit("--llm needs an OpenAI-compatible server: set ARBORAG_LLM_BASE_URL (see docs/LLM.md)")
-        demo = built.get("demo") or build("demo", CORPORA["demo"], args.work)[0]
-        llm["extractive"] = resummarize(demo, ExtractiveSummarizer(SummarizeConfig(max_tokens=cfg.max_tokens)))
+        demo = built.get("demo") or (Path(args.build) if args.build else build("demo", CORPORA["demo"], args.work)[0])
+        llm["extractive"] = resummarize(demo, ExtractiveSummarizer(SummarizeConfig(max_tokens=cfg.max_tokens)), args.llm_limit)
         llm_cfg = cfg.model_copy(update={"backend": "openai"})
-        llm["abstractive"] = resummarize(demo, make_summarizer(llm_cfg, cache_dir=None))
+        llm["abstractive"] = resummarize(demo, make_summarizer(llm_cfg, cache_dir=None), args.llm_limit)
         llm["model"] = f"{cfg.llm_model} at {cfg.base_url}"
         for k in ("extractive", "abstractive"):
             print(f"{k}: {llm[k]['seconds_per_summary']:.3f} s/summary, fragment rate {llm[k]['fragment_rate']}", flush=True)
