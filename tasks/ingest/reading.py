@@ -39,6 +39,7 @@ import numpy.typing as npt
 from arborag.text import CJK_CHAR
 
 __all__ = [
+    "LINE_RECORD_MIMES",
     "READING_VIEW_VERSION",
     "ReadingView",
     "is_boilerplate",
@@ -53,6 +54,8 @@ IntArray = npt.NDArray[np.int64]
 
 # enters the chunk ids of documents whose view differs from their text: bump when the rules change
 READING_VIEW_VERSION = "reading-v1"
+# documents whose lines are records, not wrapped prose (ingest turns a CSV row into one line)
+LINE_RECORD_MIMES = frozenset({"text/csv"})
 
 _HEADING_MD = re.compile(r"^#{1,6}\s|^(=+|-+)$|^```")
 _LIST_ITEM = re.compile(r"^(?:[-*•·–—▪◦]|\d{1,3}[.)]|\(?[a-zA-Z]\)|\(\d{1,3}\))\s")
@@ -256,9 +259,12 @@ def _joins(lines: list[str]) -> list[int]:
     return out
 
 
-def reading_view(text: str) -> ReadingView:
-    """The reading-order view of ``text`` (see the module docs). O(n) in the text length."""
-    if "\n" not in text:
+def reading_view(text: str, *, wrapped: bool = True) -> ReadingView:
+    """The reading-order view of ``text`` (see the module docs). O(n) in the text length.
+
+    ``wrapped=False``: the text's lines are records (a CSV file's rows), never joined — the view
+    is the text itself."""
+    if "\n" not in text or not wrapped:
         return ReadingView(text, len(text), np.zeros(0, np.int64), np.zeros(0, np.int64))
     lines = text.split("\n")
     kinds = _joins(lines) + [KEEP]

@@ -172,3 +172,12 @@ def test_unwrapped_documents_keep_their_chunk_ids_and_texts() -> None:
     cfg = SegmentConfig(sentence_max_tokens=8)
     rows = build_chunks(_docs_table([text]), cfg, strategy="sentence", tokenizer=get_tokenizer()).to_pylist()
     assert all(r["text"] == text[r["start_char"] : r["end_char"]] for r in rows)
+
+
+def test_csv_rows_are_never_joined() -> None:
+    text = "product: kettle; price: 25\nproduct: teapot; price: 18\nproduct: cup; price: 4"
+    docs = _docs_table([text]).set_column(3, "mime", pa.array(["text/csv"]))
+    rows = build_chunks(docs, SegmentConfig(sentence_max_tokens=100), strategy="sentence", tokenizer=get_tokenizer()).to_pylist()
+    assert "".join(r["text"] for r in rows).count("price") == 3
+    assert all(r["text"] == text[r["start_char"] : r["end_char"]] for r in rows)
+    assert reading_view(text).text != text, "as plain text the rows would read as one wrapped paragraph"
