@@ -64,7 +64,7 @@ def main() -> None:
         "",
         f"- command: `{command}`",
         f"- date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; machine now: {machine_line()}",
-        f"- this checkout: {git_commit()}",
+        f"- commit of this checkout: {git_commit()}; the runs' code is named by the labels",
         "- the runs were made on the shared 2-core machine (load averages 10-16 from other engineers' work); "
         "their metrics do not depend on load, their timings do",
         "- hit = answer-in-context hit rate (only questions whose answer occurs verbatim in the evidence); "
