@@ -76,7 +76,7 @@ def _quoted(summary: str, child: str) -> bool:
 
 def readability(nodes: pa.Table, edges: pa.Table) -> dict[str, Any]:
     """Fragment rate, coverage and leaf line breaks of one tree (``nodes``/``edges`` tables)."""
-    df = pl.from_arrow(nodes.select(["node_id", "level", "text"]))
+    df = pl.DataFrame(nodes.select(["node_id", "level", "text"]))
     summaries = df.filter(pl.col("level") >= 1)
     leaves = df.filter(pl.col("level") == 0)
     summ = summaries.with_columns(
@@ -86,7 +86,7 @@ def readability(nodes: pa.Table, edges: pa.Table) -> dict[str, Any]:
         pl.col("text").map_elements(lambda t: sum(not whole(s) for s in split_sentences(t)), return_dtype=pl.Int64).alias("partial"),
     )
     leaf = leaves.with_columns(pl.col("text").map_elements(wrap_breaks, return_dtype=pl.Int64).alias("breaks"))
-    e = pl.from_arrow(edges.select(["parent_id", "child_id"]))
+    e = pl.DataFrame(edges.select(["parent_id", "child_id"]))
     pairs = (
         e.join(summaries.select(pl.col("node_id").alias("parent_id"), pl.col("text").alias("summary")), on="parent_id")
         .join(df.select(pl.col("node_id").alias("child_id"), pl.col("text").alias("child")), on="child_id")
