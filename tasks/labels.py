@@ -38,10 +38,11 @@ import polars as pl
 import pyarrow as pa
 
 from arborag.storage.schemas import NODES
+from arborag.storage.tree_tables import leaves_under
 from arborag.tasks.frames import frame, to_table
 
 __all__ = ["KEYWORDS", "LABEL_COLUMNS", "TITLE_WORDS", "LabelRequest", "Titler", "ctfidf", "fold_plurals", "leaf_terms", "label_nodes",
-           "leaves_under", "llm_titler", "STOP_WORDS"]
+           "llm_titler", "STOP_WORDS"]
 
 #: keywords stored per summary node
 KEYWORDS = 8
@@ -108,31 +109,15 @@ def leaf_terms(leaves: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def fold_plurals(terms: pl.DataFrame) -> pl.DataFrame:
-    """``terms`` with a plural folded onto its singular when both occur ("apples" -> "apple"; not
-    "-ss"/"-us"/"-is" words), then each (leaf, term) once again — no stemmer, one rule."""
-    vocab = terms.select(pl.col("term").unique().implode())
+def fold_plurals(terms: pl.DataFrame, extra: Sequence[str] = ()) -> pl.DataFrame:
+    """``terms`` with a plural folded onto its singular when the singular occurs too, in ``terms``
+    or in ``extra`` ("apples" -> "apple"; not "-ss"/"-us"/"-is" words), then each (leaf, term)
+    once again — no stemmer, one rule."""
+    vocab = pl.concat([terms.select("term"), pl.DataFrame({"term": list(extra)}, schema={"term": pl.String})]).select(pl.col("term").unique().implode())
     stem = pl.col("term").str.strip_suffix("s")
     plural = pl.col("term").str.ends_with("s") & ~pl.col("term").str.contains("(?:ss|us|is)$") & (pl.col("term").str.len_chars() > _MIN_LEN)
     folded = terms.with_columns(pl.when(plural & stem.is_in(vocab.to_series(0).explode())).then(stem).otherwise(pl.col("term")).alias("term"))
     return folded.unique(["leaf_id", "term"], keep="first", maintain_order=True)
-
-
-def leaves_under(nodes: pl.DataFrame, edges: pl.DataFrame) -> pl.DataFrame:
-    """``(node_id, level, leaf_id)``: every leaf under every summary node (down the edges, unique)."""
-    e = edges.select("parent_id", "child_id", "level")
-    leaf_ids = nodes.filter(pl.col("level") == 0).select(pl.col("node_id").alias("child_id"))
-    current = e.join(leaf_ids, on="child_id", how="semi").select(pl.col("parent_id").alias("node_id"), pl.col("child_id").alias("leaf_id"))
-    parts = [current]
-    top = int(nodes["level"].max() or 0)
-    for _ in range(2, top + 1):  # a summary of level L+1 has the leaves of its level-L children
-        current = (e.join(current, left_on="child_id", right_on="node_id")
-                   .select(pl.col("parent_id").alias("node_id"), "leaf_id").unique())
-        if not current.height:
-            break
-        parts.append(current)
-    out = pl.concat(parts).unique()
-    return out.join(nodes.select("node_id", "level"), on="node_id").select("node_id", "level", "leaf_id")
 
 
 def ctfidf(class_terms: pl.DataFrame) -> pl.DataFrame:

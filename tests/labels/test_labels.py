@@ -12,7 +12,8 @@ import pytest
 
 from arborag.storage.schemas import EDGES, NODES
 from arborag.storage.tables import read_table
-from arborag.tasks.labels import LabelRequest, ctfidf, label_nodes, leaf_terms, leaves_under, llm_titler
+from arborag.storage.tree_tables import leaves_under, tree_sizes
+from arborag.tasks.labels import LabelRequest, ctfidf, label_nodes, leaf_terms, llm_titler
 
 LEAVES = {
     "a": "Apple orchards bloom in spring; the apple harvest follows in autumn.",
@@ -86,6 +87,8 @@ def test_leaves_under_follows_edges_down_to_the_leaves() -> None:
     under = leaves_under(pl.from_arrow(nodes), pl.from_arrow(edges))
     r = sorted(under.filter(pl.col("node_id") == "r")["leaf_id"].to_list())
     assert r == list("abcdef") and under.filter(pl.col("node_id") == "q")["leaf_id"].to_list() == ["g"]
+    sizes = {r["node_id"]: (r["n_leaves"], r["n_children"]) for r in tree_sizes(pl.from_arrow(nodes), pl.from_arrow(edges)).iter_rows(named=True)}
+    assert sizes["r"] == (6, 2) and sizes["s1"] == (3, 3) and sizes["a"] == (1, 0)
 
 
 def test_update_keeps_the_labels_of_unchanged_summaries_and_labels_new_ones() -> None:
