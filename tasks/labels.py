@@ -74,6 +74,10 @@ whereafter whereas whereby wherein whereupon wherever whether which while whithe
 within without would yet you your yours yourself yourselves
 said says say like just got did does doing didn don doesn isn wasn weren won wouldn shouldn couldn aren haven hadn
 it's i'm he's she's that's there's they're we're you're i've we've they've i'd he'd she'd they'd let's can't don't won't
+went came come comes coming took taken make makes making gave given told tell asked looked look saw seen knew know thought
+began begin used using use want wanted way thing things time times day days year years new old good great little lot lots
+including include includes included compared primarily approximately respectively following based according related
+increase increased decrease decreased total http https www com html org pdf page pages
 """.split())
 
 
