@@ -48,6 +48,9 @@ def chunk_stats(corpus_dir: str | Path, strategy: str) -> dict[str, Any]:
         nodes = pq.read_table(corpus.snapshot_table_path("nodes"), columns=["level", "n_tokens"])
         leaves = pl.from_arrow(nodes).filter(pl.col("level") == 0).get_column("n_tokens").to_arrow()
         stats["nodes_per_level"] = nodes_per_level(nodes)
+        from arborag.tasks.evaluation.labels import label_precision_of
+
+        stats["label_precision"] = {k: v for k, v in label_precision_of(corpus_dir).items() if k != "by_level"}
     except (ArboragError, OSError, KeyError, pa.ArrowInvalid):
         chunks = pl.from_arrow(corpus.read("chunks").select(["n_tokens", "strategy"]))
         leaves = chunks.filter(pl.col("strategy") == strategy).get_column("n_tokens").to_arrow()
