@@ -78,10 +78,11 @@ def main() -> None:
     setup_env()
     started = datetime.now(timezone.utc)
     machine0 = machine_line()
+    commit = git_commit()  # the code that builds and measures (read before anything runs)
     rows = [measure(name, args.work) for name in args.datasets]
     out = {
         "command": "python benchmarks/labels.py " + " ".join(sys.argv[1:]), "date": started.isoformat(timespec="seconds"),
-        "machine_at_start": machine0, "machine_at_end": machine_line(), "busy_at_end": busy_processes(), "commit": git_commit(),
+        "machine_at_start": machine0, "machine_at_end": machine_line(), "busy_at_end": busy_processes(), "commit": commit,
         "results": rows,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
