@@ -148,7 +148,7 @@ def topics(corpus_dir: str | Path, *, levels: int = 2, docs: int = 3, keywords: 
     ``node_id``, ``title``, ``keywords``, ``leaves``, ``share`` (of all leaves), ``n_docs`` and
     ``documents`` (the ``docs`` documents with most leaves under it: title, leaves)."""
     t = load_tree(corpus_dir)
-    top = int(t.nodes["level"].max() or 0) if t.nodes.height else 0
+    top = int(t.nodes.select(pl.col("level").max()).item() or 0) if t.nodes.height else 0
     wanted = t.nodes.filter((pl.col("level") > max(0, top - levels)) & (pl.col("level") > 0)).select("node_id", "level")
     n_leaves = max(1, t.nodes.filter(pl.col("level") == 0).height)
     under = leaves_under(t.nodes, t.edges).join(wanted.select("node_id"), on="node_id", how="semi")

@@ -20,7 +20,7 @@ def leaves_under(nodes: pl.DataFrame, edges: pl.DataFrame) -> pl.DataFrame:
     leaf_ids = nodes.filter(pl.col("level") == 0).select(pl.col("node_id").alias("child_id"))
     current = e.join(leaf_ids, on="child_id", how="semi").select(pl.col("parent_id").alias("node_id"), pl.col("child_id").alias("leaf_id"))
     parts = [current]
-    top = int(nodes["level"].max() or 0) if nodes.height else 0
+    top = int(nodes.select(pl.col("level").max()).item() or 0) if nodes.height else 0
     for _ in range(2, top + 1):  # a summary of level L+1 has the leaves of its level-L children
         current = (e.join(current, left_on="child_id", right_on="node_id")
                    .select(pl.col("parent_id").alias("node_id"), "leaf_id").unique())

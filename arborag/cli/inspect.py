@@ -74,9 +74,8 @@ def register(app: typer.Typer) -> None:
         from rich.table import Table
 
         table = Table(title=f"topics — top {levels} level(s)", show_lines=False)
-        for col, kw in (("level", {"justify": "right"}), ("title", {}), ("keywords", {}), ("leaves", {"justify": "right"}),
-                        ("share", {"justify": "right"}), ("documents", {})):
-            table.add_column(col, **kw)
+        for col in ("level", "title", "keywords", "leaves", "share", "documents"):
+            table.add_column(col, justify="right" if col in ("level", "leaves", "share") else "left")
         for r in rows:
             documents = "; ".join(f"{d['title']} ({d['leaves']})" for d in r["documents"])
             if r["n_docs"] > len(r["documents"]):
