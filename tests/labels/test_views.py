@@ -84,3 +84,15 @@ def test_a_snapshot_without_labels_still_opens_everywhere(tmp_path: Path) -> Non
     assert res.exit_code == EXIT_OK and "text of s2" in res.output
     res = runner.invoke(app, ["sql", "select count(*) as n from nodes where title is null", "--corpus", str(corpus.root)])
     assert res.exit_code == EXIT_OK and "9" in res.output
+
+
+def test_nodes_all_over_a_pre_label_and_a_labelled_snapshot(tmp_path: Path) -> None:
+    corpus = Corpus(tmp_path / "c").ensure()
+    publish_snapshot(corpus, "snap-old")
+    publish_labelled(corpus, "snap-new")
+    sql = ("select snapshot, count(title) as titled, count(*) filter (where level > 0) as summaries "
+           "from nodes_all group by snapshot order by snapshot")
+    res = runner.invoke(app, ["sql", sql, "--corpus", str(corpus.root), "--format", "json"])
+    assert res.exit_code == EXIT_OK, res.output
+    rows = {r["snapshot"]: (r["titled"], r["summaries"]) for r in json.loads(res.output)}
+    assert rows == {"snap-new": (3, 3), "snap-old": (0, 3)}

@@ -50,3 +50,32 @@ def test_inspect_tree_and_topics_on_a_built_corpus(built_corpus) -> None:
     assert sorted(r["title"] for r in rows) == sorted(top["title"].to_list())
     assert sum(r["leaves"] for r in rows) >= nodes.filter(pl.col("level") == 0).height  # the top level covers every leaf
     assert all(r["documents"][0]["title"] for r in rows)
+
+
+def test_the_search_page_shows_labels_in_a_real_browser(built_corpus, embedders, run_server, tmp_path) -> None:
+    from test_serve_page import CHROMIUM, FLAGS
+
+    import pytest
+
+    if not CHROMIUM.exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install -y chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed (pip install playwright)")
+    base = run_server(create_app(built_corpus, embedders=embedders))
+    expected = TestClient(create_app(built_corpus, embedders=embedders)).post(
+        "/search", json={"text": QUESTION, "mode": "collapsed", "budget": 1500}).json()
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=FLAGS)
+        try:
+            page = browser.new_page()
+            page.goto(base + "/")
+            page.fill("#q", QUESTION)
+            page.select_option("#mode", "collapsed")
+            page.fill("#budget", "1500")
+            page.click("button[type=submit]")
+            page.wait_for_selector("article.hit")
+            shown = {a.get_attribute("data-node"): (a.locator(".label .title").all_text_contents() or [None])[0]
+                     for a in page.locator("article.hit").all()}
+            assert shown == {h["node_id"]: h["title"] for h in expected["hits"]}
+            assert any(shown.values())
+        finally:
+            browser.close()
