@@ -15,7 +15,9 @@ nulls). It is a table transform in polars over Arrow:
   So a keyword is frequent in this cluster and rare in its siblings at the same level.
 - **keywords**: the :data:`KEYWORDS` best terms (score, then term, descending/ascending: ties are
   deterministic). **title**: the first :data:`TITLE_WORDS` keywords in the spelling most used in
-  the cluster's leaves, first letter upper-cased, joined with " · " (``title_source = "ctfidf"``).
+  the cluster's leaves, first letter upper-cased, joined with " · " (``title_source = "ctfidf"``);
+  a keyword whose first five letters repeat an earlier one's is skipped ("Jamaican", not
+  "Jamaican · Jamaica").
   A cluster with no usable word (numbers only, say) gets the start of its summary text as title
   (``title_source = "text"``), so every summary node has a title.
 - **titler** (optional, e.g. :func:`llm_titler`): called once with every cluster whose label is
@@ -78,6 +80,7 @@ went came come comes coming took taken make makes making gave given told tell as
 began begin used using use want wanted way thing things time times day days year years new old good great little lot lots
 including include includes included compared primarily approximately respectively following based according related
 increase increased decrease decreased total http https www com html org pdf page pages
+mr mrs ms dr st von van der
 """.split())
 
 
@@ -186,10 +189,11 @@ def _fresh_labels(df: pl.DataFrame, edges: pl.DataFrame, todo: pl.DataFrame, k: 
                 .sort(["node_id", "term", "len", "surface"], descending=[False, False, True, False])
                 .group_by("node_id", "term", maintain_order=True).agg(pl.col("surface").first()))
     top = top.join(spelling, on=["node_id", "term"], how="left", maintain_order="left")
-    per_node = top.group_by("node_id", maintain_order=True).agg(
-        pl.col("term").alias("keywords"),
-        _capital(pl.col("surface")).head(title_words).str.join(" · ").alias("kw_title"),
-    )
+    # the title skips a keyword that starts like an earlier one ("jamaica" after "jamaican")
+    title = (top.with_columns(pl.col("term").str.slice(0, 5).alias("stem5"))
+             .unique(["node_id", "stem5"], keep="first", maintain_order=True)
+             .group_by("node_id", maintain_order=True).agg(_capital(pl.col("surface")).head(title_words).str.join(" · ").alias("kw_title")))
+    per_node = top.group_by("node_id", maintain_order=True).agg(pl.col("term").alias("keywords")).join(title, on="node_id", how="left")
     out = todo.join(per_node, on="node_id", how="left", maintain_order="left")
     has_kw = pl.col("keywords").list.len().fill_null(0) > 0
     return out.select(

@@ -143,3 +143,15 @@ def test_a_nodes_file_written_before_labels_reads_with_null_labels(tmp_path: Pat
     assert back.schema == NODES and back.column("title").null_count == back.num_rows
     nodes2, edges = tree()
     assert labels_of(label_nodes(back, edges))["s1"]["title"] == labels_of(label_nodes(nodes2, edges))["s1"]["title"]
+
+
+def test_a_title_skips_a_keyword_that_starts_like_an_earlier_one() -> None:
+    leaves = {"a": "Jamaican reggae from Jamaica", "b": "Jamaica and Jamaican singers of reggae", "c": "Ships in harbour", "d": "A harbour ship"}
+    rows = [{"node_id": i, "level": 0, "text": t, "n_tokens": 5, "doc_ids": ["d"], "summarizer": "leaf", "summary_status": "leaf"} for i, t in leaves.items()]
+    rows += [{"node_id": s, "level": 1, "text": "x", "n_tokens": 1, "doc_ids": ["d"], "summarizer": "x", "summary_status": "ok"} for s in ("s1", "s2")]
+    edges = pa.Table.from_pylist([{"parent_id": p, "child_id": c, "probability": 1.0, "level": 1}
+                                  for p, c in (("s1", "a"), ("s1", "b"), ("s2", "c"), ("s2", "d"))], schema=EDGES)
+    out = labels_of(label_nodes(pa.Table.from_pylist(rows, schema=NODES), edges))
+    assert {"jamaica", "jamaican", "reggae"} <= set(out["s1"]["keywords"])
+    words = out["s1"]["title"].split(" · ")
+    assert "Reggae" in words and len([w for w in words if w.startswith("Jamaic")]) == 1
