@@ -44,3 +44,18 @@ def test_parentless_nodes_of_a_level_are_siblings() -> None:
     nodes, edges = frames({})
     pairs = sibling_pairs(nodes, edges.filter(pl.col("parent_id") != "r"))
     assert sorted(pairs.iter_rows()) == [("s1", "s2"), ("s2", "s1")]
+
+
+def test_eval_chunk_stats_carry_label_precision_and_the_report_shows_it(tmp_path) -> None:
+    from test_views import publish_labelled
+
+    from arborag.storage.corpus import Corpus
+    from arborag.tasks.evaluation.report import _label_text
+    from arborag.tasks.evaluation.stats import chunk_stats
+
+    corpus = Corpus(tmp_path / "c").ensure()
+    publish_labelled(corpus, "snap-l")
+    p = chunk_stats(corpus.root, "sentence")["label_precision"]
+    assert p["clusters"] == 2 and p["own"] == 1.0 and p["margin"] > 0.5 and "by_level" not in p
+    assert _label_text(p) == f"1.00 / {p['siblings']:.2f} ({p['margin']:+.2f}, 2 clusters)"
+    assert _label_text(None) == "–" and _label_text({"clusters": 0}) == "–"
