@@ -9,7 +9,8 @@ nulls). It is a table transform in polars over Arrow:
   starting with a letter, lowercased; English stop words and words shorter than 3 characters are
   dropped. A term counts once per leaf (binary term frequency), so a word repeated inside one
   chunk does not outweigh a word that runs through the cluster.
-- **c-TF-IDF** (BERTopic's ``ClassTfidfTransformer``): every summary node of a level is one class;
+- **c-TF-IDF** (BERTopic's ``ClassTfidfTransformer``): every summary node of a level is one class
+  (per-document trees: of a level of one document's tree);
   ``tf`` is the class's term counts L1-normalised, ``idf = log(1 + A / f_t)`` with ``A`` the mean
   number of term occurrences per class and ``f_t`` the term's count over all classes of the level.
   So a keyword is frequent in this cluster and rare in its siblings at the same level.
@@ -116,23 +117,33 @@ def leaf_terms(leaves: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def fold_plurals(terms: pl.DataFrame, extra: Sequence[str] = ()) -> pl.DataFrame:
+def fold_plurals(terms: pl.DataFrame, extra: Sequence[str] = (), *, by: str | None = None) -> pl.DataFrame:
     """``terms`` with a plural folded onto its singular when the singular occurs too, in ``terms``
     or in ``extra`` ("apples" -> "apple"; not "-ss"/"-us"/"-is" words), then each (leaf, term)
-    once again — no stemmer, one rule."""
-    vocab = pl.concat([terms.select("term"), pl.DataFrame({"term": list(extra)}, schema={"term": pl.String})]).select(pl.col("term").unique().implode())
-    stem = pl.col("term").str.strip_suffix("s")
+    once again — no stemmer, one rule. ``by``: a column of ``terms`` (e.g. the document of a
+    per-document tree) inside which the singular must occur."""
+    keys = [by] if by else []
+    vocab = terms.select(*keys, "term")
+    if extra:
+        extra_df = pl.DataFrame({"term": list(extra)}, schema={"term": pl.String})
+        vocab = pl.concat([vocab, terms.select(*keys).unique().join(extra_df, how="cross") if keys else extra_df])
+    vocab = vocab.unique().rename({"term": "_stem"}).with_columns(pl.lit(True).alias("_has"))
     plural = pl.col("term").str.ends_with("s") & ~pl.col("term").str.contains("(?:ss|us|is)$") & (pl.col("term").str.len_chars() > _MIN_LEN)
-    folded = terms.with_columns(pl.when(plural & stem.is_in(vocab.to_series(0).explode())).then(stem).otherwise(pl.col("term")).alias("term"))
+    folded = (terms.with_columns(pl.col("term").str.strip_suffix("s").alias("_stem"))
+              .join(vocab, on=[*keys, "_stem"], how="left", maintain_order="left")
+              .with_columns(pl.when(plural & pl.col("_has").fill_null(False)).then(pl.col("_stem")).otherwise(pl.col("term")).alias("term"))
+              .drop("_stem", "_has"))
     return folded.unique(["leaf_id", "term"], keep="first", maintain_order=True)
 
 
 def ctfidf(class_terms: pl.DataFrame) -> pl.DataFrame:
     """BERTopic's c-TF-IDF over ``(level, node_id, term, n)`` (each node one class, the classes of a
-    level compared with each other): adds ``score = n / sum_class(n) * log(1 + A / f_t)``."""
-    per_class = pl.col("n").sum().over("level", "node_id")
-    f_t = pl.col("n").sum().over("level", "term")
-    a = pl.col("n").sum().over("level") / pl.col("node_id").n_unique().over("level")
+    level compared with each other; with a ``scope`` column, only the classes of the same scope —
+    one document's tree): adds ``score = n / sum_class(n) * log(1 + A / f_t)``."""
+    group = ["level", "scope"] if "scope" in class_terms.columns else ["level"]
+    per_class = pl.col("n").sum().over(*group, "node_id")
+    f_t = pl.col("n").sum().over(*group, "term")
+    a = pl.col("n").sum().over(*group) / pl.col("node_id").n_unique().over(*group)
     return class_terms.with_columns((pl.col("n") / per_class * (1.0 + a / f_t).log()).alias("score"))
 
 
@@ -146,9 +157,12 @@ def _text_title(text: pl.Expr, n_words: int = 8) -> pl.Expr:
 
 
 def label_nodes(nodes: pa.Table, edges: pa.Table, *, previous: pa.Table | None = None, titler: Titler | None = None,
-                keywords: int = KEYWORDS, title_words: int = TITLE_WORDS) -> pa.Table:
+                per_document: bool = False, keywords: int = KEYWORDS, title_words: int = TITLE_WORDS) -> pa.Table:
     """``nodes`` (NODES schema) with ``keywords``/``title``/``title_source`` set for every summary
-    node and null for leaves; rows and every other column unchanged. See the module docstring."""
+    node and null for leaves; rows and every other column unchanged. See the module docstring.
+    ``per_document`` (``tree.scope = document``): each document's tree is labelled on its own (its
+    clusters against the other clusters of its level in the same document), so a document's labels
+    do not depend on the other documents — an update that keeps a document's tree equals a build."""
     df = frame(nodes)
     for name, dtype in (("keywords", pl.List(pl.String)), ("title", pl.String), ("title_source", pl.String)):
         if name not in df.columns:
@@ -156,7 +170,7 @@ def label_nodes(nodes: pa.Table, edges: pa.Table, *, previous: pa.Table | None =
     summaries = df.filter(pl.col("level") > 0).select("node_id", "level", "text")
     kept = _previous_labels(previous, summaries)
     todo = summaries.join(kept, on="node_id", how="anti")
-    fresh = _fresh_labels(df, frame(edges), todo, keywords, title_words)
+    fresh = _fresh_labels(df, frame(edges), todo, keywords, title_words, per_document)
     if titler is not None and fresh.height:
         fresh = _apply_titler(fresh, todo, titler)
     labels = pl.concat([kept, fresh], how="vertical_relaxed")
@@ -173,15 +187,18 @@ def _previous_labels(previous: pa.Table | None, summaries: pl.DataFrame) -> pl.D
     return prev.join(summaries.select("node_id"), on="node_id", how="semi").unique("node_id", keep="first").select(empty.columns)
 
 
-def _fresh_labels(df: pl.DataFrame, edges: pl.DataFrame, todo: pl.DataFrame, k: int, title_words: int) -> pl.DataFrame:
-    """Labels of the summary nodes in ``todo``, c-TF-IDF against every summary of their level."""
+def _fresh_labels(df: pl.DataFrame, edges: pl.DataFrame, todo: pl.DataFrame, k: int, title_words: int, per_document: bool) -> pl.DataFrame:
+    """Labels of the summary nodes in ``todo``, c-TF-IDF against every summary of their level
+    (of their document's tree when ``per_document``)."""
     if not todo.height:
         return pl.DataFrame(schema={"node_id": pl.String, "keywords": pl.List(pl.String), "title": pl.String, "title_source": pl.String})
     under = leaves_under(df, edges).filter(pl.col("level").is_in(todo["level"].unique().implode()))
     leaves = df.filter(pl.col("level") == 0).select("node_id", "text").join(under.select(pl.col("leaf_id").alias("node_id")).unique(), on="node_id", how="semi")
-    terms = fold_plurals(leaf_terms(leaves))
-    joined = under.join(terms, on="leaf_id")
-    counts = joined.group_by("level", "node_id", "term").agg(pl.len().alias("n"))
+    scope = pl.col("doc_ids").list.first() if per_document else pl.lit("")
+    leaf_scope = df.filter(pl.col("level") == 0).select(pl.col("node_id").alias("leaf_id"), scope.alias("scope"))
+    terms = fold_plurals(leaf_terms(leaves).join(leaf_scope, on="leaf_id", how="left"), by="scope")
+    joined = under.join(terms.drop("scope"), on="leaf_id").join(df.select("node_id", scope.alias("scope")), on="node_id", how="left")
+    counts = joined.group_by("level", "scope", "node_id", "term").agg(pl.len().alias("n"))
     scored = (ctfidf(counts).join(todo.select("node_id"), on="node_id", how="semi")
               .sort(["node_id", "score", "term"], descending=[False, True, False]))
     top = scored.group_by("node_id", maintain_order=True).head(k)

@@ -155,3 +155,26 @@ def test_a_title_skips_a_keyword_that_starts_like_an_earlier_one() -> None:
     assert {"jamaica", "jamaican", "reggae"} <= set(out["s1"]["keywords"])
     words = out["s1"]["title"].split(" · ")
     assert "Reggae" in words and len([w for w in words if w.startswith("Jamaic")]) == 1
+
+
+def test_per_document_labels_depend_on_their_own_document_only() -> None:
+    docs = {"d1": {"x1": ["Apples and pears", "apple orchards"], "x2": ["Ships at sea", "a ship of apples"]},
+            "d2": {"y1": ["Apples galore and more apples", "pears"], "y2": ["Rivers and ships", "river boats"]}}
+
+    def tables(keep: set[str]) -> tuple[pa.Table, pa.Table]:
+        rows, edges = [], []
+        for d, clusters in docs.items():
+            if d not in keep:
+                continue
+            for c, texts in clusters.items():
+                rows.append({"node_id": c, "level": 1, "text": c, "n_tokens": 1, "doc_ids": [d], "summarizer": "x", "summary_status": "ok"})
+                for j, t in enumerate(texts):
+                    rows.append({"node_id": f"{c}{j}", "level": 0, "text": t, "n_tokens": 3, "doc_ids": [d], "summarizer": "leaf", "summary_status": "leaf"})
+                    edges.append({"parent_id": c, "child_id": f"{c}{j}", "probability": 1.0, "level": 1})
+        return pa.Table.from_pylist(rows, schema=NODES), pa.Table.from_pylist(edges, schema=EDGES)
+
+    both = labels_of(label_nodes(*tables({"d1", "d2"}), per_document=True))
+    alone = labels_of(label_nodes(*tables({"d1"}), per_document=True))
+    assert {c: both[c] for c in ("x1", "x2")} == {c: alone[c] for c in ("x1", "x2")}
+    corpus_wide = labels_of(label_nodes(*tables({"d1", "d2"})))
+    assert any(corpus_wide[c]["keywords"] != alone[c]["keywords"] for c in ("x1", "x2"))  # corpus scope: the other document counts
