@@ -42,6 +42,7 @@ from arborag.errors import ConfigError, IngestError
 from arborag.hashing import hash_json
 from arborag.flows.common import RUNNERS, config_overrides, current_flow_run_id, dask_task_runner, install_fanout, new_run_id, plain_json
 from arborag.flows.ingest import discover
+from arborag.flows.noop import remember
 from arborag.flows.pipelines import BUILD_PIPELINE, INGEST_PIPELINE, TREE_PIPELINE
 from arborag.flows.stage import finish_run, pipeline_fingerprint, run_pipeline
 from arborag.storage.corpus import Corpus
@@ -132,6 +133,8 @@ def build_pipeline(ctx: StageContext, files: list[str] | None, *, use_prefect: b
         if failed:
             status = "partial"
             message = f"{failed} document(s) could not be read; see `arborag sql \"select uri, error from documents where status = 'error'\"`"
+        elif files is not None:  # the next `arborag update` of these sources can tell "nothing changed" from file stats
+            remember(ctx.corpus, ctx.config, files, ctx.config.update.prune, out.get("snapshot"))
         return out
     except BaseException as exc:
         status, message = "failed", f"{type(exc).__name__}: {exc}"

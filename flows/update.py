@@ -41,6 +41,7 @@ from arborag.errors import IngestError
 from arborag.flows.build import build_tree
 from arborag.flows.common import config_overrides, current_flow_run_id, new_run_id, plain_json
 from arborag.flows.ingest import discover
+from arborag.flows.noop import quick_noop, remember
 from arborag.flows.pipelines import INGEST_PIPELINE, PLAN, UPDATE_PIPELINE
 from arborag.flows.stage import finish_run, pipeline_fingerprint, run_pipeline
 from arborag.hashing import hash_json
@@ -105,6 +106,8 @@ def update_pipeline(
             if failed:
                 status = "partial"
                 message = f"{why}; {failed} source(s) could not be read (their earlier documents are kept)"
+            else:  # the next update of these sources can tell "nothing changed" from file stats (flows/noop.py)
+                remember(ctx.corpus, ctx.config, files, prune, out.get("snapshot"))
         return out
     except BaseException as exc:
         status, message = "failed", f"{type(exc).__name__}: {exc}"
@@ -167,6 +170,11 @@ def run_update(
     t0 = time.perf_counter()
     if not sources:
         raise IngestError(str(corpus_dir), "give the sources the corpus should mirror: arborag update SOURCE... --corpus DIR")
+    if not use_prefect and not dry_run:  # nothing changed since the last run, told from file stats (flows/noop.py)
+        quick = quick_noop([str(s) for s in sources], corpus_dir, config, prune=prune)
+        if quick is not None:
+            quick["seconds"] = round(time.perf_counter() - t0, 2)
+            return quick
     ctx = StageContext(Corpus(corpus_dir).ensure(), config, new_run_id(), progress=progress)
     files = discover(ctx, [str(s) for s in sources])
     prune = config.update.prune if prune is None else prune
