@@ -54,6 +54,11 @@ def register(app: typer.Typer) -> None:
                 _print_plan(quick["plan"], estimate=False)
                 _print_result(quick)
                 return
+        preloading = None
+        if not dry_run:  # the model loads while Prefect, the stages and the plan start
+            from arborag.embedder import preload
+
+            preloading = preload(cfg.embed, "lancedb")
         from arborag.flows.update import run_update
 
         try:
@@ -65,6 +70,9 @@ def register(app: typer.Typer) -> None:
             out = run_update(srcs, corpus, cfg, prune=prune, use_prefect=orchestrated, progress=True, lock_wait=not no_wait)
         except (ArboragError, OSError) as exc:
             fail(exc)
+        finally:
+            if preloading is not None:
+                preloading.join()
         _print_plan(out.get("plan") or {}, estimate=False)
         _print_result(out)
         if out.get("status") == "partial":
