@@ -79,6 +79,9 @@ def register(app: typer.Typer) -> None:
             _print_estimate(out, cfg)
             return
         _print_summary(out)
+        from arborag.cli.exit import finish
+
+        finish(EXIT_PARTIAL if out.get("status") == "partial" else 0)  # the console script ends here (no teardown)
         if out.get("status") == "partial":
             raise typer.Exit(EXIT_PARTIAL)
 

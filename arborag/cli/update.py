@@ -53,6 +53,9 @@ def register(app: typer.Typer) -> None:
             if quick is not None:
                 _print_plan(quick["plan"], estimate=False)
                 _print_result(quick)
+                from arborag.cli.exit import finish
+
+                finish(0)
                 return
         preloading = None
         if not dry_run:  # the model loads while Prefect, the stages and the plan start
@@ -75,6 +78,9 @@ def register(app: typer.Typer) -> None:
                 preloading.join()
         _print_plan(out.get("plan") or {}, estimate=False)
         _print_result(out)
+        from arborag.cli.exit import finish
+
+        finish(EXIT_PARTIAL if out.get("status") == "partial" else 0)  # the console script ends here (no teardown)
         if out.get("status") == "partial":
             raise typer.Exit(EXIT_PARTIAL)
 
