@@ -267,6 +267,19 @@ def stage_table(run: dict[str, Any], wall: float) -> list[list[str]]:
     return rows
 
 
+def verdict(ok: bool, *steps: dict[str, Any], absolute: bool = False) -> str:
+    """MET / MISSED — or, when any step it compares ran while other processes kept more than
+    BUSY_CORES busy, the same word marked as no verdict: a shared machine slows torch's encode
+    (the floor) far more than the rest, so ratios against it are not the idle machine's.
+    ``absolute``: a time target, which a busy machine can only make harder — met there, it is met."""
+    word = "MET" if ok else "MISSED"
+    if absolute and ok and any(st.get("busy") for st in steps):
+        return "MET (on a busy machine: the time is an upper bound)"
+    if any(st.get("busy") for st in steps):
+        return f"{word.lower()} on a busy machine (no verdict: re-run idle)"
+    return word
+
+
 def markdown(result: dict[str, Any]) -> str:
     lines = [
         "# The cold path: CLI build and updates against the embedding floor (issue 26)",
@@ -306,15 +319,15 @@ def markdown(result: dict[str, Any]) -> str:
         tgt = BUILD_FLOOR_TARGET.get(mult)
         ratio = build / floor_enc
         add("cold CLI build", r["build"], f"{ratio:.2f}× encode floor, {build / floor_proc:.2f}× floor process",
-            f"≤ {tgt}× encode floor: {'MET' if ratio <= tgt else 'MISSED'}" if tgt else "")
+            f"≤ {tgt}× encode floor: {verdict(ratio <= tgt, r['build'], r['floor'], r['floor2'])}" if tgt else "")
         for key, label in (("noop", "no-op update"), ("add", "update +1% added"), ("delete", "update −1% deleted"), ("change", "update ~1% changed")):
             row = r[key]
             share = row["wall"] / build
             target = ""
             if key == "noop":
-                target = f"≤ {NOOP_TARGET_S} s: {'MET' if row['wall'] <= NOOP_TARGET_S else 'MISSED'}"
+                target = f"≤ {NOOP_TARGET_S} s: {verdict(row['wall'] <= NOOP_TARGET_S, row, absolute=True)}"
             elif key == "add":
-                target = f"≤ {UPDATE_TARGET:.0%} of build: {'MET' if share <= UPDATE_TARGET else 'MISSED'}"
+                target = f"≤ {UPDATE_TARGET:.0%} of build: {verdict(share <= UPDATE_TARGET, row, r['build'])}"
             add(label, row, f"{share:.1%} of build", target)
         lines += [md_table(["step", "wall s", "cpu s", "peak MB", "others (cores)", "ratio", "target / detail"], table), ""]
         for key, label in (("build", "cold build"), ("add", "update +1% added")):
@@ -337,7 +350,13 @@ def main() -> None:
     ap.add_argument("--max-wait", type=float, default=300.0)
     ap.add_argument("--extra", default="", help="extra CLI options for build and update (e.g. --no-prefect)")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--report-only", type=Path, default=None, metavar="JSON",
+                    help="re-render the markdown of a saved cold_path.json (nothing is run)")
     args = ap.parse_args()
+    if args.report_only is not None:
+        saved = json.loads(args.report_only.read_text(encoding="utf-8"))
+        (args.out or args.report_only.with_suffix(".md")).write_text(markdown(saved), encoding="utf-8")
+        return
     t_bench = time.perf_counter()
     setup_env()
     env = dict(os.environ)
