@@ -121,9 +121,10 @@ def remember(corpus: Any, config: ArboragConfig, files: Sequence[str], prune: bo
         return False
 
 
-def quick_noop(sources: Sequence[str], corpus_dir: str | Path, config: ArboragConfig, *, prune: bool | None = None) -> dict[str, Any] | None:
+def quick_noop(sources: Sequence[str], corpus_dir: str | Path, config: ArboragConfig, *, prune: bool | None = None,
+               run_id: str | None = None) -> dict[str, Any] | None:
     """The run summary of a no-op update when the recorded state (:func:`remember`) still holds,
-    else None. Records the run in the ``runs`` table, as the full path does."""
+    else None. Records the run (``run_id``, or a new one) in the ``runs`` table, as the full path does."""
     t0 = time.perf_counter()
     started = datetime.now(timezone.utc)
     root = Path(corpus_dir)
@@ -156,7 +157,7 @@ def quick_noop(sources: Sequence[str], corpus_dir: str | Path, config: ArboragCo
     }
     from arborag.flows.common import new_run_id
 
-    out["run_id"] = run_id = new_run_id()
+    out["run_id"] = run_id = run_id or new_run_id()
     counts = {"added": 0, "changed": 0, "deleted": 0, "unchanged": len(files), "failed": 0, "mode": "noop", "full_rebuild": False,
               "reason": reason, "quick": True, "calls": out["calls"], "seconds": {}}
     corpus.append_run({

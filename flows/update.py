@@ -153,7 +153,12 @@ def _update(
     ``snapshot``, per-stage summaries, ``calls``, ``status``).
     """
     config = load_config(config_path, overrides=config_overrides)
-    ctx = StageContext(Corpus(corpus_dir).ensure(), config, current_flow_run_id() or new_run_id(), progress=progress)
+    run_id = current_flow_run_id() or new_run_id()
+    if not dry_run:  # a scheduled run that finds nothing changed (file stats): no plan, no segmenting
+        quick = quick_noop(sources, corpus_dir, config, prune=prune, run_id=run_id)
+        if quick is not None:
+            return quick
+    ctx = StageContext(Corpus(corpus_dir).ensure(), config, run_id, progress=progress)
     files = discover(ctx, sources)
     return update_pipeline(ctx, files, prune=config.update.prune if prune is None else prune, use_prefect=True, dry_run=dry_run, lock_wait=lock_wait)
 

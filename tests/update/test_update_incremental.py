@@ -203,6 +203,12 @@ def test_update_noop_is_told_from_file_stats_and_a_change_is_not(work: tuple[Pat
     res = CliRunner().invoke(app, ["update", str(src), "--corpus", str(corpus), "--no-prefect"],
                              env={"COLUMNS": "300", "ARBORAG_CLUSTER__DIMS": "4"})  # CONFIG's one override
     assert res.exit_code == 0 and "unchanged" in res.output and "decided from file stats" in res.output, res.output
+    # the update flow's body (what a scheduled run executes) takes the same shortcut, under the flow run's id
+    from arborag.flows import update as update_flow_module
+
+    scheduled = update_flow_module._update(str(corpus), [str(src)], config_overrides={"cluster": {"dims": 4}})
+    assert scheduled["quick"] is True and scheduled["mode"] == "noop"
+    assert Corpus(corpus).read("runs").to_pylist()[-1]["run_id"] == scheduled["run_id"]
     # another config is not the recorded state: the full path runs (and finds nothing to do)
     other = run_update([src], corpus, CONFIG.with_overrides(update={"max_drift": 0.5}))
     assert not other.get("quick") and other["mode"] == "noop"
