@@ -153,6 +153,15 @@ def render_summary(results: Frame, meta: dict[str, Any]) -> str:
     md.append(_table(["strategy", "parameters", "leaves", "mean tokens", "p95 tokens", "nodes per level (L0 / L1 / …)", "build s", "",
                       "label precision own / siblings' (margin)"], srows, "llrrrlrll"))
 
+    read = {s: r for s, r in (meta.get("readability") or {}).items() if r}
+    if read:
+        md.append("\n## Readability of the tree (docs/EVALUATION.md, \"Readability\")\n")
+        md.append(_table(
+            ["strategy", "summaries", "fragment rate", "whole sentences", "coverage", "leaves with a line break inside a sentence"],
+            [[s, _n(r.get("summaries")), _f(r.get("fragment_rate")), _f(r.get("whole_sentence_share")), _f(r.get("coverage")),
+              f"{_n(r.get('leaves_with_wrap_breaks'))} of {_n(r.get('leaves'))}"] for s, r in read.items()],
+            "lrrrrr"))
+
     # Systems at the headline budget
     n_ans = max((a["n_answerable"] for a in by_sys.values()), default=0)
     md.append(f"\n## Systems at budget {budget} (strategy `{primary}`)\n")
