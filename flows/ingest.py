@@ -37,6 +37,7 @@ from arborag.config import ArboragConfig, Strategy, load_config
 from arborag.env import offline_env
 from arborag.errors import IngestError
 from arborag.flows.common import config_overrides, current_flow_run_id, new_run_id, plain_json
+from arborag.flows.lazy import lazy_flow
 from arborag.flows.pipelines import INGEST_PIPELINE
 from arborag.flows.stage import record_run, run_pipeline
 from arborag.storage.corpus import Corpus
@@ -44,8 +45,8 @@ from arborag.storage.lock import corpus_lock
 from arborag.tasks.stage_context import StageContext
 from arborag.tasks.stages.ingest import discover_sources
 
-offline_env()  # Prefect reads its settings when imported
-from prefect import flow  # noqa: E402
+
+offline_env()  # the offline settings (HF, numba's cache, Prefect's) before anything reads them
 
 __all__ = ["FLOW_NAME", "INGEST_PIPELINE", "discover", "ingest_and_segment", "ingest_pipeline", "run_ingest_and_segment"]
 
@@ -95,8 +96,14 @@ def _check_inputs(corpus: Corpus, ingest: bool, segment: bool) -> None:
         raise IngestError(str(corpus.root), f"no documents to segment; run `arborag ingest SOURCE... --corpus {corpus.root}` first")
 
 
-@flow(name=FLOW_NAME, log_prints=False)
-def ingest_and_segment(
+def __getattr__(name: str) -> Any:
+    """``ingest_and_segment``: the Prefect flow, made on first use (flows/lazy.py)."""
+    if name == "ingest_and_segment":
+        return _ingest_flow()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _ingest_and_segment(
     corpus_dir: str,
     sources: list[str] | None = None,
     config_path: str | None = None,
@@ -121,6 +128,9 @@ def ingest_and_segment(
         files = discover(ctx, sources) if sources is not None else None
         chosen = (strategy or config.segment.strategy) if segment else None
         return ingest_pipeline(ctx, files, strategy=chosen, use_prefect=True)
+
+
+_ingest_flow = lazy_flow(_ingest_and_segment, attr="ingest_and_segment", name=FLOW_NAME)
 
 
 def run_ingest_and_segment(
@@ -158,7 +168,7 @@ def run_ingest_and_segment(
             ctx.corpus.ensure()
             chosen = (strategy or config.segment.strategy) if segment else None
             return ingest_pipeline(ctx, files, strategy=chosen, use_prefect=False)
-        out = ingest_and_segment(
+        out = _ingest_flow()(
             corpus_dir=str(corpus.root), sources=files, config_overrides=config_overrides(config),
             strategy=strategy, segment=segment, progress=progress,
         )

@@ -12,12 +12,9 @@ beside its pure function) plus one entry here (see docs/ARCHITECTURE.md, "Adding
 from __future__ import annotations
 
 from arborag.config import ArboragConfig
-from arborag.env import offline_env
+from arborag.flows.lazy import LazyTask
 from arborag.flows.stage import SNAPSHOT, SOURCES, Stage, staged, table
 from arborag.tasks.stages import context, embed, ingest, plan, publish, sections, segment, sparse, tree, tree_update, vectors
-
-offline_env()  # Prefect reads its settings when imported
-from prefect import task  # noqa: E402
 
 __all__ = [
     "BUILD_PIPELINE", "CONTEXT", "EMBED", "INGEST", "INGEST_PIPELINE", "PIPELINES", "PLAN", "PUBLISH", "SECTIONS", "SEGMENT",
@@ -26,8 +23,9 @@ __all__ = [
 
 
 def _task(name: str, runner):  # type: ignore[no-untyped-def]
-    """The module-level Prefect task of a stage (``.fn`` is the runner: testable without Prefect)."""
-    return task(name=name, log_prints=False)(runner)
+    """The module-level Prefect task of a stage (``.fn`` is the runner: testable without Prefect),
+    made on first use: a run without Prefect never imports it (flows/lazy.py)."""
+    return LazyTask(name, runner)
 
 
 def _sections_on(config: ArboragConfig) -> bool:

@@ -36,11 +36,14 @@ from pathlib import Path
 from typing import Any
 
 from arborag.config import ArboragConfig, load_config
+from arborag import phases
 from arborag.env import offline_env
 from arborag.errors import IngestError
 from arborag.flows.build import build_tree
 from arborag.flows.common import config_overrides, current_flow_run_id, new_run_id, plain_json
 from arborag.flows.ingest import discover
+from arborag.flows.lazy import lazy_flow
+from arborag.flows.noop import quick_noop, remember
 from arborag.flows.pipelines import INGEST_PIPELINE, PLAN, UPDATE_PIPELINE
 from arborag.flows.stage import finish_run, pipeline_fingerprint, run_pipeline
 from arborag.hashing import hash_json
@@ -49,8 +52,8 @@ from arborag.tasks.leaves import build_key, leaves_for
 from arborag.tasks.stage_context import StageContext
 from arborag.tasks.stages.plan import decide
 
-offline_env()  # Prefect reads its settings when imported
-from prefect import flow  # noqa: E402
+
+offline_env()  # the offline settings (HF, numba's cache, Prefect's) before anything reads them
 
 __all__ = ["FLOW_NAME", "UPDATE_PIPELINE", "decide", "run_update", "update", "update_pipeline"]
 
@@ -72,6 +75,7 @@ def update_pipeline(
 ) -> dict[str, Any]:
     """Run the update over discovered ``files``; record the run (not for a dry run)."""
     started = datetime.now(timezone.utc)
+    before, age = phases.snapshot(), phases.process_age()
     out: dict[str, Any] = {"corpus": str(ctx.corpus.root), "run_id": ctx.run_id, "cached": [], "dry_run": dry_run}
     status, message = "ok", ""
     lock = contextlib.nullcontext() if dry_run else _writer_lock(ctx, lock_wait)
@@ -105,6 +109,8 @@ def update_pipeline(
             if failed:
                 status = "partial"
                 message = f"{why}; {failed} source(s) could not be read (their earlier documents are kept)"
+            else:  # the next update of these sources can tell "nothing changed" from file stats (flows/noop.py)
+                remember(ctx.corpus, ctx.config, files, prune, out.get("snapshot"))
         return out
     except BaseException as exc:
         status, message = "failed", f"{type(exc).__name__}: {exc}"
@@ -117,12 +123,19 @@ def update_pipeline(
             **plan_counts, "mode": out.get("mode"), "full_rebuild": bool(out.get("full_rebuild")),
             "reason": out.get("reason"), "clusters_touched": tree.get("clusters_touched", {}),
             "summaries_rewritten": ctx.counters.summaries, "tokens_in": ctx.counters.tokens_in, "tokens_out": ctx.counters.tokens_out,
+            "phases": phases.since(before), "process_age_at_start": age,
         }
         finish_run(ctx, "update", out, started=started, status=status, message=message, record=not dry_run, counts=counts)
 
 
-@flow(name=FLOW_NAME, log_prints=False)
-def update(
+def __getattr__(name: str) -> Any:
+    """``update``: the Prefect flow, made on first use (flows/lazy.py): a run without Prefect never imports it."""
+    if name == "update":
+        return _update_flow()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _update(
     corpus_dir: str,
     sources: list[str],
     config_path: str | None = None,
@@ -140,9 +153,17 @@ def update(
     ``snapshot``, per-stage summaries, ``calls``, ``status``).
     """
     config = load_config(config_path, overrides=config_overrides)
-    ctx = StageContext(Corpus(corpus_dir).ensure(), config, current_flow_run_id() or new_run_id(), progress=progress)
+    run_id = current_flow_run_id() or new_run_id()
+    if not dry_run:  # a scheduled run that finds nothing changed (file stats): no plan, no segmenting
+        quick = quick_noop(sources, corpus_dir, config, prune=prune, run_id=run_id)
+        if quick is not None:
+            return quick
+    ctx = StageContext(Corpus(corpus_dir).ensure(), config, run_id, progress=progress)
     files = discover(ctx, sources)
     return update_pipeline(ctx, files, prune=config.update.prune if prune is None else prune, use_prefect=True, dry_run=dry_run, lock_wait=lock_wait)
+
+
+_update_flow = lazy_flow(_update, attr="update", name=FLOW_NAME)
 
 
 def run_update(
@@ -167,13 +188,18 @@ def run_update(
     t0 = time.perf_counter()
     if not sources:
         raise IngestError(str(corpus_dir), "give the sources the corpus should mirror: arborag update SOURCE... --corpus DIR")
+    if not use_prefect and not dry_run:  # nothing changed since the last run, told from file stats (flows/noop.py)
+        quick = quick_noop([str(s) for s in sources], corpus_dir, config, prune=prune)
+        if quick is not None:
+            quick["seconds"] = round(time.perf_counter() - t0, 2)
+            return quick
     ctx = StageContext(Corpus(corpus_dir).ensure(), config, new_run_id(), progress=progress)
     files = discover(ctx, [str(s) for s in sources])
     prune = config.update.prune if prune is None else prune
     if not use_prefect:
         out = update_pipeline(ctx, files, prune=prune, use_prefect=False, dry_run=dry_run, lock_wait=lock_wait)
     else:
-        out = plain_json(update(
+        out = plain_json(_update_flow()(
             corpus_dir=str(ctx.corpus.root), sources=[str(s) for s in sources], config_overrides=config_overrides(config),
             prune=prune, dry_run=dry_run, progress=progress, lock_wait=lock_wait,
         ))

@@ -119,6 +119,42 @@ def _fit_gmm(x: np.ndarray, k: int, seed: int, stats: ClusterStats | None, *, to
     return gmm
 
 
+def _exact_from_loose(loose: Any, x: np.ndarray, stats: ClusterStats | None) -> Any:
+    """The fit ``_fit_gmm(x, k, seed)`` (tol 1e-3) would return, continued from the loose fit
+    ``loose`` (tol ``LOOSE_TOL``) of the same ``x``, k and seed instead of started again.
+
+    EM is deterministic after its seeded k-means start, and both fits share that start: the
+    exact fit runs the loose fit's iterations one for one (same floats) and goes on where the
+    loose one stopped, until its own tolerance or sklearn's 100 iterations in all. So: when
+    the loose fit's last change is already under the exact tolerance, or it used all its
+    iterations, the exact fit is that very model; otherwise sklearn's ``warm_start`` resumes
+    EM from the loose parameters and lower bound for the iterations left — the parameters
+    are those of the fit from scratch, bit for bit (tests/tasks compare)."""
+    import copy
+
+    bounds = list(getattr(loose, "lower_bounds_", None) or [])
+    max_iter = int(loose.max_iter)
+    if not bounds or len(bounds) != int(loose.n_iter_):  # an sklearn without lower_bounds_: start again
+        return None
+    last = bounds[-1] - bounds[-2] if len(bounds) >= 2 else math.inf
+    if not loose.converged_ or loose.n_iter_ >= max_iter or abs(last) < 1e-3:
+        return loose
+    t0 = time.perf_counter()
+    gmm = copy.deepcopy(loose)
+    gmm.set_params(warm_start=True, tol=1e-3, max_iter=max_iter - int(loose.n_iter_))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            gmm.fit(x)
+    except (ValueError, np.linalg.LinAlgError, FloatingPointError) as exc:
+        log.debug("GMM k=%d failed on %d points: %s", loose.n_components, len(x), exc)
+        gmm = False  # the fit from scratch fails the same way
+    if stats is not None:
+        stats.gmm_fits += 1
+        stats.gmm_s += time.perf_counter() - t0
+    return gmm
+
+
 def select_k(
     x: np.ndarray,
     max_k: int,
@@ -138,8 +174,9 @@ def select_k(
        than the best so far by more than ``STOP_MARGIN`` one-component BIC penalties
        (ln(n) * parameters per component) — past its minimum the BIC climbs steadily with k;
     2. every k strictly between the grid neighbours of the two best grid points;
-    3. then fits the ``N_EXACT`` best of those candidates exactly (a no-op for exact probes)
-       and returns the exact argmin.
+    3. then fits the ``N_EXACT`` best of those candidates exactly (a no-op for exact probes;
+       a loose probe's exact fit continues its EM instead of starting again:
+       :func:`_exact_from_loose`, the same model) and returns the exact argmin.
 
     The exact fits are the very fits ``exhaustive`` makes, so when the candidates include the
     exhaustive argmin both methods return the same model (how often:
@@ -151,10 +188,16 @@ def select_k(
     bics: dict[int, float] = {}
     models: dict[int, Any] = {}
 
+    loose_models: dict[int, Any] = {}
+
     def evaluate(k: int) -> None:
         if k in bics or not 1 <= k <= max_k:
             return
-        gmm = _fit_gmm(x, k, seed, stats)
+        gmm = _exact_from_loose(loose_models[k], x, stats) if loose_models.get(k) is not None else None
+        if gmm is None:
+            gmm = _fit_gmm(x, k, seed, stats)
+        elif gmm is False:
+            gmm = None
         models[k] = gmm
         bics[k] = float(gmm.bic(x)) if gmm is not None else math.inf
 
@@ -172,6 +215,7 @@ def select_k(
             if use_loose:
                 gmm = _fit_gmm(x, k, seed, stats, tol=LOOSE_TOL)
                 loose[k] = float(gmm.bic(x)) if gmm is not None else math.inf
+                loose_models[k] = gmm
             else:
                 evaluate(k)
                 loose[k] = bics[k]

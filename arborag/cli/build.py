@@ -60,6 +60,11 @@ def register(app: typer.Typer) -> None:
             "cluster": {"seed": seed},
         }
         cfg = config_from(config, overrides)
+        preloading = None
+        if not dry_run and runner == "local":  # the model loads while Prefect, the stages and ingest start
+            from arborag.embedder import preload
+
+            preloading = preload(cfg.embed, "lancedb")
         from arborag.flows.build import run_build
 
         try:
@@ -67,10 +72,16 @@ def register(app: typer.Typer) -> None:
                             runner=runner, workers=workers, address=address)
         except (ArboragError, OSError) as exc:  # OSError: disk full, read-only corpus
             fail(exc)
+        finally:
+            if preloading is not None:
+                preloading.join()
         if dry_run:
             _print_estimate(out, cfg)
             return
         _print_summary(out)
+        from arborag.cli.exit import finish
+
+        finish(EXIT_PARTIAL if out.get("status") == "partial" else 0)  # the console script ends here (no teardown)
         if out.get("status") == "partial":
             raise typer.Exit(EXIT_PARTIAL)
 

@@ -43,20 +43,44 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         offline_env()
         cfg = config_from(config, {"update": {"prune": prune}, "ingest": {"follow_external_symlinks": follow_external_symlinks or None}})
+        srcs = [str(s) for s in sources]
+        orchestrated = use_prefect(prefect)
+        if not dry_run and not orchestrated:
+            # nothing changed since the last run? told from file stats before Prefect, the stages or a model load
+            from arborag.flows.noop import quick_noop
+
+            quick = quick_noop(srcs, corpus, cfg, prune=prune)
+            if quick is not None:
+                _print_plan(quick["plan"], estimate=False)
+                _print_result(quick)
+                from arborag.cli.exit import finish
+
+                finish(0)
+                return
+        preloading = None
+        if not dry_run:  # the model loads while Prefect, the stages and the plan start
+            from arborag.embedder import preload
+
+            preloading = preload(cfg.embed, "lancedb")
         from arborag.flows.update import run_update
 
-        srcs = [str(s) for s in sources]
         try:
             if dry_run:
                 plan = run_update(srcs, corpus, cfg, prune=prune, dry_run=True, use_prefect=False)
                 _print_plan(plan.get("plan") or {})
                 return
             # one pass: the plan is made (and printed) by the run itself, not by a dry run first
-            out = run_update(srcs, corpus, cfg, prune=prune, use_prefect=use_prefect(prefect), progress=True, lock_wait=not no_wait)
+            out = run_update(srcs, corpus, cfg, prune=prune, use_prefect=orchestrated, progress=True, lock_wait=not no_wait)
         except (ArboragError, OSError) as exc:
             fail(exc)
+        finally:
+            if preloading is not None:
+                preloading.join()
         _print_plan(out.get("plan") or {}, estimate=False)
         _print_result(out)
+        from arborag.cli.exit import finish
+
+        finish(EXIT_PARTIAL if out.get("status") == "partial" else 0)  # the console script ends here (no teardown)
         if out.get("status") == "partial":
             raise typer.Exit(EXIT_PARTIAL)
 

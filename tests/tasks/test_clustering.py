@@ -110,6 +110,27 @@ def test_select_k_coarse_to_fine_matches_exhaustive_on_clear_blobs():
     np.testing.assert_allclose(gmm_cf.predict_proba(x), gmm_ex.predict_proba(x))
 
 
+def test_exact_fit_continued_from_the_loose_fit_is_the_fit_from_scratch_bit_for_bit():
+    """select_k's exact refit of a loose probe resumes its EM (mixture._exact_from_loose): the
+    parameters must be those of GaussianMixture(k, tol=1e-3) fitted from scratch, exactly."""
+    from arborag.tasks import mixture
+
+    rng = np.random.default_rng(5)
+    centers = rng.standard_normal((9, 6)) * 3
+    x = np.concatenate([c + rng.standard_normal((70, 6)) for c in centers])
+    resumed = 0
+    with threadpool_limits(1):
+        for k in (1, 3, 6, 9, 14, 20):
+            scratch = mixture._fit_gmm(x, k, 224, None)
+            loose = mixture._fit_gmm(x, k, 224, None, tol=mixture.LOOSE_TOL)
+            exact = mixture._exact_from_loose(loose, x, None)
+            resumed += exact is not loose
+            for name in ("weights_", "means_", "covariances_", "precisions_cholesky_"):
+                assert np.array_equal(getattr(scratch, name), getattr(exact, name)), (k, name)
+            assert scratch.bic(x) == exact.bic(x)
+    assert resumed, "at least one k must exercise the resumed EM (not only the loose model as it is)"
+
+
 # -- cluster_level --------------------------------------------------------------------------
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 11])
 def test_tiny_inputs_form_one_cluster(n):

@@ -172,3 +172,53 @@ def test_update_no_prune_keeps_documents_whose_file_is_gone(work: tuple[Path, Pa
     assert out["plan"]["deleted"] == 1 and out["plan"]["pruned"] is False
     assert out["mode"] == "noop"  # nothing left the documents table, so the tree is the same
     assert any(UNIQUE in r["text"] for r in nodes_of(corpus))
+
+
+def _age(src: Path, seconds: float = 30.0) -> None:
+    """Set every source file's mtime ``seconds`` into the past (a just-written file is 'racy')."""
+    import os
+    import time
+
+    for f in src.iterdir():
+        t = time.time() - seconds
+        os.utime(f, (t, t))
+
+
+def test_update_noop_is_told_from_file_stats_and_a_change_is_not(work: tuple[Path, Path]) -> None:
+    corpus, src = work
+    _age(src)
+    first = run_update([src], corpus, CONFIG)  # the full path decides "noop" and records the state
+    assert first["mode"] == "noop" and not first.get("quick")
+    assert (corpus / "cache" / "update_noop.json").is_file()
+    manifest = (corpus / "manifest.json").read_text()
+    runs = Corpus(corpus).read("runs").num_rows
+    quick = run_update([src], corpus, CONFIG)
+    assert quick["quick"] is True and quick["mode"] == "noop" and quick["snapshot"] == json.loads(manifest)["snapshot"]
+    assert quick["plan"]["unchanged"] == len(list(src.iterdir())) and quick["calls"] == {"embedded_texts": 0, "summaries": 0}
+    assert (corpus / "manifest.json").read_text() == manifest
+    run = Corpus(corpus).read("runs").to_pylist()
+    assert len(run) == runs + 1 and run[-1]["flow"] == "update" and json.loads(run[-1]["counts"])["quick"] is True
+    from arborag.cli import app
+
+    res = CliRunner().invoke(app, ["update", str(src), "--corpus", str(corpus), "--no-prefect"],
+                             env={"COLUMNS": "300", "ARBORAG_CLUSTER__DIMS": "4"})  # CONFIG's one override
+    assert res.exit_code == 0 and "unchanged" in res.output and "decided from file stats" in res.output, res.output
+    # the update flow's body (what a scheduled run executes) takes the same shortcut, under the flow run's id
+    from arborag.flows import update as update_flow_module
+
+    scheduled = update_flow_module._update(str(corpus), [str(src)], config_overrides={"cluster": {"dims": 4}})
+    assert scheduled["quick"] is True and scheduled["mode"] == "noop"
+    assert Corpus(corpus).read("runs").to_pylist()[-1]["run_id"] == scheduled["run_id"]
+    # another config is not the recorded state: the full path runs (and finds nothing to do)
+    other = run_update([src], corpus, CONFIG.with_overrides(update={"max_drift": 0.5}))
+    assert not other.get("quick") and other["mode"] == "noop"
+    # a changed file (even with an old mtime) is seen, so is a new one
+    zebra = src / "zebra.txt"
+    zebra.write_text(zebra.read_text().replace("purple owls", "crimson ravens"), encoding="utf-8")
+    _age(src)
+    changed = run_update([src], corpus, CONFIG)
+    assert not changed.get("quick") and changed["mode"] == "incremental" and changed["plan"]["changed"] == 1
+    (src / "new.txt").write_text("The ferryman of Lisk rowed eleven goats across the dark river.\n", encoding="utf-8")
+    added = run_update([src], corpus, CONFIG)  # new.txt was just written: never trusted from a record anyway
+    assert not added.get("quick") and added["plan"]["added"] == 1
+    assert not (corpus / "cache" / "update_noop.json").exists()  # racy: the record is not written
