@@ -34,7 +34,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from arborag.query.options import (
-    AutoOptions, HybridOptions, LevelOptions, ModeOptions, MultiOptions, NoOptions, RerankOptions, SegmentsOptions,
+    AutoOptions, HopOptions, HybridOptions, LevelOptions, ModeOptions, MultiOptions, NoOptions, RerankOptions, SegmentsOptions,
 )
 
 __all__ = [
@@ -111,6 +111,8 @@ MODES: dict[str, ModeSpec] = {m.name: m for m in (
     ModeSpec("rerank", "arborag.query.rerank:search",
              "leaves rescored by the configured reranker (rerank.kind), best calibrated first", RerankOptions,
              llm="configurable"),
+    ModeSpec("hop", "arborag.query.hop:search",
+             "multi-hop: auto's ranking plus a walk over the snapshot's links between leaves (titles, names; IDF)", HopOptions),
 )}
 
 #: Every registered mode, the default first (what the CLI and the server accept).

@@ -88,6 +88,14 @@ SYSTEMS: dict[str, SystemSpec] = {
     "auto-summaries": SystemSpec("auto-summaries", "auto", None,
                                  "auto + summaries in the context (<= 25% of the budget), a summary and its children never both",
                                  (("summaries", "dedup"),)),
+    # issue 25: multi-hop through the links between leaves (query/hop.py) and the designs measured against it
+    "hop": SystemSpec("hop", "hop", None, "auto + one hop from the 5 best leaves into the documents they name (title links, IDF)"),
+    "hop-all": SystemSpec("hop-all", "hop", None, "hop arriving through every link (titles and shared capitalised names)",
+                          (("kinds", "all"),)),
+    "hop-ppr": SystemSpec("hop-ppr", "hop", None, "Personalized PageRank over leaves + entities seeded by auto's 5 best leaves",
+                          (("walk", "ppr"),)),
+    "hop-tree": SystemSpec("hop-tree", "hop", None, "auto + the leaves sharing a level-1 cluster with auto's 5 best leaves",
+                           (("walk", "tree"),)),
 }
 BASELINE = "flat"
 
