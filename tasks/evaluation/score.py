@@ -110,7 +110,7 @@ def score_hits(
         "qid", "type", "strategy", "system", "mode", "budget",
         pl.col("levels").list.len().cast(pl.Int32).alias("n_hits"),
         pl.col("n_tokens").list.sum().fill_null(0).cast(pl.Int32).alias("context_tokens"),
-        "levels", *_METRIC_COLUMNS[:8], "latency_ms", "embed_ms",
+        "levels", *_METRIC_COLUMNS[:9], "latency_ms", "embed_ms",
         pl.col("gold_ids").list.len().fill_null(0).cast(pl.Int32).alias("n_gold"),
         *_METRIC_COLUMNS[9:], "error",
         pl.col("strategy").replace_strict(hashes, default=None, return_dtype=pl.String).alias("config_hash"),
