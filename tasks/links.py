@@ -11,7 +11,8 @@ text already says, with no model:
   connectors such as *of*, *the*, *de* inside a run; every contiguous 1..``max_words`` sub-run
   whose first and last words are not function words), ``kind = "mention"``.
 
-An entity is kept when it reaches at least two documents and at most ``max_doc_share`` of them;
+An entity is kept when it reaches at least two documents, not all of them, and at most
+``max_doc_share`` of them (5 %, but never fewer than 10 documents);
 its weight is its inverse document frequency, ``ln(N_docs / df)``. So a leaf that mentions
 *Steve Hillage* is one hop from every leaf of the document titled *Steve Hillage*, and the link
 is worth more the rarer the name.
@@ -117,12 +118,12 @@ def _mentions(leaves: pl.DataFrame, max_words: int) -> pl.DataFrame:
 
 
 def build_links(leaves: pa.Table, documents: pa.Table, *, max_words: int = 4, max_doc_share: float = 0.05,
-                min_docs: int = 2) -> pa.Table:
+                min_docs: int = 2, min_docs_cap: int = 10) -> pa.Table:
     """The ``links`` table (``storage.schemas.LINKS``) of ``leaves`` (a CHUNKS table: ``chunk_id``,
     ``doc_id``, ``text``): one row per (leaf, entity, kind), with the entity's document frequency
-    and IDF weight. Entities reaching fewer than ``min_docs`` documents or more than
-    ``max_doc_share`` of them (at least ``min_docs``) are left out: they link nothing, or
-    everything."""
+    and IDF weight. Entities reaching fewer than ``min_docs`` documents, every document (IDF 0),
+    or more than ``max_doc_share`` of them (a cap never below ``min_docs_cap``, so a small corpus
+    keeps its names) are left out: they link nothing, or everything."""
     lv = pl.from_arrow(leaves.select(["chunk_id", "doc_id", "text"]))
     assert isinstance(lv, pl.DataFrame)
     lv = lv.rename({"chunk_id": "node_id"})
@@ -134,9 +135,9 @@ def build_links(leaves: pa.Table, documents: pa.Table, *, max_words: int = 4, ma
     rows = pl.concat([title_rows.select("node_id", "doc_id", "entity", "kind"), mention_rows.select("node_id", "doc_id", "entity", "kind")])
     rows = rows.unique(["node_id", "entity", "kind"], keep="first")
     n_docs = lv.get_column("doc_id").n_unique()
-    cap = max(min_docs, int(math.floor(max_doc_share * n_docs)))
+    cap = max(min_docs_cap, int(math.floor(max_doc_share * n_docs)))
     df = rows.group_by("entity").agg(pl.col("doc_id").n_unique().alias("df"))
-    df = df.filter((pl.col("df") >= min_docs) & (pl.col("df") <= cap))
+    df = df.filter((pl.col("df") >= min_docs) & (pl.col("df") <= cap) & (pl.col("df") < n_docs))
     out = (
         rows.join(df, on="entity", how="inner")
         .with_columns((pl.lit(float(n_docs)) / pl.col("df")).log().alias("weight"))
