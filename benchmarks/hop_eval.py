@@ -102,16 +102,21 @@ def run_dataset(name: str, eval_dir: Path, systems, strategy: str = "sentence") 
                 ms = (time.perf_counter() - t0) * 1000
                 s = score_row([h.level for h in hits], [h.text for h in hits], [list(h.doc_ids) for h in hits], golds, answers,
                               applicable=applicable, failed=False, match=meta["match"])
-                rows.append({"qid": r["qid"], "type": r["type"] or "-", "system": system, "budget": budget, "ms": ms,
+                rows.append({"qid": r["qid"], "half": "odd" if i % 2 else "even", "type": r["type"] or "-", "system": system, "budget": budget, "ms": ms,
                              "hit": s["answer_hit"], "recall": s["recall_at_budget"], "r5docs": s["recall_at_5_docs"]})
     df = pl.DataFrame(rows)
     table = df.group_by("system", "budget").agg(pl.col("hit").mean(), pl.col("recall").mean(), pl.col("r5docs").mean(),
                                                 pl.col("ms").median().alias("p50_ms"))
     by_type = df.filter(pl.col("budget") == 500).group_by("system", "type").agg(pl.col("hit").mean(), pl.col("recall").mean(),
                                                                               pl.col("r5docs").mean(), pl.len().alias("n"))
+    halves = df.group_by("system", "budget", "half").agg(pl.col("recall").mean())
     index.close()
-    return {"dataset": name, "questions": len(q), "leaves": int((index.vectors.levels == 0).sum()), "links": graph.n_edges,
+    return {"halves": halves.to_dicts(), "dataset": name, "questions": len(q), "leaves": int((index.vectors.levels == 0).sum()), "links": graph.n_edges,
             "entities": graph.n_ents, "links_s": link_s, "build_s": build_s, "table": table.to_dicts(), "by_type_500": by_type.to_dicts()}
+
+
+def _f(v: float | None) -> str:
+    return "–" if v is None else f"{v:.3f}"
 
 
 def render(results: list[dict[str, Any]], systems, command: str, started: str, load: str) -> str:
@@ -137,7 +142,7 @@ def render(results: list[dict[str, Any]], systems, command: str, started: str, l
             parts = []
             for b in BUDGETS:
                 r = cell.get((s, b))
-                parts.append("–" if r is None else f"{(r['hit'] or 0):.3f} / {r['recall']:.3f}")
+                parts.append("–" if r is None else f"{_f(r['hit'])} / {r['recall']:.3f}")
             r2 = cell.get((s, 2000)) or {}
             md.append(f"| {s} | " + " | ".join(parts) + f" | {r2.get('r5docs', 0):.3f} | {r2.get('p50_ms', 0):.1f} |")
         types = sorted({r["type"] for r in res["by_type_500"]})
@@ -148,8 +153,14 @@ def render(results: list[dict[str, Any]], systems, command: str, started: str, l
                    "| --- | " + " | ".join("---:" for _ in types) + " |"]
             for s, _, _ in systems:
                 md.append(f"| {s} | " + " | ".join(
-                    (lambda r: "–" if r is None else f"{(r['hit'] or 0):.3f} / {r['recall']:.3f} / {r['r5docs']:.3f}")(bt.get((s, t)))
+                    (lambda r: "–" if r is None else f"{_f(r['hit'])} / {r['recall']:.3f} / {r['r5docs']:.3f}")(bt.get((s, t)))
                     for t in types) + " |")
+        hv = {(r["system"], r["budget"], r["half"]): r["recall"] for r in res.get("halves", [])}
+        md += ["", "Recall within the budget on each half of the questions (even / odd positions; a design that only fits",
+               "some questions shows as a gap between the halves):", "",
+               "| system | " + " | ".join(f"{b} even / odd" for b in BUDGETS) + " |", "| --- | " + " | ".join("---:" for _ in BUDGETS) + " |"]
+        for s, _, _ in systems:
+            md.append(f"| {s} | " + " | ".join(f"{hv.get((s, b, 'even'), 0):.3f} / {hv.get((s, b, 'odd'), 0):.3f}" for b in BUDGETS) + " |")
     return "\n".join(md) + "\n"
 
 

@@ -82,17 +82,20 @@ _GRAPHS: "weakref.WeakKeyDictionary[Any, LinkGraph]" = weakref.WeakKeyDictionary
 def load_link_graph(path: Path, node_ids: Sequence[str], doc_ids: Sequence[Sequence[str]]) -> LinkGraph:
     """The :class:`LinkGraph` of the links table at ``path`` over vector rows ``node_ids``
     (a node not among them is dropped); an absent file is a graph with no edges."""
+    n = len(node_ids)
+    if not path.exists():  # a snapshot built before the links stage: no walk, exactly auto
+        empty = np.zeros(0, dtype=np.int64)
+        return LinkGraph(row=empty, ent=empty, weight=np.zeros(0), title=np.zeros(0, dtype=bool), doc=np.full(n, -1, dtype=np.int64),
+                         n_rows=n, n_ents=0, by_row=empty, row_ptr=np.zeros(n + 1, dtype=np.int64), by_ent=empty,
+                         ent_ptr=np.zeros(1, dtype=np.int64))
     import polars as pl
     import pyarrow.parquet as pq
 
-    n = len(node_ids)
     firsts = [d[0] if d else "" for d in doc_ids]
     nodes = pl.DataFrame({"node_id": list(node_ids), "doc": firsts}).with_row_index("row")
     doc_code = nodes.get_column("doc").cast(pl.Categorical).to_physical().cast(pl.Int64).to_numpy()
-    if not path.exists():
-        links = pl.DataFrame(schema={"node_id": pl.String, "entity": pl.String, "kind": pl.String, "weight": pl.Float64})
-    else:
-        links = pl.from_arrow(pq.read_table(path, columns=["node_id", "entity", "kind", "weight"]))  # type: ignore[assignment]
+    links = pl.from_arrow(pq.read_table(path, columns=["node_id", "entity", "kind", "weight"]))
+    assert isinstance(links, pl.DataFrame)
     edges = links.join(nodes.select("node_id", "row"), on="node_id", how="inner").with_columns(
         pl.col("entity").cast(pl.Categorical).to_physical().cast(pl.Int64).alias("ent")
     )
