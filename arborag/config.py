@@ -232,6 +232,8 @@ class RetentionConfig(_Stage):
     grace_s: float = Field(60.0, ge=0, description="Never remove a snapshot superseded less than this many seconds ago "
                            "(readers that opened it without a lease).")
     auto: bool = Field(True, description="Apply retention (and sweep caches, staging, Prefect records) after every publish.")
+    keep_runs: int = Field(1000, ge=1, description="Rows of the runs table kept: the newest this many, plus every run that "
+                           "published a kept snapshot (~300 bytes a run; 1,000 runs is ~10 days of 15-minute updates).")
 
 
 class SparseConfig(_Stage):

@@ -88,6 +88,9 @@ def _settle(ctx: StageContext, key: str, out: dict[str, Any]) -> tuple[str, tupl
                 return k, (current, "unchanged: the published snapshot already matches the inputs and config")
             info = json.loads((ctx.corpus.snapshots_dir / snap / "info.json").read_text())
             ctx.corpus.publish_existing(snap, info)
+            from arborag.tasks.stages.publish import collect_after_publish
+
+            collect_after_publish(ctx)  # a re-publish is a publish: retention runs as after any other
             return k, (snap, "re-published an earlier snapshot with the same inputs and config")
         out["retry_of"] = {"snapshot": current, "fallbacks": fallbacks}
         k = hash_json(["retry-fallbacks", key, current])

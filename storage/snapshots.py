@@ -34,7 +34,9 @@ window, e.g. a server left on one snapshot for a week).
   referenced set; :func:`arborag.storage.embedding_cache.sweep_embedding_cache`);
 - LLM-call cache records older than ``keep_days`` whose reply is no kept snapshot's summary
   (:meth:`arborag.llm.cache.LLMCache.sweep`);
-- lease records that are no longer live.
+- lease records that are no longer live;
+- rows of the ``runs`` table beyond the newest ``retention.keep_runs`` that published no kept
+  snapshot (the table would otherwise grow ~300 bytes a run, forever).
 
 The lock (:mod:`arborag.storage.lock`) guards gc against a concurrent writer: ``arborag
 snapshots gc`` takes it; the publish hook runs inside the writer that holds it.
@@ -292,9 +294,12 @@ def unpin_snapshot(corpus: "Corpus", ref: str) -> str:
     return sid
 
 
-def rollback(corpus: "Corpus", ref: str, *, lock: bool = True, wait: bool = True) -> str:
+def rollback(corpus: "Corpus", ref: str, *, lock: bool = True, wait: bool = True,
+             policy: "RetentionConfig | None" = None, report: dict[str, Any] | None = None) -> str:
     """Publish the retained snapshot ``ref`` again (one atomic manifest switch, under the writer
-    lock); returns its id. Its ``info.json`` stays as sealed; the manifest records the rollback."""
+    lock); returns its id. Its ``info.json`` stays as sealed; the manifest records the rollback.
+    Retention then runs as after any publish (``policy``, default the config's; skipped when its
+    ``auto`` is off); its summary goes to ``report["gc"]`` when a dict is given."""
     from arborag.storage.lock import corpus_lock
 
     def _do() -> str:
@@ -303,6 +308,18 @@ def rollback(corpus: "Corpus", ref: str, *, lock: bool = True, wait: bool = True
         info = _info(corpus, sid)
         info = {k: v for k, v in info.items() if k not in ("snapshot", "published_at")}
         corpus.publish_existing(sid, {**info, "rolled_back_from": before})
+        pol = policy
+        if pol is None:
+            from arborag.config import load_config
+
+            pol = load_config().retention
+        if pol.auto:  # inside the lock already: the publish hook's way
+            try:
+                summary = collect_garbage(corpus, pol, lock=False).summary()
+            except Exception as exc:  # noqa: BLE001 - the rollback stands; say why gc did not run
+                summary = {"errors": [f"{type(exc).__name__}: {exc}"]}
+            if report is not None:
+                report["gc"] = summary
         return sid
 
     if not lock:
@@ -662,6 +679,9 @@ def _collect(corpus: "Corpus", policy: "RetentionConfig", report: GcReport, *, d
                                                              keep_newest=max(1, int(policy.keep_last)))))
     steps.append(("embedding_cache", lambda: _sweep_embeddings(corpus, report, kept_ids, dry_run=dry_run)))
     steps.append(("llm_cache", lambda: _sweep_llm(corpus, report, kept_ids, policy, dry_run=dry_run)))
+    if not writer_live:
+        steps.append(("runs", lambda: _trim_runs(corpus, report, {by_id[i].run_id for i in kept_ids if by_id[i].run_id},
+                                                 int(getattr(policy, "keep_runs", 1000)), dry_run=dry_run)))
     if not dry_run:
         steps.append(("leases", lambda: report.add("leases", prune_leases(corpus), 0)))
     for part, step in steps:
@@ -669,6 +689,30 @@ def _collect(corpus: "Corpus", policy: "RetentionConfig", report: GcReport, *, d
             step()
         except Exception as exc:  # one part failing leaves the others (and the publish) standing
             report.errors.append(f"{part}: {type(exc).__name__}: {exc}")
+
+
+def _trim_runs(corpus: "Corpus", report: GcReport, kept_runs: set[str], keep: int, *, dry_run: bool) -> None:
+    """Keep the newest ``keep`` rows of the runs table and every run that published a kept snapshot."""
+    import polars as pl
+
+    if not corpus.table_path("runs").exists():
+        return
+    runs = pl.from_arrow(corpus.read("runs"))
+    assert isinstance(runs, pl.DataFrame)
+    if runs.height <= keep:
+        return
+    ranked = runs.with_row_index("_pos").with_columns(
+        pl.col("started_at").fill_null(pl.col("started_at").min()).rank("ordinal", descending=True).alias("_rank"))
+    kept = ranked.filter((pl.col("_rank") <= keep) | pl.col("run_id").is_in(sorted(kept_runs))).sort("_pos").drop("_pos", "_rank")
+    dropped = runs.height - kept.height
+    if dropped <= 0:
+        return
+    nbytes = int(runs.estimated_size() * dropped / runs.height)
+    if not dry_run:
+        from arborag.storage.schemas import SCHEMAS
+
+        corpus.write("runs", kept.to_arrow().cast(SCHEMAS["runs"]))
+    report.add("runs", dropped, nbytes)
 
 
 def _sweep_embeddings(corpus: "Corpus", report: GcReport, kept_ids: list[str], *, dry_run: bool) -> None:

@@ -212,8 +212,15 @@ def register(app: typer.Typer) -> None:
                      no_wait: bool = typer.Option(False, "--no-wait", help="Fail at once if a writer holds the corpus lock.")) -> None:
         from arborag.storage.snapshots import rollback
 
+        got: dict = {}
         try:
-            sid = rollback(_corpus(corpus), ref, wait=not no_wait)
+            sid = rollback(_corpus(corpus), ref, wait=not no_wait, report=got)
         except (ArboragError, OSError) as exc:
             fail(exc)
         console.print(f"published {sid}")
+        gc = got.get("gc") or {}
+        if gc.get("errors"):
+            console.print(f"retention after the rollback: {'; '.join(gc['errors'])} (the rollback stands)")
+        elif gc:
+            console.print(f"retention after the rollback: {gc.get('snapshots_removed', 0)} snapshots removed, "
+                          f"{gc.get('bytes_freed', 0) / 1e6:.1f} MB freed")

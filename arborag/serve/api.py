@@ -60,7 +60,10 @@ def make_router(holder: Any, limits: Limits, guard: Any) -> APIRouter:
 
     def _need(snap: Any) -> Any:
         if snap is None:
-            raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, detail=_NO_INDEX)
+            why = getattr(holder, "open_error", None)
+            raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, detail=_NO_INDEX if not why else (
+                f"the published snapshot cannot be opened ({why}); check it with `arborag snapshots show published "
+                "--corpus DIR`, roll back with `arborag snapshots rollback ID`, or rebuild (the server retries on its own)"))
         return snap
 
     @api.post("/search", response_model=SearchResponse, dependencies=protected, responses=errors, tags=["search"],

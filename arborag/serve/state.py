@@ -152,6 +152,7 @@ class SnapshotHolder:
         self._swap_lock = threading.Lock()
         self._lease_lock = threading.Lock()
         self._failed: tuple[tuple[int, int, int] | None, float] | None = None
+        self.open_error: str | None = None  # why the published snapshot could not be opened (said by a 503)
         self.swaps = 0
         self.released: deque[str] = deque(maxlen=20)
 
@@ -244,6 +245,7 @@ class SnapshotHolder:
             if self._signature() == self._sig and self._current is not None:
                 return self._current
             sig = self._signature()
+            published = None
             try:
                 published = (self.corpus.manifest() or {}).get("snapshot")
                 if self._current is not None and published == self._current.id:  # re-published, same snapshot
@@ -252,10 +254,12 @@ class SnapshotHolder:
                 new = self._open()
             except Exception as exc:  # a half-deleted or broken snapshot: keep answering from the old one
                 self._failed = (sig, time.monotonic())
+                self.open_error = f"snapshot {published or '?'}: {type(exc).__name__}: {exc}"
                 log.warning("cannot open the published snapshot of %s (%s); still serving %s",
                             self.corpus.root, exc, self._current.id if self._current else "nothing")
                 return self._current
             self._sig = sig
+            self.open_error = None
             old = self._current
             if old is not None and old.id == new.id:
                 new.release()

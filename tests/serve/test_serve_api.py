@@ -273,6 +273,18 @@ def test_no_published_index_is_503_until_a_build(tmp_path, embedders):
         assert c.get("/stats").status_code == 503
 
 
+def test_a_published_snapshot_that_cannot_be_opened_is_503_with_the_reason(tmp_path, embedders):
+    from arborag.storage.corpus import Corpus
+
+    corpus = Corpus(tmp_path / "broken").ensure()
+    corpus.manifest_path.write_text(json.dumps({"snapshot": "snap-00000000000000000000"}), encoding="utf-8")
+    with TestClient(create_app(corpus.root, embedders=embedders)) as c:
+        r = c.post("/search", json={"text": "x"})
+        assert r.status_code == 503
+        detail = r.json()["detail"]
+        assert "snap-00000000000000000000" in detail and "cannot be opened" in detail and "rollback" in detail
+
+
 # -- security --------------------------------------------------------------------------------
 def test_bearer_token(built_corpus, embedders, caplog):
     caplog.set_level(logging.DEBUG)

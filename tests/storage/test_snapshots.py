@@ -214,6 +214,41 @@ def test_rollback_publishes_an_earlier_snapshot_atomically(copy: dict[str, Any])
     assert [s.id for s in list_snapshots(corpus) if s.published] == [b]
 
 
+def test_rollback_applies_retention_like_any_publish(copy: dict[str, Any]) -> None:
+    corpus = copy["corpus"]
+    b, u1, u2 = copy["ids"]
+    got: dict[str, Any] = {}
+    assert rollback(corpus, b, policy=RetentionConfig(keep_last=1, grace_s=0), report=got) == b
+    # kept: the published one (b again) and the newest publish before it (u2, what was rolled back from)
+    assert sorted(s.id for s in list_snapshots(corpus)) == sorted([b, u2])
+    assert got["gc"]["snapshots_removed"] == [u1] and not got["gc"]["errors"]
+
+
+def test_runs_table_is_bounded_but_keeps_the_runs_of_kept_snapshots(copy: dict[str, Any]) -> None:
+    import pyarrow as pa
+
+    from arborag.storage.schemas import SCHEMAS
+
+    corpus = copy["corpus"]
+    runs = corpus.read("runs")
+    publishing = {s.run_id for s in list_snapshots(corpus)} - {None}
+    assert publishing and publishing <= set(runs.column("run_id").to_pylist())
+    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    extra = [{"run_id": f"failed-{i}", "flow": "update", "config_hash": "x", "started_at": t0 + timedelta(minutes=i),
+              "finished_at": t0 + timedelta(minutes=i, seconds=5), "status": "failed", "counts": "{}", "tokens_in": 0,
+              "tokens_out": 0, "message": "a run that published nothing"} for i in range(6)]
+    corpus.write("runs", pa.concat_tables([pa.Table.from_pylist(extra, schema=SCHEMAS["runs"]), runs]))
+    before = corpus.read("runs").num_rows
+    dry = collect_garbage(corpus, RetentionConfig(keep_last=10, grace_s=0, keep_runs=2), dry_run=True)
+    assert corpus.read("runs").num_rows == before  # a dry run only says what would go
+    report = collect_garbage(corpus, RetentionConfig(keep_last=10, grace_s=0, keep_runs=2))
+    assert not report.errors, report.errors
+    left = corpus.read("runs").column("run_id").to_pylist()
+    assert publishing <= set(left)  # every kept snapshot's run stays, whatever keep_runs says
+    assert not any(r.startswith("failed-") for r in left)  # the oldest runs that published nothing go
+    assert report.parts["runs"]["items"] == dry.parts["runs"]["items"] == before - len(left) >= 6
+
+
 # -- the CLI ---------------------------------------------------------------------------------------
 def _cli(*args: str) -> Any:
     from typer.testing import CliRunner
