@@ -126,6 +126,13 @@ def link_graph(index: Index) -> LinkGraph:
     return graph
 
 
+def _in_docs(doc: np.ndarray, docs: np.ndarray) -> np.ndarray:
+    """Rows whose document code is one of ``docs`` (codes are small ints; -1 = no document)."""
+    lookup = np.zeros(int(doc.max(initial=-1)) + 2, dtype=bool)
+    lookup[docs[docs >= 0] + 1] = True
+    return lookup[doc + 1]
+
+
 def _edges_of(ptr: np.ndarray, order: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Edge positions of every id in ``ids`` (CSR runs concatenated)."""
     starts, ends = ptr[ids], ptr[ids + 1]
@@ -159,7 +166,7 @@ def hop_scores(graph: LinkGraph, rows: np.ndarray, scores: np.ndarray, *, seeds:
         if kinds == "title":
             t = t[graph.title[t]]
         by_row = np.bincount(graph.row[t], weights=act[graph.ent[t]], minlength=graph.n_rows)
-    by_row[np.isin(graph.doc, seed_docs)] = 0.0
+    by_row[_in_docs(graph.doc, seed_docs)] = 0.0
     h = by_row[rows]
     top_h = h.max() if h.size else 0.0
     return h / top_h if top_h > 0 else h
@@ -203,7 +210,7 @@ def tree_scores(index: Index, rows: np.ndarray, scores: np.ndarray, *, seeds: in
     by_row = np.bincount(c, weights=act[p], minlength=len(v))
     graph = link_graph(index)
     seed_docs = np.unique(graph.doc[rows[top]])
-    by_row[np.isin(graph.doc, seed_docs)] = 0.0
+    by_row[_in_docs(graph.doc, seed_docs)] = 0.0
     h = by_row[rows]
     return h / h.max() if h.max() > 0 else h
 
