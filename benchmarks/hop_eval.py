@@ -78,7 +78,7 @@ def run_dataset(name: str, eval_dir: Path, systems, strategy: str = "sentence") 
         tmp = Path(tempfile.mkdtemp(prefix="hop-links-")) / "links.parquet"
         pq.write_table(links, tmp)
         v = index.vectors
-        hop._GRAPHS[index] = hop.load_link_graph(tmp, v.node_ids, v.doc_ids)
+        hop._GRAPHS[index] = {t: hop.load_link_graph(tmp, v.node_ids, v.doc_ids, titled_only=t) for t in (False, True)}
     graph = hop.link_graph(index)
     build_json = corpus_dir / "eval_build.json"
     build_s = json.loads(build_json.read_text()).get("seconds") if build_json.exists() else None

@@ -96,7 +96,7 @@ def main() -> None:
         emb.append(time.perf_counter() - t)
     vecs = index.embed_queries(questions)
     t = time.perf_counter()
-    graph = hop.link_graph(index)
+    graph = hop.link_graph(index, titled_only=True)  # what the default hop (title arrivals) reads
     load_graph_s = time.perf_counter() - t
     index.search(questions[0], mode="auto", vector=vecs[0])  # sparse index, caches
     index.search(questions[0], mode="hop", vector=vecs[0])

@@ -76,12 +76,14 @@ class LinkGraph:
         return int(self.row.size)
 
 
-_GRAPHS: "weakref.WeakKeyDictionary[Any, LinkGraph]" = weakref.WeakKeyDictionary()
+_GRAPHS: "weakref.WeakKeyDictionary[Any, dict[bool, LinkGraph]]" = weakref.WeakKeyDictionary()
 
 
-def load_link_graph(path: Path, node_ids: Sequence[str], doc_ids: Sequence[Sequence[str]]) -> LinkGraph:
+def load_link_graph(path: Path, node_ids: Sequence[str], doc_ids: Sequence[Sequence[str]], *, titled_only: bool = False) -> LinkGraph:
     """The :class:`LinkGraph` of the links table at ``path`` over vector rows ``node_ids``
-    (a node not among them is dropped); an absent file is a graph with no edges."""
+    (a node not among them is dropped); an absent file is a graph with no edges.
+    ``titled_only``: only the entities some document is titled by (all a ``kinds="title"`` hop
+    can arrive through; the same scores from a fraction of the rows)."""
     n = len(node_ids)
     if not path.exists():  # a snapshot built before the links stage: no walk, exactly auto
         empty = np.zeros(0, dtype=np.int64)
@@ -89,41 +91,38 @@ def load_link_graph(path: Path, node_ids: Sequence[str], doc_ids: Sequence[Seque
                          n_rows=n, n_ents=0, by_row=empty, row_ptr=np.zeros(n + 1, dtype=np.int64), by_ent=empty,
                          ent_ptr=np.zeros(1, dtype=np.int64))
     import polars as pl
-    import pyarrow.parquet as pq
 
-    firsts = [d[0] if d else "" for d in doc_ids]
-    nodes = pl.DataFrame({"node_id": list(node_ids), "doc": firsts}).with_row_index("row")
-    doc_code = nodes.get_column("doc").cast(pl.Categorical).to_physical().cast(pl.Int64).to_numpy()
-    links = pl.from_arrow(pq.read_table(path, columns=["node_id", "entity", "kind", "weight"]))
-    assert isinstance(links, pl.DataFrame)
-    edges = links.join(nodes.select("node_id", "row"), on="node_id", how="inner").with_columns(
-        pl.col("entity").cast(pl.Categorical).to_physical().cast(pl.Int64).alias("ent")
+    nodes = pl.DataFrame({"node_id": list(node_ids), "doc": [d[0] if d else "" for d in doc_ids]}).with_row_index("row")
+    doc_code = nodes.get_column("doc").rank("dense").cast(pl.Int64).to_numpy() - 1
+    links = pl.scan_parquet(path).select("node_id", "entity", "kind", "weight")
+    if titled_only:
+        links = links.join(links.filter(pl.col("kind") == "title").select("entity").unique(), on="entity", how="semi")
+    edges = (
+        links.join(nodes.lazy().select("node_id", "row"), on="node_id", how="inner")
+        .select(pl.col("row").cast(pl.Int64), (pl.col("entity").rank("dense").cast(pl.Int64) - 1).alias("ent"),
+                pl.col("weight").cast(pl.Float64), (pl.col("kind") == "title").alias("title"))
+        .collect()
     )
-    row = edges.get_column("row").cast(pl.Int64).to_numpy()
-    ent = edges.get_column("ent").to_numpy() if edges.height else np.zeros(0, dtype=np.int64)
+    row = edges.get_column("row").to_numpy()
+    ent = edges.get_column("ent").to_numpy()
     n_ents = int(ent.max()) + 1 if ent.size else 0
-    # dense entity codes 0..n_ents-1 in this graph
-    if ent.size:
-        uniq, ent = np.unique(ent, return_inverse=True)
-        n_ents = int(uniq.size)
     by_row = np.argsort(row, kind="stable")
     by_ent = np.argsort(ent, kind="stable")
     return LinkGraph(
-        row=row, ent=ent.astype(np.int64), weight=edges.get_column("weight").to_numpy().astype(np.float64),
-        title=(edges.get_column("kind") == "title").to_numpy(), doc=doc_code, n_rows=n, n_ents=n_ents,
+        row=row, ent=ent, weight=edges.get_column("weight").to_numpy(), title=edges.get_column("title").to_numpy(),
+        doc=doc_code, n_rows=n, n_ents=n_ents,
         by_row=by_row, row_ptr=np.searchsorted(row[by_row], np.arange(n + 1)),
         by_ent=by_ent, ent_ptr=np.searchsorted(ent[by_ent], np.arange(n_ents + 1)),
     )
 
 
-def link_graph(index: Index) -> LinkGraph:
-    """The link graph of ``index``'s snapshot (``links.parquet``), read once per index."""
-    graph = _GRAPHS.get(index)
-    if graph is None:
+def link_graph(index: Index, *, titled_only: bool = False) -> LinkGraph:
+    """The link graph of ``index``'s snapshot (``links.parquet``), read once per index (and form)."""
+    graphs = _GRAPHS.setdefault(index, {})
+    if titled_only not in graphs:
         v = index.vectors
-        graph = load_link_graph(index.snapshot_dir / "links.parquet", v.node_ids, v.doc_ids)
-        _GRAPHS[index] = graph
-    return graph
+        graphs[titled_only] = load_link_graph(index.snapshot_dir / "links.parquet", v.node_ids, v.doc_ids, titled_only=titled_only)
+    return graphs[titled_only]
 
 
 def _in_docs(doc: np.ndarray, docs: np.ndarray) -> np.ndarray:
@@ -208,7 +207,7 @@ def tree_scores(index: Index, rows: np.ndarray, scores: np.ndarray, *, seeds: in
     p, c = parents[first], children[first]
     act = np.bincount(p, weights=w_row[c], minlength=len(v))
     by_row = np.bincount(c, weights=act[p], minlength=len(v))
-    graph = link_graph(index)
+    graph = link_graph(index, titled_only=True)  # for the document codes
     seed_docs = np.unique(graph.doc[rows[top]])
     by_row[_in_docs(graph.doc, seed_docs)] = 0.0
     h = by_row[rows]
@@ -238,7 +237,8 @@ def search(index: Index, text: str, *, budget: int | None, k: int, levels: Seque
     if o["walk"] == "tree" and o["hop_weight"] > 0 and rows.size:
         scores = scores + o["hop_weight"] * tree_scores(index, rows, scores, seeds=o["seeds"])
     elif o["walk"] != "none" and o["hop_weight"] > 0 and rows.size:
-        h = hop_scores(link_graph(index), rows, scores, seeds=o["seeds"], walk=o["walk"], kinds=o["kinds"],
+        graph = link_graph(index, titled_only=o["walk"] == "hop" and o["kinds"] == "title")
+        h = hop_scores(graph, rows, scores, seeds=o["seeds"], walk=o["walk"], kinds=o["kinds"],
                        damping=o["damping"], iterations=o["iterations"])
         scores = scores + o["hop_weight"] * h
     return index.fill(rows, scores, budget, k)

@@ -208,7 +208,7 @@ class Index:
         self,
         text: str,
         *,
-        mode: Mode = "auto",
+        mode: Mode = "hop",
         budget: int | None = 2000,
         k: int = 5,
         levels: Sequence[int] | None = None,
