@@ -94,7 +94,7 @@ def _mentions(leaves: pl.DataFrame, max_words: int) -> pl.DataFrame:
         .with_columns(pl.col("run").str.replace_all(r"\s+", " ").str.split(" ").alias("words"))
         .with_columns(pl.col("words").list.len().alias("n"))
     )
-    width = int(runs.get_column("n").max() or 0) if runs.height else 0
+    width = int(runs.get_column("n").to_numpy().max()) if runs.height else 0
     parts = []
     for size in range(1, max_words + 1):
         for start in range(0, max(0, width - size + 1)):
