@@ -60,6 +60,7 @@ from arborag.tasks.evaluation.plan import (
 from arborag.tasks.evaluation.retrieve import OpenFn
 from arborag.tasks.evaluation.score import run_score
 from arborag.tasks.evaluation.stats import chunk_stats
+from arborag.tasks.evaluation.readability import corpus_readability
 from arborag.tasks.evaluation.write import write_report, write_run
 
 offline_env()  # Prefect reads its settings when imported
@@ -196,6 +197,7 @@ def evaluate_pipeline(
         "systems": {s: SYSTEMS[s].description for s in opts.systems},
         "builds": records,
         "chunk_stats": {s: chunk_stats(r["corpus_dir"], s) for s, r in records.items()},
+        "readability": {s: corpus_readability(r["corpus_dir"]) for s, r in records.items()},
         "retrieval": retrieve_info,
         "failures": failures,
         "match": prepared.match,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 __all__ = [
-    "SCHEMAS", "DOCUMENTS", "SECTIONS", "DOC_CONTEXT", "CHUNKS", "NODES", "EDGES", "RUNS", "QUERIES", "EMBEDDING_DIM",
+    "SCHEMAS", "SCHEMA_VERSIONS", "ADDED_COLUMNS", "DOCUMENTS", "SECTIONS", "DOC_CONTEXT", "CHUNKS", "NODES", "EDGES", "RUNS", "QUERIES", "EMBEDDING_DIM",
     "EVIDENCE", "HITS", "RESULTS", "EVAL_SCHEMAS", "LINKS",
 ]
 
@@ -83,6 +83,10 @@ NODES = pa.schema(
         pa.field("summarizer", pa.string()),  # model + prompt version (or "leaf")
         pa.field("summary_status", pa.string()),  # ok | fallback:<reason> | leaf
         pa.field("created_by_run", pa.string()),
+        # version 2 (issue 27): a label for every summary node (tasks/labels.py); null for leaves
+        pa.field("keywords", pa.list_(pa.string())),  # c-TF-IDF terms, best first
+        pa.field("title", pa.string()),  # a short title: keywords, or the LLM's one line
+        pa.field("title_source", pa.string()),  # ctfidf | llm | text
     ]
 )
 
@@ -132,6 +136,13 @@ LINKS = pa.schema(
         pa.field("weight", pa.float64(), nullable=False),  # ln(documents / df)
     ]
 )
+
+#: Version of each table's schema, raised when columns are added. Columns added after a table's
+#: first version are nullable and listed in ADDED_COLUMNS: a file written before them (an older
+#: snapshot) is read with them null (storage/tables.py ``conform``); DuckDB views over mixed
+#: snapshots union by name, so the same holds in SQL.
+SCHEMA_VERSIONS: dict[str, int] = {"nodes": 2}
+ADDED_COLUMNS: dict[str, tuple[str, ...]] = {"nodes": ("keywords", "title", "title_source")}
 
 SCHEMAS: dict[str, pa.Schema] = {
     "documents": DOCUMENTS,

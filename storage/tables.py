@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from arborag.errors import SchemaError
-from arborag.storage.schemas import SCHEMAS
+from arborag.storage.schemas import ADDED_COLUMNS, SCHEMAS
 
 __all__ = [
     "atomic_path",
@@ -43,11 +43,17 @@ def conform(name: str, table: pa.Table) -> pa.Table:
     """Return ``table`` with the exact schema of ``name``.
 
     Column order and nullability flags are normalised; a missing column, an extra column or
-    a type that is not the same type is a :class:`SchemaError` (no silent casts).
+    a type that is not the same type is a :class:`SchemaError` (no silent casts) — except a
+    column of ``ADDED_COLUMNS`` (added in a later schema version), which an older file lacks
+    and reads as null.
     """
     schema = SCHEMAS[name]
     want = set(schema.names)
     have = set(table.schema.names)
+    for col in ADDED_COLUMNS.get(name, ()):  # written before the column existed: null
+        if col not in have:
+            table = table.append_column(schema.field(col), pa.nulls(table.num_rows, schema.field(col).type))
+            have.add(col)
     if want != have:
         missing = sorted(want - have)
         extra = sorted(have - want)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import polars as pl
 import pyarrow as pa
 
-from arborag.storage.schemas import SCHEMAS
+from arborag.storage.schemas import ADDED_COLUMNS, SCHEMAS
 from arborag.storage.tables import conform
 
 __all__ = ["frame", "to_table"]
@@ -27,5 +27,7 @@ def frame(table: pa.Table) -> pl.DataFrame:
 def to_table(df: pl.DataFrame, name: str) -> pa.Table:
     """``df`` as the Arrow table ``name`` with exactly its schema (column order, types, nullability)."""
     schema = SCHEMAS[name]
-    arrow = df.select(schema.names).to_arrow()
-    return conform(name, arrow.cast(pa.schema([pa.field(f.name, f.type) for f in schema])))
+    later = set(ADDED_COLUMNS.get(name, ()))  # a frame may leave these out: conform makes them null
+    fields = [f for f in schema if f.name in df.columns or f.name not in later]
+    arrow = df.select([f.name for f in fields]).to_arrow()
+    return conform(name, arrow.cast(pa.schema([pa.field(f.name, f.type) for f in fields])))

@@ -52,6 +52,18 @@ def _sources(doc_ids: Any, docs: dict[str, tuple[str | None, str]]) -> list[Sour
     return out
 
 
+def _labels(snap: Any, node_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """``{node_id: {"title", "keywords"}}`` of summary hits, from the snapshot's nodes table (loaded
+    once per snapshot; a snapshot written before labels has null ones)."""
+    if not node_ids:
+        return {}
+    import polars as pl
+
+    nodes, _ = snap.tables()
+    rows = nodes.filter(pl.col("node_id").is_in(node_ids)).select("node_id", "title", "keywords")
+    return {r["node_id"]: {"title": r["title"], "keywords": r["keywords"]} for r in rows.iter_rows(named=True)}
+
+
 def make_router(holder: Any, limits: Limits, guard: Any) -> APIRouter:
     api = APIRouter()
     protected = [Depends(guard)]
@@ -97,11 +109,12 @@ def make_router(holder: Any, limits: Limits, guard: Any) -> APIRouter:
                 report = LuceneReport(error=exc.reason, position=exc.position)
             took = (time.perf_counter() - t0) * 1000
             docs = snap.documents()
+            labels = _labels(snap, [h.node_id for h in hits if h.level > 0])
             return SearchResponse(
                 snapshot=snap.id, mode=req.mode, budget=req.budget, tokens=sum(h.n_tokens for h in hits),
                 took_ms=round(took, 3), embedded=embedded, embed_ms=None if embed_ms is None else round(embed_ms, 3), lucene=report,
                 hits=[SearchHit(node_id=h.node_id, level=h.level, score=h.score, text=h.text, tokens=h.n_tokens,
-                                sources=_sources(h.doc_ids, docs)) for h in hits],
+                                sources=_sources(h.doc_ids, docs), **labels.get(h.node_id, {})) for h in hits],
             )
 
     @api.post("/ask", dependencies=protected, responses=errors, tags=["search"],
@@ -139,7 +152,7 @@ def make_router(holder: Any, limits: Limits, guard: Any) -> APIRouter:
                 raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no node {node_id!r} in snapshot {snap.id}")
             r = row.row(0, named=True)
             brief = nodes.select("node_id", "level", pl.col("n_tokens").alias("tokens"),
-                                 pl.col("text").str.slice(0, PREVIEW_CHARS).alias("preview"))
+                                 pl.col("text").str.slice(0, PREVIEW_CHARS).alias("preview"), "title")
 
             def refs(key: str, other: str) -> list[NodeRef]:
                 linked = (edges.filter(pl.col(key) == node_id).select(pl.col(other).alias("node_id"), "probability")
@@ -149,7 +162,7 @@ def make_router(holder: Any, limits: Limits, guard: Any) -> APIRouter:
             return NodeResponse(
                 snapshot=snap.id, node_id=r["node_id"], level=r["level"], text=r["text"], tokens=r["n_tokens"],
                 sources=_sources(r["doc_ids"], snap.documents()), summarizer=r["summarizer"],
-                summary_status=r["summary_status"], parents=refs("child_id", "parent_id"), children=refs("parent_id", "child_id"),
+                summary_status=r["summary_status"], title=r.get("title"), keywords=r.get("keywords"), parents=refs("child_id", "parent_id"), children=refs("parent_id", "child_id"),
             )
 
     @api.get("/documents/{doc_id}", response_model=DocumentResponse, dependencies=protected, responses=errors,

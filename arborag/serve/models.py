@@ -121,6 +121,8 @@ class SearchHit(BaseModel):
     text: str
     tokens: int
     sources: list[Source]
+    title: str | None = Field(None, description="A summary node's label: a short title (null for leaves and older snapshots).")
+    keywords: list[str] | None = Field(None, description="A summary node's keywords (c-TF-IDF), best first.")
 
 
 class LuceneReport(BaseModel):
@@ -149,6 +151,7 @@ class NodeRef(BaseModel):
     tokens: int
     probability: float
     preview: str
+    title: str | None = None
 
 
 class NodeResponse(BaseModel):
@@ -160,6 +163,8 @@ class NodeResponse(BaseModel):
     sources: list[Source]
     summarizer: str | None = None
     summary_status: str | None = None
+    title: str | None = Field(None, description="A summary node's label (null for leaves and older snapshots).")
+    keywords: list[str] | None = None
     parents: list[NodeRef]
     children: list[NodeRef]
 

@@ -85,6 +85,13 @@ def _level_text(counts: dict[int, int]) -> str:
     return " · ".join(f"L{lv} {100 * n / total:.0f}%" for lv, n in counts.items())
 
 
+def _label_text(p: dict[str, Any] | None) -> str:
+    """Label precision (tasks/evaluation/labels.py) as "own / siblings' (+margin)"; – without labels."""
+    if not p or not p.get("clusters"):
+        return "–"
+    return f"{p['own']:.2f} / {p['siblings']:.2f} ({p['margin']:+.2f}, {p['clusters']} clusters)"
+
+
 def _headline(results: Frame, meta: dict[str, Any]) -> tuple[int, str]:
     """(headline budget, primary strategy): from ``meta``, else the largest budget / first row."""
     lf = lazy(results)
@@ -142,8 +149,18 @@ def render_summary(results: Frame, meta: dict[str, Any]) -> str:
         preset = ", ".join(f"{k}={v}" for k, v in (meta.get("presets") or {}).get(s, {}).items() if k != "strategy")
         srows.append([s, preset or "–", _n(st.get("leaves")), _n(st.get("mean_tokens")), _n(st.get("p95_tokens")),
                       " / ".join(str(v) for v in (st.get("nodes_per_level") or {}).values()) or "–",
-                      _n(b.get("seconds")), "reused" if b.get("noop") else "built"])
-    md.append(_table(["strategy", "parameters", "leaves", "mean tokens", "p95 tokens", "nodes per level (L0 / L1 / …)", "build s", ""], srows, "llrrrlrl"))
+                      _n(b.get("seconds")), "reused" if b.get("noop") else "built", _label_text(st.get("label_precision"))])
+    md.append(_table(["strategy", "parameters", "leaves", "mean tokens", "p95 tokens", "nodes per level (L0 / L1 / …)", "build s", "",
+                      "label precision own / siblings' (margin)"], srows, "llrrrlrll"))
+
+    read = {s: r for s, r in (meta.get("readability") or {}).items() if r}
+    if read:
+        md.append("\n## Readability of the tree (docs/EVALUATION.md, \"Readability\")\n")
+        md.append(_table(
+            ["strategy", "summaries", "fragment rate", "whole sentences", "coverage", "leaves with a line break inside a sentence"],
+            [[s, _n(r.get("summaries")), _f(r.get("fragment_rate")), _f(r.get("whole_sentence_share")), _f(r.get("coverage")),
+              f"{_n(r.get('leaves_with_wrap_breaks'))} of {_n(r.get('leaves'))}"] for s, r in read.items()],
+            "lrrrrr"))
 
     # Systems at the headline budget
     n_ans = max((a["n_answerable"] for a in by_sys.values()), default=0)

@@ -41,7 +41,8 @@ def leaf_stats(n_tokens: pa.Array | pa.ChunkedArray) -> dict[str, Any]:
 
 def chunk_stats(corpus_dir: str | Path, strategy: str) -> dict[str, Any]:
     """Leaf count and size of a built corpus (from its published nodes, else its chunks of
-    ``strategy``), with ``nodes_per_level`` when the nodes are there."""
+    ``strategy``), with ``nodes_per_level`` and ``label_precision`` (tasks/evaluation/labels.py,
+    without the per-level part) when the nodes are there."""
     corpus = Corpus(corpus_dir)
     stats: dict[str, Any] = {}
     try:
@@ -52,4 +53,8 @@ def chunk_stats(corpus_dir: str | Path, strategy: str) -> dict[str, Any]:
         chunks = pl.from_arrow(corpus.read("chunks").select(["n_tokens", "strategy"]))
         leaves = chunks.filter(pl.col("strategy") == strategy).get_column("n_tokens").to_arrow()
     stats.update(leaf_stats(leaves))
+    if "nodes_per_level" in stats:  # a published tree: how well its labels describe its clusters
+        from arborag.tasks.evaluation.labels import label_precision_of
+
+        stats["label_precision"] = {k: v for k, v in label_precision_of(corpus_dir).items() if k != "by_level"}
     return stats

@@ -20,6 +20,9 @@ rcs       LangChain's recursive character splitter ("\\n\\n", "\\n", " ", "") wi
 
 Span conventions (all strategies):
 
+* ``build_chunks`` segments each document's reading-order view (hard wraps joined; see
+  :mod:`arborag.tasks.ingest.reading`) and maps the spans back to the original text's offsets;
+  the functions below work on whatever text they are given.
 * ``text[start:end]`` is the chunk; spans are in document order (``start`` and ``end``
   non-decreasing). Span edges are token edges, so a chunk never begins or ends with
   whitespace (rcs: whitespace-stripped, as LangChain does).
@@ -63,6 +66,7 @@ from arborag.storage.tables import conform
 from arborag.tasks.stage_context import StageContext
 from arborag.tasks.leaves import hash_string_columns
 from arborag.tasks.frames import frame, to_table
+from arborag.tasks.ingest.reading import LINE_RECORD_MIMES, READING_VIEW_VERSION, ReadingView, reading_view
 from arborag.tasks.segmenters import (
     IntArray,
     clean_cuts,
@@ -273,6 +277,16 @@ def section_spans(
     return out
 
 
+def _view_bounds(
+    bounds: tuple[list[str], np.ndarray, np.ndarray] | None, view: ReadingView
+) -> tuple[list[str], np.ndarray, np.ndarray] | None:
+    """Section bounds (original offsets) moved onto the reading view."""
+    if bounds is None:
+        return None
+    ids, a_chars, b_chars = bounds
+    return ids, view.to_view(a_chars), view.to_view(b_chars)
+
+
 def build_chunks(
     documents: pa.Table,
     cfg: SegmentConfig,
@@ -286,7 +300,14 @@ def build_chunks(
 
     ``strategy`` defaults to ``cfg.strategy``. ``chunk_id = short_id(doc_id, strategy,
     params_hash, start, end)`` (so changing a window changes the ids); ``ordinal`` counts from
-    0 per document; ``text == doc.text[start:end]``; ``header = ""``. Without ``sections`` (a
+    0 per document; ``header = ""``. Every document is segmented on its reading-order view
+    (:func:`arborag.tasks.ingest.reading.reading_view`: hard wraps joined, split words
+    de-hyphenated, structure kept): ``text`` is the view's span — ``doc.text[start:end]`` with
+    its wrapped line breaks as spaces (and a split word's ``-`` and break dropped) — and
+    ``start``/``end`` are offsets into the *original* ``doc.text``, so citations and segments cut
+    the exact source text. A document the view leaves unchanged has ``text ==
+    doc.text[start:end]`` and the ids it always had; one it changes hashes the view's version
+    into its ids. Without ``sections`` (a
     SECTIONS table) ``section_id = None`` and the ids are what they always were; with sections
     every chunk carries the ``section_id`` it lies in, and with ``cfg.within_sections`` (the
     default) no chunk crosses a section border (the sections strategy then enters the params
@@ -307,20 +328,30 @@ def build_chunks(
     cols: dict[str, list[Any]] = {name: [] for name in CHUNKS.names}
     pending = 0
     for start in range(0, docs.num_rows, _SLICE_ROWS):  # Python strings for one slice at a time
-        part = docs.slice(start, _SLICE_ROWS).select(["doc_id", "status", "text"])
+        part = docs.slice(start, _SLICE_ROWS).select(["doc_id", "status", "text", "mime"])
         ok = part.filter(pc.and_(pc.equal(part.column("status"), "ok"), pc.greater(pc.binary_length(part.column("text")), 0)))
-        for doc_id, text in zip(ok.column("doc_id").to_pylist(), ok.column("text").to_pylist(), strict=True):
-            t_starts, t_ends = tok.offsets(text)
-            pairs = section_spans(text, t_starts, t_ends, strat, cfg, by_doc.get(doc_id))
-            for ordinal, (span, section_id) in enumerate(pairs):
-                cols["chunk_id"].append(short_id(doc_id, strat, phash, span.start, span.end))
+        for doc_id, text, mime in zip(ok.column("doc_id").to_pylist(), ok.column("text").to_pylist(),
+                                      ok.column("mime").to_pylist(), strict=True):
+            view = reading_view(text, wrapped=mime not in LINE_RECORD_MIMES)
+            read = view.text
+            t_starts, t_ends = tok.offsets(read)
+            pairs = section_spans(read, t_starts, t_ends, strat, cfg, _view_bounds(by_doc.get(doc_id), view))
+            a_orig, b_orig = view.original_spans(
+                np.fromiter((sp.start for sp, _ in pairs), np.int64, len(pairs)),
+                np.fromiter((sp.end for sp, _ in pairs), np.int64, len(pairs)),
+            )
+            # a document the view changed gets its own id space (its chunk texts differ from the
+            # original slices); unwrapped documents keep the ids they always had
+            dhash = phash if read == text else hash_json({"params": phash, "view": READING_VIEW_VERSION})
+            for ordinal, ((span, section_id), start, end) in enumerate(zip(pairs, a_orig.tolist(), b_orig.tolist(), strict=True)):
+                cols["chunk_id"].append(short_id(doc_id, strat, dhash, start, end))
                 cols["doc_id"].append(doc_id)
                 cols["section_id"].append(section_id)
                 cols["ordinal"].append(ordinal)
-                cols["start_char"].append(span.start)
-                cols["end_char"].append(span.end)
+                cols["start_char"].append(start)
+                cols["end_char"].append(end)
                 cols["n_tokens"].append(span.n_tokens)
-                cols["text"].append(text[span.start : span.end])
+                cols["text"].append(read[span.start : span.end])
                 cols["header"].append("")
                 cols["strategy"].append(strat)
         pending += part.num_rows  # skipped rows count too

@@ -23,7 +23,7 @@ from arborag.tasks.summarize import make_summarizer
 from arborag.tasks.tree import build_tree
 from arborag.tasks.tree_update_model import LevelModel, save_models
 
-__all__ = ["CLUSTERS_DIR", "OUTPUTS", "fallback_nodes", "fallback_summary", "level_counts", "run_tree", "write_tree_info"]
+__all__ = ["CLUSTERS_DIR", "OUTPUTS", "fallback_nodes", "fallback_summary", "labelled", "level_counts", "run_tree", "write_tree_info"]
 
 OUTPUTS = ("nodes.parquet", "edges.parquet", "node_vectors.parquet", "tree_info.json")
 #: The fitted clustering per level (``tasks/tree_update_model.py``), beside the tables; published into the snapshot.
@@ -78,7 +78,8 @@ def run_tree(ctx: StageContext, key: str) -> dict[str, Any]:
     ctx.counters.tokens_out += int(getattr(summarizer, "tokens_out", 0) or 0)
     if len(list(cache.directory.glob("*.parquet"))) > _MAX_CACHE_SHARDS:
         cache.compact()
-    write_table("nodes", result.nodes, stage_dir / "nodes.parquet")
+    write_table("nodes", labelled(result.nodes, result.edges, summarizer, per_document=ctx.config.tree.scope == "document"),
+                stage_dir / "nodes.parquet")
     write_table("edges", result.edges, stage_dir / "edges.parquet")
     write_vectors_file(stage_dir / "node_vectors.parquet", result.nodes.column("node_id"), result.vectors)
     fallbacks = fallback_summary(result.stats)
@@ -92,6 +93,23 @@ def run_tree(ctx: StageContext, key: str) -> dict[str, Any]:
         "stats": result.stats,
     }
     return {"nodes": result.nodes.num_rows, "edges": result.edges.num_rows, **fallbacks}
+
+
+def labelled(nodes: pa.Table, edges: pa.Table, summarizer: object, previous: pa.Table | None = None, *, per_document: bool = False) -> pa.Table:
+    """``nodes`` with a label (keywords, title) on every summary node — :func:`arborag.tasks.labels.label_nodes`,
+    the one hook of the build's and the update's tree stages. ``previous`` (update): the published
+    nodes, whose labels unchanged summaries keep. When the summarizer is an LLM, new clusters get a
+    one-line title from it (a failed call keeps the keyword title)."""
+    from arborag.tasks.labels import label_nodes, llm_titler
+
+    client = getattr(summarizer, "client", None)
+    titler = None
+    if client is not None and hasattr(client, "complete_many"):
+        def complete(prompts: list[str]) -> list[str | None]:
+            replies = client.complete_many([[{"role": "user", "content": p}] for p in prompts], max_tokens=24, prompt_tag="node-title@v1")
+            return [getattr(r, "text", None) for r in replies]
+        titler = llm_titler(complete)
+    return label_nodes(nodes, edges, previous=previous, titler=titler, per_document=per_document)
 
 
 def fallback_nodes(nodes: pa.Table) -> int:

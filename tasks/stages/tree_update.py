@@ -429,7 +429,7 @@ def run_tree_update(ctx: StageContext, key: str) -> dict[str, Any]:
     """Update the published tree to the run's leaves and stage it under ``key`` (as the build's tree stage)."""
     from arborag.tasks.staged_vectors import embed_function, embedder_of, read_vectors_file, write_vectors_file
     from arborag.tasks.leaves import load_leaves
-    from arborag.tasks.stages.tree import fallback_nodes, fallback_summary, level_counts, write_tree_info
+    from arborag.tasks.stages.tree import fallback_nodes, fallback_summary, labelled, level_counts, write_tree_info
     from arborag.tasks.summarize import make_summarizer
     from arborag.storage.tables import read_table, write_table
     from arborag.tasks.tree_update_model import load_models
@@ -465,7 +465,8 @@ def run_tree_update(ctx: StageContext, key: str) -> dict[str, Any]:
     ctx.counters.summaries += result.summaries
     ctx.counters.tokens_in += int(getattr(summarizer, "tokens_in", 0) or 0)
     ctx.counters.tokens_out += int(getattr(summarizer, "tokens_out", 0) or 0)
-    write_table("nodes", result.nodes, stage_dir / "nodes.parquet")
+    write_table("nodes", labelled(result.nodes, result.edges, summarizer, read_table("nodes", snap / "nodes.parquet"),
+                                  per_document=ctx.config.tree.scope == "document"), stage_dir / "nodes.parquet")
     write_table("edges", result.edges, stage_dir / "edges.parquet")
     write_vectors_file(stage_dir / "node_vectors.parquet", result.nodes.column("node_id"), result.vectors)
     touched = {str(s["level"]): int(s.get("rewritten", 0)) for s in result.stats}

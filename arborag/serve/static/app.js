@@ -57,6 +57,7 @@ function renderHits(data) {
     const text = el("div", {class: "text", title: "click to expand"}, unwrap(h.text));
     text.onclick = () => text.classList.toggle("open");
     box.append(el("article", {class: "hit", "data-node": h.node_id, "data-level": h.level},
+      ...labelLine(h),
       el("div", {class: "meta"},
         el("span", {class: "rank"}, `#${i + 1}`), levelBadge(h.level),
         el("span", {class: "score", title: "higher is better"}, h.score.toFixed(3)),
@@ -67,13 +68,21 @@ function renderHits(data) {
   });
 }
 
+// A summary's label (title + keywords, computed at build time); nothing for leaves and older snapshots.
+function labelLine(n) {
+  if (!n.title) return [];
+  const kws = (n.keywords || []).slice(0, 6).map((k) => el("span", {class: "kw"}, k));
+  return [el("div", {class: "label"}, el("span", {class: "title"}, n.title), ...kws)];
+}
+
 function refList(title, refs) {
   const out = [el("h3", {}, `${title} (${refs.length})`)];
   if (!refs.length) out.push(el("div", {class: "muted"}, "none"));
   const selected = document.querySelector("article.hit.selected")?.dataset.node;
   for (const r of refs) {
     out.push(el("button", {class: r.node_id === selected ? "ref current" : "ref", type: "button", "data-node": r.node_id, onclick: () => showNode(r.node_id)},
-      levelBadge(r.level), el("span", {class: "p"}, `p=${r.probability.toFixed(2)} · ${r.tokens} tok`), " ", r.preview));
+      levelBadge(r.level), el("span", {class: "p"}, `p=${r.probability.toFixed(2)} · ${r.tokens} tok`), " ",
+      r.title ? el("strong", {}, r.title) : r.preview));
   }
   return out;
 }
@@ -92,6 +101,7 @@ async function showNode(id) {
     const n = await api("GET", `/nodes/${encodeURIComponent(id)}${query}`);
     aside.replaceChildren(
       el("h2", {}, levelBadge(n.level), " node ", el("code", {}, n.node_id)),
+      ...labelLine(n),
       el("div", {class: "muted"}, `${n.tokens} tokens · ${sourcesText(n.sources)} · ${n.summarizer || ""}`),
       el("div", {class: "text"}, unwrap(n.text)),
       ...refList("parents", n.parents), ...refList("children", n.children));
