@@ -255,9 +255,9 @@ class SparseConfig(_Stage):
 
 
 class QueryConfig(_Stage):
-    mode: str = Field("auto", description="Default retrieval mode: auto (the measured best: dense + BM25 leaves fused, "
-                      "README 'Evaluation') | collapsed | traversal | sparse | hybrid, or a plug-in mode (arborag.query.modes); "
-                      "checked when a query runs.")
+    mode: str = Field("hop", description="Default retrieval mode: hop (the measured best: auto's dense + BM25 leaves fused, "
+                      "plus one hop through the links between leaves; docs/EVALUATION.md) | auto | collapsed | traversal | "
+                      "sparse | hybrid, or a plug-in mode (arborag.query.modes); checked when a query runs.")
     budget: int = Field(2000, ge=1, description="Token budget of retrieved context.")
     k: int = Field(5, ge=1, description="traversal: top-k per level.")
     rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant.")

@@ -14,10 +14,10 @@ from __future__ import annotations
 from arborag.config import ArboragConfig
 from arborag.flows.lazy import LazyTask
 from arborag.flows.stage import SNAPSHOT, SOURCES, Stage, staged, table
-from arborag.tasks.stages import context, embed, ingest, plan, publish, sections, segment, sparse, tree, tree_update, vectors
+from arborag.tasks.stages import context, embed, ingest, links, plan, publish, sections, segment, sparse, tree, tree_update, vectors
 
 __all__ = [
-    "BUILD_PIPELINE", "CONTEXT", "EMBED", "INGEST", "INGEST_PIPELINE", "PIPELINES", "PLAN", "PUBLISH", "SECTIONS", "SEGMENT",
+    "BUILD_PIPELINE", "CONTEXT", "EMBED", "INGEST", "INGEST_PIPELINE", "LINKS", "PIPELINES", "PLAN", "PUBLISH", "SECTIONS", "SEGMENT",
     "SPARSE", "TREE", "TREE_PIPELINE", "TREE_UPDATE", "UPDATE_PIPELINE", "VECTORS",
 ]
 
@@ -91,6 +91,11 @@ SPARSE = Stage(
     reads=(table("chunks"), staged("nodes.parquet")), writes=_staged(sparse.OUTPUTS), params=("key",),
     snapshot=("sparse",), describe="index the nodes for BM25 (tantivy, or Elasticsearch)",
 )
+LINKS = Stage(
+    "links", _task("links", links.run_links),
+    reads=(table("chunks"), table("documents")), writes=_staged(links.OUTPUTS), params=("key",),
+    snapshot=("links.parquet",), describe="link leaves through document titles and the names they mention (IDF), for --mode hop",
+)
 PUBLISH = Stage(
     "publish", _task("publish", publish.run_publish),
     reads=(table("chunks"), table("documents"), staged("<snapshot files of the stages before>")),
@@ -105,9 +110,9 @@ PLAN = Stage(
 )
 
 INGEST_PIPELINE: tuple[Stage, ...] = (INGEST, SECTIONS, CONTEXT, SEGMENT)
-TREE_PIPELINE: tuple[Stage, ...] = (EMBED, TREE, VECTORS, SPARSE, PUBLISH)
+TREE_PIPELINE: tuple[Stage, ...] = (EMBED, TREE, VECTORS, SPARSE, LINKS, PUBLISH)
 BUILD_PIPELINE: tuple[Stage, ...] = INGEST_PIPELINE + TREE_PIPELINE
-UPDATE_PIPELINE: tuple[Stage, ...] = (EMBED, TREE_UPDATE, VECTORS, SPARSE, PUBLISH)
+UPDATE_PIPELINE: tuple[Stage, ...] = (EMBED, TREE_UPDATE, VECTORS, SPARSE, LINKS, PUBLISH)
 #: What ``arborag update`` may run, in order: the plan, the ingest stages after ingest, then the
 #: incremental tree (or TREE_PIPELINE when it falls back to a full rebuild).
 UPDATE_RUN: tuple[Stage, ...] = (PLAN, SECTIONS, CONTEXT, SEGMENT) + UPDATE_PIPELINE

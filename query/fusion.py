@@ -106,12 +106,20 @@ def fuse(
     w = np.asarray(weights if weights is not None else [1.0 if method == "rrf" else 1.0 / len(lists)] * len(lists), dtype=np.float64)
     if w.shape != (len(lists),):
         raise ValueError(f"fuse: {len(lists)} lists but {w.size} weights")
-    union = np.unique(np.concatenate([r for r, _ in lists]))
+    every = np.concatenate([r for r, _ in lists])
+    slot: np.ndarray | None = None
+    if every.size and every.min() >= 0:  # rows are small non-negative ints: a presence mask sorts them in O(n)
+        present = np.zeros(int(every.max()) + 1, dtype=bool)
+        present[every] = True
+        union = np.flatnonzero(present).astype(np.int64)
+        slot = np.cumsum(present) - 1  # row -> its position in union
+    else:
+        union = np.unique(every)
     fused = np.zeros(union.size, dtype=np.float64)
     for i, (rows, scores) in enumerate(lists):
         if rows.size == 0:
             continue
-        pos = np.searchsorted(union, rows)
+        pos = slot[rows] if slot is not None else np.searchsorted(union, rows)
         if method == "rrf":
             fused[pos] += w[i] / (k + _ranks(scores, rows))
             continue

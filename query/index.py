@@ -208,7 +208,7 @@ class Index:
         self,
         text: str,
         *,
-        mode: Mode = "auto",
+        mode: Mode = "hop",
         budget: int | None = 2000,
         k: int = 5,
         levels: Sequence[int] | None = None,
@@ -307,6 +307,8 @@ class Index:
         if m is None:
             return np.arange(len(v), dtype=np.int64), (v.matrix @ q).astype(np.float64)
         rows = np.flatnonzero(m).astype(np.int64)
+        if rows.size * 4 >= len(v):  # most rows (levels=[0]): one product over the matrix beats copying the selected rows
+            return rows, (v.matrix @ q)[rows].astype(np.float64)
         return rows, (v.matrix[rows] @ q).astype(np.float64)
 
     @property

@@ -34,7 +34,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from arborag.query.options import (
-    AutoOptions, HybridOptions, LevelOptions, ModeOptions, MultiOptions, NoOptions, RerankOptions, SegmentsOptions,
+    AutoOptions, HopOptions, HybridOptions, LevelOptions, ModeOptions, MultiOptions, NoOptions, RerankOptions, SegmentsOptions,
 )
 
 __all__ = [
@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 #: The mode of ``Index.search``, the CLI and the server when none is given (``query.mode``).
-DEFAULT_MODE = "auto"
+DEFAULT_MODE = "hop"
 
 
 LLMUse = Literal["none", "optional", "configurable", "required"]
@@ -90,8 +90,11 @@ class ModeSpec:
 
 
 MODES: dict[str, ModeSpec] = {m.name: m for m in (
+    ModeSpec("hop", "arborag.query.hop:search",
+             "the measured default: auto's ranking plus one hop from its best leaves into the documents they name "
+             "(links between leaves: titles, names; IDF)", HopOptions),
     ModeSpec("auto", "arborag.query.auto:search",
-             "the measured default: dense + BM25 scores of the leaves fused (z-score), filled best-first", AutoOptions),
+             "dense + BM25 scores of the leaves fused (z-score), filled best-first (hop's first hop)", AutoOptions),
     ModeSpec("collapsed", "arborag.query.core:collapsed",
              "RAPTOR collapsed tree: every node of every level by cosine, best-first to the budget", core=True),
     ModeSpec("traversal", "arborag.query.core:traversal",

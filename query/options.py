@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
-    "AutoOptions", "HybridOptions", "LevelOptions", "ModeOptions", "MultiOptions", "NoOptions", "RerankOptions",
+    "AutoOptions", "HopOptions", "HybridOptions", "LevelOptions", "ModeOptions", "MultiOptions", "NoOptions", "RerankOptions",
     "SegmentsOptions",
 ]
 
@@ -45,6 +45,19 @@ class AutoOptions(ModeOptions):
     tree_weight: float = Field(0.1, ge=0, description="Weight of the ancestor boost.")
     summaries: Literal["none", "dedup"] = Field("none", description="dedup: summaries may enter the context (never with their children).")
     summary_share: float = Field(0.25, ge=0, le=1, description="Most of the budget summaries may take.")
+
+
+class HopOptions(ModeOptions):
+    fusion: Literal["minmax", "zscore"] | None = Field(None, description="First-hop fusion, as auto (default: query.fusion).")
+    dense_weight: float | Literal["adaptive"] | None = Field(None, description="First hop: the dense list's weight (default: query.dense_weight).")
+    depth: int | None = Field(None, ge=1, description="First hop: normalization depth (default: query.fusion_depth).")
+    walk: Literal["hop", "ppr", "tree", "none"] = Field(
+        "hop", description="hop: one explicit hop over the links; ppr: Personalized PageRank; tree: level-1 cluster co-membership; none: auto.")
+    seeds: int = Field(5, ge=0, description="Best first-hop leaves the walk starts from.")
+    hop_weight: float = Field(1.0, ge=0, description="Weight of the walk's score (0..1 scaled) added to the first hop's z-score.")
+    kinds: Literal["all", "title"] = Field("title", description="Links a walk may arrive through: title (into the documents a seed names), or all (shared names too).")
+    damping: float = Field(0.5, gt=0, lt=1, description="ppr: probability of following a link (1 - restart).")
+    iterations: int = Field(10, ge=1, description="ppr: walk steps.")
 
 
 class MultiOptions(ModeOptions):

@@ -28,7 +28,7 @@ echo "== 3. the tree: nodes per level"
 arborag sql "SELECT level, count(*) AS nodes, round(avg(n_tokens)) AS avg_tokens FROM nodes GROUP BY level ORDER BY level" --corpus "$CORPUS"
 
 echo
-echo "== 4. a question, answered by the default mode (auto: dense + BM25 over the leaves, fused; <= 2,000 tokens)"
+echo "== 4. a question, answered by the default mode (hop: dense + BM25 over the leaves, fused, plus one hop through the links between leaves; <= 2,000 tokens)"
 arborag query "How did Cinderella reach her happy ending?" --corpus "$CORPUS" --budget 2000
 
 echo

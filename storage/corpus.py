@@ -43,7 +43,7 @@ from arborag.storage.tables import atomic_write_json, read_table, write_table
 __all__ = ["Corpus", "WORKING_TABLES", "SNAPSHOT_TABLES"]
 
 WORKING_TABLES = ("documents", "sections", "doc_context", "chunks", "runs", "queries")
-SNAPSHOT_TABLES = ("nodes", "edges")
+SNAPSHOT_TABLES = ("nodes", "edges", "links")
 
 
 class Corpus:

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 __all__ = [
     "SCHEMAS", "SCHEMA_VERSIONS", "ADDED_COLUMNS", "DOCUMENTS", "SECTIONS", "DOC_CONTEXT", "CHUNKS", "NODES", "EDGES", "RUNS", "QUERIES", "EMBEDDING_DIM",
-    "EVIDENCE", "HITS", "RESULTS", "EVAL_SCHEMAS",
+    "EVIDENCE", "HITS", "RESULTS", "EVAL_SCHEMAS", "LINKS",
 ]
 
 EMBEDDING_DIM = 384  # all-MiniLM-L6-v2; vector tables take the dim of the model in use
@@ -125,6 +125,18 @@ QUERIES = pa.schema(
     ]
 )
 
+# Links between leaves (issue 25, ``tasks/links.py``): one row per (leaf, entity, kind); in the snapshot.
+LINKS = pa.schema(
+    [
+        pa.field("node_id", pa.string(), nullable=False),  # a leaf (chunk_id)
+        pa.field("doc_id", pa.string(), nullable=False),
+        pa.field("entity", pa.string(), nullable=False),  # normalized name (lower case)
+        pa.field("kind", pa.string(), nullable=False),  # title (the leaf's document is titled so) | mention (its text names it)
+        pa.field("df", pa.int32(), nullable=False),  # documents the entity reaches
+        pa.field("weight", pa.float64(), nullable=False),  # ln(documents / df)
+    ]
+)
+
 #: Version of each table's schema, raised when columns are added. Columns added after a table's
 #: first version are nullable and listed in ADDED_COLUMNS: a file written before them (an older
 #: snapshot) is read with them null (storage/tables.py ``conform``); DuckDB views over mixed
@@ -141,6 +153,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     "edges": EDGES,
     "runs": RUNS,
     "queries": QUERIES,
+    "links": LINKS,
 }
 
 
@@ -190,6 +203,7 @@ RESULTS = pa.schema(
         pa.field("levels", pa.list_(pa.int32())),
         pa.field("answer_hit", pa.float64()),  # null: no span answer (yes/no)
         pa.field("recall_at_5", pa.float64()),
+        pa.field("recall_at_5_docs", pa.float64()),  # within the first 5 distinct documents (HippoRAG 2's recall@5)
         pa.field("recall_at_10", pa.float64()),
         pa.field("recall_at_budget", pa.float64()),
         pa.field("full_support", pa.float64()),

@@ -58,7 +58,7 @@ __all__ = [
 ]
 
 #: Tables a snapshot may carry, exposed per snapshot (``--snapshot``) and over all of them (``<name>_all``).
-SNAPSHOT_VIEW_TABLES: Final = ("nodes", "edges", "documents", "chunks")
+SNAPSHOT_VIEW_TABLES: Final = ("nodes", "edges", "documents", "chunks", "links")
 
 #: The DuckDB statement types that run (EXPLAIN only around one of these).
 QUERY_STATEMENTS: Final = frozenset({"SELECT"})

@@ -35,6 +35,7 @@ __all__ = [
 METRICS: tuple[tuple[str, str], ...] = (
     ("answer_hit", "hit rate"),
     ("recall_at_5", "R@5"),
+    ("recall_at_5_docs", "R@5 docs"),
     ("recall_at_10", "R@10"),
     ("recall_at_budget", "R@budget"),
     ("full_support", "full support"),
@@ -49,7 +50,7 @@ ANSWER_METRICS: tuple[tuple[str, str], ...] = (
     ("bleu_1", "BLEU-1"),
     ("bleu_4", "BLEU-4"),
 )
-SYSTEM_ORDER = ("auto", "flat", "bm25", "collapsed", "traversal", "hybrid", "hybrid-rrf", "auto-rrf", "auto-minmax", "auto-tree",
+SYSTEM_ORDER = ("auto", "hop", "flat", "bm25", "collapsed", "traversal", "hybrid", "hybrid-rrf", "auto-rrf", "auto-minmax", "auto-tree",
                 "auto-summaries")
 STRATEGY_ORDER = ("sentence", "ffs", "dfs", "dds", "rcs")
 

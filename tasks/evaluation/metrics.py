@@ -5,6 +5,7 @@ Retrieval-only (no LLM):
                       scored only where ``answer_applicable`` (the answer occurs in the gold evidence)
     evidence_matches  which gold evidence items each retrieved node covers (the basis of the rest)
     recall_at         share of gold evidence covered by the first k nodes (k=None: all, i.e. "at budget")
+    recall_at_docs    share of gold evidence covered within the first k distinct documents (HippoRAG 2's recall@5)
     full_support      1.0 when every gold evidence item is covered
     reciprocal_rank   1 / rank of the first node that covers any gold evidence (0 when none)
     ndcg_at           binary-gain nDCG where a node gains 1 when it covers a gold item not covered before
@@ -61,6 +62,7 @@ __all__ = [
     "normalize_answer",
     "percentile",
     "recall_at",
+    "recall_at_docs",
     "reciprocal_rank",
     "rouge_l",
     "text_overlap",
@@ -230,6 +232,24 @@ def recall_at(matches: Sequence[frozenset[int]], n_gold: int, k: int | None = No
         return None
     top = matches if k is None else matches[:k]
     covered = set().union(*top) if top else set()
+    return len(covered) / n_gold
+
+
+def recall_at_docs(matches: Sequence[frozenset[int]], doc_keys: Sequence[str | None], n_gold: int, k: int = 5) -> float | None:
+    """Share of the ``n_gold`` items covered before the ``k+1``-th distinct document appears in
+    the ranking (``doc_keys[i]``: hit i's document, None for a summary, which counts as its own).
+    HippoRAG 2 counts recall@5 over passages: here, the first ``k`` distinct documents."""
+    if n_gold <= 0:
+        return None
+    seen: set[str] = set()
+    covered: set[int] = set()
+    for i, (m, key) in enumerate(zip(matches, doc_keys)):
+        doc = key if key is not None else f"#summary{i}"
+        if doc not in seen:
+            if len(seen) == k:
+                break
+            seen.add(doc)
+        covered |= m
     return len(covered) / n_gold
 
 

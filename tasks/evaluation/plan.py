@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 SystemName = Literal["flat", "bm25", "collapsed", "traversal", "hybrid", "multi", "segments", "segments-precision", "segments-find_all", "rerank", "level",
-                     "auto", "hybrid-rrf", "auto-rrf", "auto-minmax", "auto-tree", "auto-summaries"]
+                     "auto", "hybrid-rrf", "auto-rrf", "auto-minmax", "auto-tree", "auto-summaries", "hop", "hop-all", "hop-ppr", "hop-tree"]
 SYSTEM_NAMES: tuple[str, ...] = get_args(SystemName)
 STRATEGY_NAMES: tuple[str, ...] = get_args(Strategy)
 
@@ -78,7 +78,7 @@ SYSTEMS: dict[str, SystemSpec] = {
     "rerank": SystemSpec("rerank", "rerank", (0,), "leaves rescored by the configured reranker (rerank.kind), calibrated"),
     "level": SystemSpec("level", "level", None, "LevelRAG searchers: sub-questions, Lucene rewrites + HyDE with feedback, RRF"),
     # issue 12: the default mode and the variants measured against it (query/auto.py, query/fusion.py)
-    "auto": SystemSpec("auto", "auto", None, "the default: dense + BM25 leaves, z-score fusion (0.5/0.5), best-first fill"),
+    "auto": SystemSpec("auto", "auto", None, "dense + BM25 leaves, z-score fusion (0.5/0.5), best-first fill (the default until issue 25)"),
     "hybrid-rrf": SystemSpec("hybrid-rrf", "hybrid", None, "dense + BM25 over every level, RRF k=60 (the old hybrid)",
                              (("fusion", "rrf"),)),
     "auto-rrf": SystemSpec("auto-rrf", "auto", None, "dense + BM25 leaves, RRF k=60", (("fusion", "rrf"),)),
@@ -88,6 +88,14 @@ SYSTEMS: dict[str, SystemSpec] = {
     "auto-summaries": SystemSpec("auto-summaries", "auto", None,
                                  "auto + summaries in the context (<= 25% of the budget), a summary and its children never both",
                                  (("summaries", "dedup"),)),
+    # issue 25: multi-hop through the links between leaves (query/hop.py) and the designs measured against it
+    "hop": SystemSpec("hop", "hop", None, "the default: auto + one hop from its 5 best leaves into the documents they name (title links, IDF)"),
+    "hop-all": SystemSpec("hop-all", "hop", None, "hop arriving through every link (titles and shared capitalised names)",
+                          (("kinds", "all"),)),
+    "hop-ppr": SystemSpec("hop-ppr", "hop", None, "Personalized PageRank over leaves + entities seeded by auto's 5 best leaves",
+                          (("walk", "ppr"),)),
+    "hop-tree": SystemSpec("hop-tree", "hop", None, "auto + the leaves sharing a level-1 cluster with auto's 5 best leaves",
+                           (("walk", "tree"),)),
 }
 BASELINE = "flat"
 

@@ -25,7 +25,7 @@ from arborag.tasks.evaluation.write import write_results
 __all__ = ["PredictionKey", "run_score", "score_hits", "score_row", "unresolved_gold"]
 
 PredictionKey = tuple[str, str, str, int]  # (qid, strategy, system, budget)
-_METRIC_COLUMNS = ("answer_hit", "recall_at_5", "recall_at_10", "recall_at_budget", "full_support", "mrr", "ndcg_at_10", "level_mix",
+_METRIC_COLUMNS = ("answer_hit", "recall_at_5", "recall_at_5_docs", "recall_at_10", "recall_at_budget", "full_support", "mrr", "ndcg_at_10", "level_mix",
                    "n_gold_resolved", "prediction", "f1", "em", "rouge_l", "bleu_1", "bleu_4")
 _NUMERIC = {c: pl.Float64 for c in _METRIC_COLUMNS} | {"n_gold_resolved": pl.Int32, "prediction": pl.String}
 
@@ -50,6 +50,8 @@ def score_row(
     row: dict[str, Any] = {
         "answer_hit": None if failed or not applicable else M.answer_hit(answers, texts),
         "recall_at_5": None if failed else M.recall_at(matches, n_gold, 5),
+        "recall_at_5_docs": None if failed else M.recall_at_docs(matches, [(d[0] if lv == 0 and d else None) for lv, d in zip(levels, doc_ids)],
+                                                                 n_gold, 5),
         "recall_at_10": None if failed else M.recall_at(matches, n_gold, 10),
         "recall_at_budget": None if failed else M.recall_at(matches, n_gold),
         "full_support": None if failed else M.full_support(matches, n_gold),
@@ -108,9 +110,9 @@ def score_hits(
         "qid", "type", "strategy", "system", "mode", "budget",
         pl.col("levels").list.len().cast(pl.Int32).alias("n_hits"),
         pl.col("n_tokens").list.sum().fill_null(0).cast(pl.Int32).alias("context_tokens"),
-        "levels", *_METRIC_COLUMNS[:8], "latency_ms", "embed_ms",
+        "levels", *_METRIC_COLUMNS[:9], "latency_ms", "embed_ms",
         pl.col("gold_ids").list.len().fill_null(0).cast(pl.Int32).alias("n_gold"),
-        *_METRIC_COLUMNS[8:], "error",
+        *_METRIC_COLUMNS[9:], "error",
         pl.col("strategy").replace_strict(hashes, default=None, return_dtype=pl.String).alias("config_hash"),
     )
     return out.to_arrow().select(RESULTS.names).cast(RESULTS)

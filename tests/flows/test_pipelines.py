@@ -41,7 +41,7 @@ def test_pipelines_share_their_stage_objects() -> None:
 
 
 def test_the_snapshot_files_come_from_the_declarations() -> None:
-    assert snapshot_files(TREE_PIPELINE) == ["nodes.parquet", "edges.parquet", "vectors.lance", "sparse"]
+    assert snapshot_files(TREE_PIPELINE) == ["nodes.parquet", "edges.parquet", "vectors.lance", "sparse", "links.parquet"]
     assert snapshot_files(UPDATE_PIPELINE) == snapshot_files(TREE_PIPELINE)
     for stage in TREE_PIPELINE[:-1]:  # every staged file a snapshot holds is written by a stage before publish
         assert all(f"staged:{name}" in stage.writes for name in stage.snapshot)

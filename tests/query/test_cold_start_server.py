@@ -74,7 +74,7 @@ def test_server_and_local_print_the_same_hits(corpus: Path, server: str, mode: s
 def test_table_output_and_levels(server: str) -> None:
     code, out = query(QUESTION, "--server", server, "--levels", "0", "--budget", "80")
     assert code == 0, out
-    assert "2 hits, 80 tokens (budget 80); 0 summary nodes, 2 leaves — mode auto" in out  # query.mode default
+    assert "2 hits, 80 tokens (budget 80); 0 summary nodes, 2 leaves — mode hop" in out  # query.mode default
 
 
 def test_malformed_lucene_is_retried_with_a_warning(server: str) -> None:

@@ -20,6 +20,7 @@ from arborag.tasks.staged_vectors import read_vectors_file
 from arborag.tasks.leaves import build_key, estimate_cost, load_leaves, snapshot_id_for
 from arborag.tasks.stages.tree import level_counts, run_tree
 from arborag.tasks.stages.publish import run_publish, tree_counts
+from arborag.tasks.stages.links import run_links
 from arborag.tasks.stages.sparse import run_sparse
 from arborag.tasks.stages.vectors import run_vectors
 from arborag.flows.pipelines import TREE_PIPELINE
@@ -52,6 +53,7 @@ def test_runners_build_and_publish_a_small_tree(tmp_path: Path) -> None:
     assert ctx.counters.stages["tree"]["levels"] == {0: leaves.num_rows}
     assert run_vectors(ctx, key)["rows"] == leaves.num_rows
     assert run_sparse(ctx, key)["count"] == leaves.num_rows
+    assert run_links(ctx, key)["links"] == 0  # two documents that name nothing of each other
     assert run_publish(ctx, key, snapshot_files(TREE_PIPELINE))["snapshot"] == snapshot_id_for(key)
 
     published = ctx.corpus.published_dir()
