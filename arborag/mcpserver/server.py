@@ -21,14 +21,15 @@ from pydantic import Field
 from arborag.config import ArboragConfig
 from arborag.mcpserver import tools
 from arborag.mcpserver.tools import Limits
+from arborag.query.modes import DEFAULT_MODE
 
 __all__ = ["create_server", "http_app", "run_stdio"]
 
 INSTRUCTIONS = (
     "arborag: retrieval over one corpus, as a RAPTOR tree of leaf chunks and summaries. Start with `search` "
-    "(mode auto is the measured default; the hits fill a token budget, best first). `get_node` shows a hit's "
+    f"(mode {DEFAULT_MODE} is the measured default; the hits fill a token budget, best first). `get_node` shows a hit's "
     "parents (summaries above it) and children; `get_chunk` reads a document by character offsets; `tree_top` "
-    "lists the summaries at the top of the tree (what the corpus is about). Resource arborag://snapshot/info "
+    "lists the summaries at the top of the tree with their labels (what the corpus is about). Resource arborag://snapshot/info "
     "describes the index."
 )
 
@@ -69,9 +70,9 @@ def create_server(corpus_dir: str | Path, *, config: ArboragConfig | None = None
                              "keywords, best first, within a token budget. Returns node ids, scores, texts and sources.")
     async def search(
         text: Annotated[str, Field(description="The question or keywords.")],
-        mode: Annotated[str, Field(description="Retrieval mode: auto (default: dense + BM25 fused), collapsed, traversal, "
-                                               "sparse (BM25, Lucene syntax), hybrid, or a plug-in mode (see resource "
-                                               "arborag://snapshot/info).")] = "auto",
+        mode: Annotated[str, Field(description=f"Retrieval mode: {DEFAULT_MODE} (the default), auto (dense + BM25 fused), "
+                                               "collapsed, traversal, sparse (BM25, Lucene syntax), hybrid, or a plug-in "
+                                               "mode (see resource arborag://snapshot/info).")] = DEFAULT_MODE,
         budget: Annotated[int, Field(description=f"Token budget of the returned context (1..{lim.max_budget}).")] = 2000,
         k: Annotated[int, Field(description=f"traversal: nodes per level (1..{lim.max_k}).")] = 5,
         lucene: Annotated[bool, Field(description="Read text as a Lucene query in the sparse part (field:term, "
@@ -111,7 +112,7 @@ def create_server(corpus_dir: str | Path, *, config: ArboragConfig | None = None
                                  "passages as [1], [2] (with their node ids and sources).")
         async def ask(
             question: Annotated[str, Field(description="The question.")],
-            mode: Annotated[str, Field(description="Retrieval mode (as in search).")] = "auto",
+            mode: Annotated[str, Field(description="Retrieval mode (as in search).")] = DEFAULT_MODE,
             budget: Annotated[int, Field(description=f"Token budget of the context (1..{lim.max_budget}).")] = 2000,
             k: Annotated[int, Field(description="traversal: nodes per level.")] = 5,
         ) -> dict[str, Any]:

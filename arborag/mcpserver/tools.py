@@ -65,7 +65,7 @@ def _check_search_args(mode: str, budget: int, k: int, doc_ids: Sequence[str] | 
 
     modes = available_modes()
     if mode not in modes:
-        raise ToolInputError(f"unknown mode {mode!r}: use one of {', '.join(modes)} (auto is the measured default)")
+        raise ToolInputError(f"unknown mode {mode!r}: use one of {', '.join(modes)} (the first is the measured default)")
     if not 1 <= budget <= limits.max_budget:
         raise ToolInputError(f"budget {budget} is out of range: a token budget from 1 to {limits.max_budget}")
     if not 1 <= k <= limits.max_k:
@@ -179,6 +179,8 @@ def tree_top(holder: Any, *, max_nodes: int, limits: Limits) -> dict[str, Any]:
         return {
             "snapshot": snap.id, "levels": snap.levels, "roots": roots.height,
             "nodes": [{"node_id": r["node_id"], "level": r["level"], "children": r["children"], "tokens": r["n_tokens"],
+                       # the node's label (c-TF-IDF keywords and a title; null in snapshots built before labels)
+                       "label": r.get("title"), "keywords": list(r.get("keywords") or []),
                        "summary": r["text"][:PREVIEW_CHARS], "documents": len(r["doc_ids"]),
                        "titles": [docs.get(d, (None, None))[0] or d for d in r["doc_ids"][:3]]}
                       for r in top.iter_rows(named=True)],

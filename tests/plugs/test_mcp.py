@@ -122,7 +122,9 @@ def test_snapshot_info_resource(session) -> None:
 
 def test_search_returns_hits_within_the_budget(session) -> None:
     data = _data(session["search"])
-    assert data["hits"] and data["tokens"] <= 300 and data["mode"] == "auto"
+    from arborag.query.modes import DEFAULT_MODE
+
+    assert data["hits"] and data["tokens"] <= 300 and data["mode"] == DEFAULT_MODE
     assert "slipper" in data["hits"][0]["text"] and data["hits"][0]["sources"][0]["uri"].endswith(".txt")
     sparse = _data(session["search_sparse"])
     assert sparse["hits"] and all("slipper" in h["text"].lower() for h in sparse["hits"] if h["level"] == 0)
@@ -194,6 +196,8 @@ def test_tree_top_lists_summaries(session) -> None:
     top = _data(session["top"])
     assert top["nodes"] and top["nodes"][0]["level"] == max(int(k) for k in top["levels"])
     assert all(n["summary"] for n in top["nodes"])
+    summaries = [n for n in top["nodes"] if n["level"] > 0]
+    assert summaries and all(n["label"] and n["keywords"] for n in summaries)  # every summary node is labelled
 
 
 def test_a_new_snapshot_is_picked_up_between_calls(session) -> None:
