@@ -56,5 +56,8 @@ def chunk_stats(corpus_dir: str | Path, strategy: str) -> dict[str, Any]:
     if "nodes_per_level" in stats:  # a published tree: how well its labels describe its clusters
         from arborag.tasks.evaluation.labels import label_precision_of
 
-        stats["label_precision"] = {k: v for k, v in label_precision_of(corpus_dir).items() if k != "by_level"}
+        try:
+            stats["label_precision"] = {k: v for k, v in label_precision_of(corpus_dir).items() if k != "by_level"}
+        except (ArboragError, OSError, KeyError, pa.ArrowInvalid):  # a tree without edges (or labels): nothing to measure
+            stats["label_precision"] = None
     return stats
