@@ -55,7 +55,7 @@ from arborag.tasks.stage_context import StageContext
 
 offline_env()  # the offline settings (HF, numba's cache, Prefect's) before anything reads them
 
-__all__ = ["BUILD_PIPELINE", "FLOW_NAME", "TREE_PIPELINE", "build", "build_pipeline", "build_tree", "run_build"]
+__all__ = ["BUILD_PIPELINE", "FLOW_NAME", "TREE_PIPELINE", "build", "build_pipeline", "build_tree", "run_build"]  # noqa: F822 - the flow objects come from the module __getattr__ (flows/lazy.py)
 
 FLOW_NAME = "arborag-build"
 

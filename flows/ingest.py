@@ -48,7 +48,7 @@ from arborag.tasks.stages.ingest import discover_sources
 
 offline_env()  # the offline settings (HF, numba's cache, Prefect's) before anything reads them
 
-__all__ = ["FLOW_NAME", "INGEST_PIPELINE", "discover", "ingest_and_segment", "ingest_pipeline", "run_ingest_and_segment"]
+__all__ = ["FLOW_NAME", "INGEST_PIPELINE", "discover", "ingest_and_segment", "ingest_pipeline", "run_ingest_and_segment"]  # noqa: F822 - the flow objects come from the module __getattr__ (flows/lazy.py)
 
 FLOW_NAME = "ingest_and_segment"
 

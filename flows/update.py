@@ -55,7 +55,7 @@ from arborag.tasks.stages.plan import decide
 
 offline_env()  # the offline settings (HF, numba's cache, Prefect's) before anything reads them
 
-__all__ = ["FLOW_NAME", "UPDATE_PIPELINE", "decide", "run_update", "update", "update_pipeline"]
+__all__ = ["FLOW_NAME", "UPDATE_PIPELINE", "decide", "run_update", "update", "update_pipeline"]  # noqa: F822 - the flow objects come from the module __getattr__ (flows/lazy.py)
 
 FLOW_NAME = "arborag-update"
 
