@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from arborag.storage.leases import LEASES_DIR
+
 REPO = Path(__file__).resolve().parents[2]
 CINDERELLA = REPO / "examples" / "corpus" / "cinderella.txt"
 QUESTION = "How did Cinderella reach her happy ending?"
@@ -45,7 +47,9 @@ def built_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def corpus_copy(built_corpus: Path, tmp_path: Path) -> Path:
     """A private copy of the built corpus, for tests that publish into it."""
     dst = tmp_path / "corpus"
-    shutil.copytree(built_corpus, dst, symlinks=True)
+    # not the reader leases: a lease is a claim on the original corpus (a copied one held by this
+    # very pytest process would look live in the copy)
+    shutil.copytree(built_corpus, dst, symlinks=True, ignore=shutil.ignore_patterns(LEASES_DIR))
     return dst
 
 

@@ -61,8 +61,10 @@ def test_the_search_page_shows_labels_in_a_real_browser(built_corpus, embedders,
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install -y chromium)")
     sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed (pip install playwright)")
     base = run_server(create_app(built_corpus, embedders=embedders))
-    expected = TestClient(create_app(built_corpus, embedders=embedders)).post(
-        "/search", json={"text": QUESTION, "mode": "collapsed", "budget": 1500}).json()
+    reference = create_app(built_corpus, embedders=embedders)
+    with TestClient(reference) as client:  # the lifespan runs: the reader lease on the shared corpus goes with it
+        expected = client.post("/search", json={"text": QUESTION, "mode": "collapsed", "budget": 1500}).json()
+    reference.state.holder.close()
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=FLAGS)
         try:
