@@ -69,10 +69,7 @@ def ancestor_best(index: Index, scores_by_row: np.ndarray) -> np.ndarray:
 
 def search(index: Index, text: str, *, budget: int | None, k: int, levels: Sequence[int] | None, doc_ids: Sequence[str] | None,
            vector: np.ndarray | None, lucene: bool, **options: Any) -> list[Hit]:
-    unknown = set(options) - set(DEFAULTS)
-    if unknown:
-        raise QueryError(text, f"mode 'auto' has no option {', '.join(sorted(unknown))}; it takes {', '.join(DEFAULTS)}")
-    o = {**DEFAULTS, **options}
+    o = {**DEFAULTS, **options}  # names and values already checked by Index.search (modes.check_options, AutoOptions)
     q = index.config.query
     o["fusion"] = o["fusion"] or q.fusion
     o["dense_weight"] = q.dense_weight if o["dense_weight"] is None else o["dense_weight"]

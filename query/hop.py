@@ -216,16 +216,11 @@ def tree_scores(index: Index, rows: np.ndarray, scores: np.ndarray, *, seeds: in
 
 def search(index: Index, text: str, *, budget: int | None, k: int, levels: Sequence[int] | None, doc_ids: Sequence[str] | None,
            vector: np.ndarray | None, lucene: bool, **options: Any) -> list[Hit]:
-    unknown = set(options) - set(DEFAULTS)
-    if unknown:
-        raise QueryError(text, f"mode 'hop' has no option {', '.join(sorted(unknown))}; it takes {', '.join(DEFAULTS)}")
-    o = {**DEFAULTS, **options}
+    o = {**DEFAULTS, **options}  # names and values already checked by Index.search (modes.check_options, HopOptions)
     q = index.config.query
     fusion = o["fusion"] or q.fusion
     if fusion not in FUSIONS or fusion == "rrf":
         raise QueryError(text, f"hop: fusion must be zscore or minmax, not {fusion!r}")
-    if o["walk"] not in ("hop", "ppr", "tree", "none") or o["kinds"] not in ("all", "title"):
-        raise QueryError(text, "hop: walk is hop | ppr | none, kinds is all | title")
     if levels is not None and 0 not in levels:
         raise QueryError(text, "hop walks between leaves: levels must include 0 (or be left out)")
     if vector is None:
