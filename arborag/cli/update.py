@@ -76,6 +76,9 @@ def register(app: typer.Typer) -> None:
         finally:
             if preloading is not None:
                 preloading.join()
+                from arborag.embed_worker import stop_all
+
+                stop_all()  # the embedding worker, if this run started one
         _print_plan(out.get("plan") or {}, estimate=False)
         _print_result(out)
         from arborag.cli.exit import finish

@@ -1,0 +1,189 @@
+"""The local embedding model in a helper process, so a cold CLI run imports torch beside its work.
+
+Importing torch + sentence-transformers and loading the model takes ~6 s of CPU in a fresh
+process, nearly all of it Python bytecode that holds the GIL. :func:`arborag.embedder.preload`
+used to do it on a background thread while the run ingested and segmented, and the two took
+turns on one core — the GIL lets one thread run Python at a time — while the second core idled
+(measured on the idle 1x cold build: ingest + segment 10.3 s beside a 7.5 s import, against
+~5 s for ingest + segment alone). A cold ``arborag build`` / ``update`` now starts this worker
+instead: a child process (``python -m arborag.embed_worker_serve``) imports, loads the model and
+waits, on the other core, while the run works; the run's :class:`~arborag.embedder.Embedder`
+hands every ``embed`` call to it over a socket pair and gets the vectors back.
+
+The vectors are the ones the run's process would compute, bit for bit: the worker runs the same
+``Embedder.embed`` with the same config, model file, dtype and torch thread count (the cores,
+as in the run's own process; ``tests/test_embed_worker.py`` compares). Progress is reported as
+the worker goes. When the worker is gone (killed, out of memory) the embedder says so in the
+log and embeds in its own process from then on — slower, the same numbers. An error of the
+model itself (a missing model folder) is raised in the run as it would have been there.
+
+Only the console script starts one (:func:`wanted`): a process that has torch imported already
+(tests, a notebook, the warm ``arborag schedule``) embeds in-process as before, and
+``ARBORAG_EMBED_WORKER=0`` turns it off. The worker ends when its socket closes — when the run's
+process ends, however it ends.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+__all__ = ["EmbedWorker", "WorkerGone", "active", "start", "wanted"]
+
+_ACTIVE: dict[str, EmbedWorker] = {}
+_ACTIVE_LOCK = threading.Lock()
+
+
+class WorkerGone(RuntimeError):
+    """The worker process ended or its socket broke; the caller embeds in its own process."""
+
+
+def wanted() -> bool:
+    """Start a worker here? Only in the ``arborag`` console script, before torch is imported,
+    unless ``ARBORAG_EMBED_WORKER=0`` (module docs)."""
+    if os.environ.get("ARBORAG_EMBED_WORKER", "").strip() == "0":
+        return False
+    if "torch" in sys.modules:
+        return False
+    return os.path.basename(sys.argv[0] if sys.argv else "") == "arborag" or os.environ.get("ARBORAG_EMBED_WORKER", "").strip() == "1"
+
+
+def _key(cfg: Any) -> str:
+    return cfg.model_dump_json()
+
+
+class EmbedWorker:
+    """The parent's handle on one worker process (one request at a time)."""
+
+    def __init__(self, cfg: Any) -> None:
+        self.cfg = cfg
+        ours, theirs = socket.socketpair()
+        env = dict(os.environ)
+        env["ARBORAG_EMBED_WORKER"] = "0"  # the worker embeds in its own process
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "arborag.embed_worker_serve", str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL,
+        )
+        theirs.close()
+        self.conn = Connection(ours.detach())
+        self.conn.send(("config", cfg.model_dump_json()))
+        self._lock = threading.Lock()
+        self._ready: dict[str, Any] | None = None
+        self.started = time.perf_counter()
+
+    def _recv(self) -> Any:
+        try:
+            return self.conn.recv()
+        except (EOFError, OSError) as exc:
+            raise WorkerGone(f"the embedding worker (pid {self.proc.pid}) ended: {exc!r}") from exc
+
+    def _await_ready(self) -> dict[str, Any]:
+        if self._ready is None:
+            kind, payload = self._recv()
+            if kind == "error":
+                raise _exception(payload)
+            self._ready = payload
+            from arborag import phases
+
+            for name, seconds in payload.get("phases", {}).items():
+                phases.record(name, seconds)
+        return self._ready
+
+    def info(self) -> dict[str, Any]:
+        """What the worker's loaded model says (``dim``, ``max_len``); waits for the load."""
+        with self._lock:
+            return self._await_ready()
+
+    def embed(self, texts: Sequence[str], progress: Any = None, prefix_chars: Sequence[int] | None = None) -> np.ndarray:
+        """``Embedder.embed(texts, prefix_chars=...)`` in the worker; ``progress(n)`` as it goes."""
+        with self._lock:
+            self._await_ready()
+            try:
+                self.conn.send(("embed", (list(texts), None if prefix_chars is None else [int(p) for p in prefix_chars])))
+            except (OSError, ValueError) as exc:
+                raise WorkerGone(f"the embedding worker (pid {self.proc.pid}) cannot be reached: {exc!r}") from exc
+            while True:
+                kind, payload = self._recv()
+                if kind == "progress":
+                    if progress is not None:
+                        progress(int(payload))
+                elif kind == "vectors":
+                    return np.asarray(payload, dtype=np.float32)
+                else:
+                    raise _exception(payload)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """End the worker (closing its socket ends it) and reap it."""
+        try:
+            self.conn.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _exception(payload: Any) -> BaseException:
+    if isinstance(payload, bytes):
+        try:
+            exc = pickle.loads(payload)
+            if isinstance(exc, BaseException):
+                return exc
+        except Exception:  # noqa: BLE001 - an exception that cannot travel is described instead
+            pass
+    return RuntimeError(f"the embedding worker failed: {payload!r}")
+
+
+def start(cfg: Any) -> EmbedWorker | None:
+    """A worker for the local model of ``cfg`` (an ``EmbedConfig``), started now; the
+    :class:`~arborag.embedder.Embedder` of the same config uses it (:func:`active`). None when
+    :func:`wanted` says no or the process cannot be started (the run embeds in-process)."""
+    if cfg.backend != "local" or not wanted():
+        return None
+    key = _key(cfg)
+    with _ACTIVE_LOCK:
+        if key in _ACTIVE:
+            return _ACTIVE[key]
+        try:
+            worker = EmbedWorker(cfg)
+        except OSError:
+            return None
+        _ACTIVE[key] = worker
+        return worker
+
+
+def active(cfg: Any) -> EmbedWorker | None:
+    """The running worker for ``cfg``, if one was started in this process."""
+    if not _ACTIVE:
+        return None
+    return _ACTIVE.get(_key(cfg))
+
+
+def forget(worker: EmbedWorker) -> None:
+    """Stop routing to ``worker`` (it is gone) and reap it."""
+    with _ACTIVE_LOCK:
+        for key, w in list(_ACTIVE.items()):
+            if w is worker:
+                del _ACTIVE[key]
+    worker.close(timeout=1.0)
+
+
+def stop_all() -> None:
+    """End every worker this process started (the end of a run)."""
+    with _ACTIVE_LOCK:
+        workers = list(_ACTIVE.values())
+        _ACTIVE.clear()
+    for w in workers:
+        w.close()
