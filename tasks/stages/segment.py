@@ -66,7 +66,7 @@ from arborag.storage.tables import conform
 from arborag.tasks.stage_context import StageContext
 from arborag.tasks.leaves import hash_string_columns
 from arborag.tasks.frames import frame, to_table
-from arborag.tasks.ingest.reading import LINE_RECORD_MIMES, READING_VIEW_VERSION, ReadingView, reading_view
+from arborag.tasks.ingest.reading import LINE_RECORD_MIMES, READING_VIEW_VERSION, ReadingView, reading_views
 from arborag.tasks.segmenters import (
     IntArray,
     clean_cuts,
@@ -338,9 +338,9 @@ def build_chunks(
     for start in range(0, docs.num_rows, _SLICE_ROWS):  # Python strings for one slice at a time
         part = docs.slice(start, _SLICE_ROWS).select(["doc_id", "status", "text", "mime"])
         ok = part.filter(pc.and_(pc.equal(part.column("status"), "ok"), pc.greater(pc.binary_length(part.column("text")), 0)))
-        for doc_id, text, mime in zip(ok.column("doc_id").to_pylist(), ok.column("text").to_pylist(),
-                                      ok.column("mime").to_pylist(), strict=True):
-            view = reading_view(text, wrapped=mime not in LINE_RECORD_MIMES)
+        texts = ok.column("text").to_pylist()
+        views = reading_views(texts, [mime not in LINE_RECORD_MIMES for mime in ok.column("mime").to_pylist()])
+        for doc_id, text, view in zip(ok.column("doc_id").to_pylist(), texts, views, strict=True):
             read = view.text
             t_starts, t_ends = tok.offsets(read)
             pairs = section_spans(read, t_starts, t_ends, strat, cfg, _view_bounds(by_doc.get(doc_id), view))
