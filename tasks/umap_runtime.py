@@ -32,6 +32,7 @@ Everything else (kNN graph, spectral init, the SGD layout, its epochs and seed) 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import warnings
 from collections.abc import Iterator
@@ -119,36 +120,88 @@ def _install_pairwise(module: Any) -> None:
 
 
 def _cosine_matrix_fn() -> Any:
-    """The compiled loop (built on first use, cached on disk like the rest)."""
+    """The compiled kernels (built on first use, cached on disk like the rest): each row's
+    squared norm once, then a row's distances to the rows after it. Every value is the one
+    ``umap.distances.cosine`` returns for the pair: the same float32 products summed into the
+    same float64 accumulators in the same order, no fastmath (so LLVM may not reorder), only the
+    two norms read from where they were summed once instead of being summed again per pair."""
     global _COSINE_MATRIX
     if _COSINE_MATRIX is None:
         import numba
-        from umap.distances import cosine
 
-        def _matrix(x: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+        def _norms(x: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
             n = x.shape[0]
-            out = np.zeros((n, n), dtype=np.float32)
+            out = np.zeros(n, dtype=np.float64)
             for i in range(n):
-                for j in range(i + 1, n):
-                    # sklearn: out[i, j] = metric(x_i, x_j) (float64 -> float32), then out + out.T
-                    v = np.float32(cosine(x[i], x[j]))
-                    out[i, j] = v + np.float32(0.0)
-                    out[j, i] = np.float32(0.0) + v
-                out[i, i] = np.float32(cosine(x[i], x[i]))
+                norm = 0.0
+                for k in range(x.shape[1]):
+                    norm += x[i, k] ** 2  # as umap.distances.cosine: float32 ** 2 into a float64
+                out[i] = norm
             return out
+
+        def _rows(x: np.ndarray, norms: np.ndarray, out: np.ndarray, first: int, step: int) -> None:  # pragma: no cover - compiled
+            n = x.shape[0]
+            for i in range(first, n, step):
+                for j in range(i, n):
+                    result = 0.0
+                    for k in range(x.shape[1]):
+                        result += x[i, k] * x[j, k]
+                    norm_x = norms[i]
+                    norm_y = norms[j]
+                    if norm_x == 0.0 and norm_y == 0.0:
+                        d = 0.0
+                    elif norm_x == 0.0 or norm_y == 0.0:
+                        d = 1.0
+                    else:
+                        d = 1.0 - (result / np.sqrt(norm_x * norm_y))
+                    v = np.float32(d)
+                    if j == i:
+                        out[i, i] = v
+                    else:
+                        # sklearn: out[i, j] = metric(x_i, x_j) (float64 -> float32), then out + out.T
+                        out[i, j] = v + np.float32(0.0)
+                        out[j, i] = np.float32(0.0) + v
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            _COSINE_MATRIX = numba.njit(cache=True)(_matrix)
+            _COSINE_MATRIX = (numba.njit(cache=True, nogil=True)(_norms), numba.njit(cache=True, nogil=True)(_rows))
     return _COSINE_MATRIX
 
 
-def cosine_matrix(x: np.ndarray) -> np.ndarray:
+#: Below this many rows the matrix is computed on the calling thread (threads cost more than they save).
+_THREADED_MIN = 1024
+
+
+def _threads() -> int:
+    try:
+        return max(1, min(8, len(os.sched_getaffinity(0))))
+    except (AttributeError, OSError):
+        return max(1, min(8, os.cpu_count() or 1))
+
+
+def cosine_matrix(x: np.ndarray, threads: int | None = None) -> np.ndarray:
     """``sklearn.metrics.pairwise_distances(x, metric=umap.distances.cosine)``, bit for bit, compiled.
 
-    ``x``: a dense 2-D float32 array. float32 ``(n, n)``; the diagonal is each row's own distance."""
+    ``x``: a dense 2-D float32 array. float32 ``(n, n)``; the diagonal is each row's own distance.
+    From :data:`_THREADED_MIN` rows on, rows are dealt round-robin to ``threads`` (default: the
+    cores this process may use) threads running the kernel without the GIL; every entry is written
+    by exactly one of them, so the matrix does not depend on the count."""
     import_umap()
-    return _cosine_matrix_fn()(np.ascontiguousarray(x, dtype=np.float32))  # type: ignore[no-any-return]
+    norms_fn, rows_fn = _cosine_matrix_fn()
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    n = len(x)
+    out = np.zeros((n, n), dtype=np.float32)
+    norms = norms_fn(x)
+    workers = (threads or _threads()) if n >= _THREADED_MIN else 1
+    if workers <= 1:
+        rows_fn(x, norms, out, 0, 1)
+        return out
+    pool = [threading.Thread(target=rows_fn, args=(x, norms, out, t, workers), name="arborag-cosine") for t in range(workers)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return out
 
 
 def pairwise_distances(X: Any, Y: Any = None, metric: Any = "euclidean", **kwds: Any) -> Any:

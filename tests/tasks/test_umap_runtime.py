@@ -33,6 +33,19 @@ def test_cosine_matrix_is_bit_identical_to_umaps_own_distances():
         assert np.array_equal(np.signbit(got), np.signbit(want))
 
 
+def test_cosine_matrix_threads_do_not_change_a_bit():
+    """From umap_runtime._THREADED_MIN rows on, rows are dealt to threads: the same matrix as one
+    thread (which the test above ties to sklearn + UMAP's cosine), for any thread count."""
+    import_umap()
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((umap_runtime._THREADED_MIN + 37, 24)).astype(np.float32)
+    x[5] = 0.0
+    one = cosine_matrix(x, threads=1)
+    for threads in (2, 3):
+        assert np.array_equal(cosine_matrix(x, threads=threads), one)
+    assert np.array_equal(one[:60, :60], _sklearn(x[:60]))
+
+
 def test_umap_embedding_unchanged_by_the_compiled_distances():
     """A fit through UMAP's own sklearn path and through the compiled matrix: identical coordinates."""
     umap = import_umap()
