@@ -288,6 +288,26 @@ def _view_bounds(
     return ids, view.to_view(a_chars), view.to_view(b_chars)
 
 
+_BATCH_CHARS = 1 << 16  # texts tokenized by one call, up to about this many characters
+
+
+def _offsets(tok: Tokenizer, texts: list[str]) -> list[tuple[IntArray, IntArray]]:
+    """``tok.offsets`` of every text, short texts tokenized together (a call per short document
+    costs more than its tokens; a long one goes alone, so memory stays bounded)."""
+    out: list[tuple[IntArray, IntArray]] = []
+    group: list[str] = []
+    size = 0
+    for text in texts:
+        if group and size + len(text) > _BATCH_CHARS:
+            out.extend(tok.offsets_many(group))
+            group, size = [], 0
+        group.append(text)
+        size += len(text)
+    if group:
+        out.extend(tok.offsets_many(group))
+    return out
+
+
 def _ids_hash(strat: Strategy, cfg: SegmentConfig, tok: Tokenizer, sections: pa.Table | None, any_sections: bool) -> str:
     """The params hash in chunk ids: :func:`params_hash`, with the sections' strategies when chunks
     stay inside sections (``any_sections``: some document has sections rows)."""
@@ -340,9 +360,9 @@ def build_chunks(
         ok = part.filter(pc.and_(pc.equal(part.column("status"), "ok"), pc.greater(pc.binary_length(part.column("text")), 0)))
         texts = ok.column("text").to_pylist()
         views = reading_views(texts, [mime not in LINE_RECORD_MIMES for mime in ok.column("mime").to_pylist()])
-        for doc_id, text, view in zip(ok.column("doc_id").to_pylist(), texts, views, strict=True):
+        offsets = _offsets(tok, [view.text for view in views])
+        for doc_id, text, view, (t_starts, t_ends) in zip(ok.column("doc_id").to_pylist(), texts, views, offsets, strict=True):
             read = view.text
-            t_starts, t_ends = tok.offsets(read)
             pairs = section_spans(read, t_starts, t_ends, strat, cfg, _view_bounds(by_doc.get(doc_id), view))
             a_orig, b_orig = view.original_spans(
                 np.fromiter((sp.start for sp, _ in pairs), np.int64, len(pairs)),

@@ -1,6 +1,8 @@
-"""The reading view's speed-ups change nothing: ``reading_views`` (the table-like test of many
+"""The segment stage's batching changes nothing: ``reading_views`` (the table-like test of many
 documents' lines in one polars pass) gives exactly the views ``reading_view`` gives one by one,
-and the line width computed in Python floats is ``int(np.percentile(lengths, 90))`` bit for bit."""
+the line width computed in Python floats is ``int(np.percentile(lengths, 90))`` bit for bit, and
+the offsets of texts tokenized together (``Tokenizer.offsets_many``, grouped by
+``segment._offsets``) are each text's own ``Tokenizer.offsets``."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arborag.tasks.ingest.reading import _width, reading_view, reading_views
+from arborag.tasks.stages import segment
+from arborag.tokenizer import get_tokenizer
 
 WRAPPED = (
     "The lighthouse keeper climbed the stairs every evening before the sun went down over the\n"
@@ -57,3 +61,18 @@ def test_width_matches_numpy_on_many_sizes() -> None:
     for n in range(1, 300):
         lengths = [rng.randint(1, 200) for _ in range(n)]
         assert _width(lengths) == int(np.percentile(np.asarray(lengths), 90)), n
+
+
+def test_offsets_of_texts_tokenized_together_are_their_own(monkeypatch) -> None:
+    tok = get_tokenizer()
+    rng = random.Random(3)
+    long = " ".join(rng.choice(["slipper", "pumpkin", "midnight", "二〇二二年", "naïve", "co-operate"]) for _ in range(20000))
+    assert len(long) > 2 * (1 << 15)  # several blocks
+    texts = SHAPES + [long, "", "x", long[:5000]] + [rng.choice(SHAPES) for _ in range(30)]
+    want = [tok.offsets(t) for t in texts]
+    monkeypatch.setattr(segment, "_BATCH_CHARS", 700)  # many groups, some of one text
+    for got in (tok.offsets_many(texts), segment._offsets(tok, texts)):
+        assert len(got) == len(texts)
+        for (gs, ge), (ws, we) in zip(got, want, strict=True):
+            assert np.array_equal(gs, ws) and np.array_equal(ge, we) and gs.dtype == np.int64
+    assert tok.offsets_many([]) == []
