@@ -27,7 +27,12 @@ KMeans that initialises each GMM cost up to 70x more than one thread when the co
 Cost: UMAP runs through :mod:`arborag.tasks.umap_runtime`: its numba code is compiled once per
 machine (an on-disk cache; 15-50 s the first time, then a load of ~1-2 s per process that
 :func:`warm_up` pays) and its exact distances below 4,096 points are computed in one compiled loop
-(bit-identical to UMAP's own) — nothing here creates per-call objects that force recompilation. The BIC search is
+(bit-identical to UMAP's own) — nothing here creates per-call objects that force recompilation.
+From 4,096 to :data:`~arborag.tasks.umap_runtime.EXACT_KNN_MAX` points, where UMAP would find
+neighbours with NN-descent (pynndescent, whose distance-specialised numba code is compiled again
+in every process: 75-85 s of a 9,901-point global fit measured on a shared box), UMAP gets the
+exact cosine kNN graph instead (:func:`~arborag.tasks.umap_runtime.cosine_knn`, ~1.5 s of BLAS);
+the rest of the fit is UMAP's own. Trees over fewer than 4,096 nodes per fit are unchanged. The BIC search is
 ``cfg.bic_search``: ``"exhaustive"`` fits k = 1..K; ``"coarse_to_fine"`` fits a geometric grid
 of k with an early stop and then every k around the best grid points
 (benchmarks/results/bic_search.md).
@@ -50,7 +55,7 @@ import numpy as np
 from arborag.config import ClusterConfig
 from arborag.errors import SchemaError
 from arborag.tasks import mixture
-from arborag.tasks.umap_runtime import import_umap
+from arborag.tasks.umap_runtime import EXACT_KNN_MAX, UMAP_EXACT_BELOW, cosine_knn, import_umap
 from arborag.tasks.mixture import (
     LOOSE_MIN_N,
     LOOSE_TOL,
@@ -204,6 +209,9 @@ def _reduce(x: np.ndarray, dims: int, n_neighbors: int, seed: int, stats: Cluste
     t0 = time.perf_counter()
     try:
         umap = import_umap()
+        knn: tuple[Any, ...] = (None, None, None)
+        if UMAP_EXACT_BELOW <= n <= EXACT_KNN_MAX:  # exact neighbours where UMAP would run NN-descent
+            knn = cosine_knn(x, n_neighbors)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             reducer = umap.UMAP(
@@ -213,6 +221,7 @@ def _reduce(x: np.ndarray, dims: int, n_neighbors: int, seed: int, stats: Cluste
                 random_state=seed,
                 n_jobs=1,
                 init=_umap_init(x, n_neighbors, dims, seed),
+                precomputed_knn=knn,
             )
             out = np.asarray(reducer.fit_transform(np.ascontiguousarray(x, dtype=np.float32)), dtype=np.float32)
         if not np.isfinite(out).all():

@@ -281,3 +281,49 @@ def test_local_fits_on_threads_give_the_same_clusters_and_fits(monkeypatch):
         if a is not None:
             assert np.array_equal(a.rows, b.rows) and np.array_equal(a.reduced, b.reduced)
             assert (a.weights is None and b.weights is None) or np.array_equal(a.means, b.means)
+
+
+def test_cosine_knn_is_the_exact_graph_self_first_and_thread_independent():
+    from sklearn.metrics import pairwise_distances
+
+    from arborag.tasks.umap_runtime import cosine_knn
+
+    x, _ = _blobs([60, 50, 40], dim=32, spread=0.4, seed=9)
+    x[7] = 0.0  # a zero row: distance 1 to every other row
+    idx, dist = cosine_knn(x, 12, threads=1, block=16)
+    want = pairwise_distances(x.astype(np.float64), metric="cosine")
+    want[7, :] = want[:, 7] = 1.0
+    np.fill_diagonal(want, -1.0)
+    order = np.lexsort((np.broadcast_to(np.arange(len(x)), want.shape), want), axis=1)[:, :12]
+    assert np.array_equal(idx, order)
+    assert np.array_equal(idx[:, 0], np.arange(len(x))) and not dist[:, 0].any()
+    assert np.allclose(dist[:, 1:], np.take_along_axis(want, order, axis=1)[:, 1:], atol=1e-6)
+    assert np.all(np.diff(dist, axis=1) >= 0)
+    for threads, block in ((2, 16), (3, 7), (1, 1000)):
+        i2, d2 = cosine_knn(x, 12, threads=threads, block=block)
+        assert np.array_equal(i2, idx) and np.array_equal(d2, dist)
+
+
+def test_fits_above_the_exact_limit_get_the_exact_knn_not_nn_descent(monkeypatch):
+    """From UMAP_EXACT_BELOW points (4,096; lowered here) UMAP gets cosine_knn's graph and never
+    runs NN-descent (whose numba code is compiled again in every process); same input, same fit."""
+    from arborag.tasks import clustering
+    from arborag.tasks.umap_runtime import cosine_knn, import_umap
+
+    umap = import_umap()
+
+    def no_nn_descent(*a, **k):
+        raise AssertionError("NN-descent ran")
+
+    monkeypatch.setattr(umap.umap_, "nearest_neighbors", no_nn_descent)
+    monkeypatch.setattr(clustering, "UMAP_EXACT_BELOW", 50)
+    x, _ = _blobs([40, 30, 30], dim=32, spread=0.3, seed=2)
+    a = clustering._reduce(x, 5, 15, 224, None)
+    assert np.array_equal(a, clustering._reduce(x, 5, 15, 224, None))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = umap.UMAP(n_neighbors=15, n_components=5, metric="cosine", random_state=224, n_jobs=1,
+                         precomputed_knn=cosine_knn(x, 15)).fit_transform(x)
+    assert np.array_equal(a, want)
