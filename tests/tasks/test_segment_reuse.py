@@ -88,7 +88,10 @@ def _chunks_bytes(ctx: StageContext) -> bytes:
     return ctx.corpus.table_path("chunks").read_bytes()
 
 
-@pytest.mark.parametrize("overrides", [{}, SECTIONS_ON], ids=["plain", "sections+headers"])
+@pytest.mark.parametrize(
+    "overrides", [{}, SECTIONS_ON, {**SECTIONS_ON, "segment": {"within_sections": False}}],
+    ids=["plain", "sections+headers", "sections-not-within"],
+)
 def test_incremental_chunks_equal_a_full_segmentation(overrides: dict, tmp_path: Path) -> None:
     src = _sources(tmp_path)
     config = ArboragConfig().with_overrides(**overrides)
