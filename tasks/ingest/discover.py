@@ -9,7 +9,7 @@ import logging
 import os
 import re
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from arborag.config import IngestConfig
@@ -29,6 +29,16 @@ def _uri(path: str | Path) -> str:
 def _matches(name: str, rel: str, patterns: Iterable[str]) -> bool:
     name_l, rel_l = name.lower(), rel.lower()
     return any(fnmatch.fnmatchcase(name_l, p.lower()) or fnmatch.fnmatchcase(rel_l, p.lower()) for p in patterns)
+
+
+def _matcher(patterns: Iterable[str]) -> Callable[[str, str], bool]:
+    """:func:`_matches` against fixed ``patterns`` as one compiled regex (the alternation of the
+    patterns' ``fnmatch.translate``: a match of any is a match), for a walk's every file."""
+    pats = [p.lower() for p in patterns]
+    if not pats:
+        return lambda name, rel: False
+    match = re.compile("|".join(fnmatch.translate(p) for p in pats)).match
+    return lambda name, rel: match(name.lower()) is not None or match(rel.lower()) is not None
 
 
 def _escape(path: str, root_real: str, link: bool | None = None) -> str | None:
@@ -60,6 +70,7 @@ def _walk(root: Path, cfg: IngestConfig, skip: set[str], skipped: list[IngestFai
     out: list[SourceFile] = []
     seen_dirs: set[tuple[int, int]] = set()
     root_real = os.path.realpath(root)
+    included, excluded = _matcher(cfg.include), _matcher(cfg.exclude)
 
     links: set[str] | None = None  # the symlinks among the entries of the folder being walked
 
@@ -83,14 +94,17 @@ def _walk(root: Path, cfg: IngestConfig, skip: set[str], skipped: list[IngestFai
         seen_dirs.add(key)
         links = None if cfg.follow_external_symlinks else _symlink_names(dirpath)
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and inside(dirpath, d))
+        # per folder, not per file: a name from the walk is one clean component, so the file's
+        # relative path and uri are the folder's joined with it (what relpath/abspath would give)
+        rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
+        abs_dir = _uri(dirpath)
         for name in sorted(filenames):
             if name.startswith("."):
                 continue
-            full = os.path.join(dirpath, name)
-            rel = os.path.relpath(full, root).replace(os.sep, "/")
-            if not _matches(name, rel, cfg.include) or _matches(name, rel, cfg.exclude) or not inside(dirpath, name):
+            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+            if not included(name, rel) or excluded(name, rel) or not inside(dirpath, name):
                 continue
-            out.append(SourceFile(Path(full), _uri(full)))
+            out.append(SourceFile(Path(os.path.join(dirpath, name)), os.path.join(abs_dir, name)))
     return out
 
 
