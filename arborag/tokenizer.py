@@ -8,8 +8,10 @@ fast (Rust, parallel over batches). Counts exclude special tokens; truncation is
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,6 +43,23 @@ def _split_blocks(text: str, block: int = _BLOCK_CHARS) -> list[int]:
     return starts
 
 
+def _joined_offsets(starts: list[int], encs: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) offsets of a text from the encodings of its blocks (block ``i`` at ``starts[i]``)."""
+    s_parts, e_parts = [], []
+    for base, enc in zip(starts, encs):
+        if not enc.offsets:
+            continue
+        arr = np.asarray(enc.offsets, dtype=np.int64)
+        s_parts.append(arr[:, 0] + base)
+        e_parts.append(arr[:, 1] + base)
+    if not s_parts:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty.copy()
+    # Sub-word pieces of one character (rare, e.g. some symbols) can repeat an offset;
+    # keep the arrays non-decreasing, which is all the segmenters rely on.
+    return np.concatenate(s_parts), np.concatenate(e_parts)
+
+
 class Tokenizer:
     """Thin wrapper over ``tokenizers.Tokenizer`` with offset arrays and counting."""
 
@@ -61,28 +80,19 @@ class Tokenizer:
 
     def offsets(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """Character (start, end) offsets of every token of ``text``, as int64 arrays."""
-        if not text:
-            empty = np.zeros(0, dtype=np.int64)
-            return empty, empty.copy()
-        starts = _split_blocks(text)
-        bounds = starts[1:] + [len(text)]
-        pieces = [text[a:b] for a, b in zip(starts, bounds)]
-        encs = self._tok.encode_batch(pieces, add_special_tokens=False)
-        s_parts, e_parts = [], []
-        for base, enc in zip(starts, encs):
-            if not enc.offsets:
-                continue
-            arr = np.asarray(enc.offsets, dtype=np.int64)
-            s_parts.append(arr[:, 0] + base)
-            e_parts.append(arr[:, 1] + base)
-        if not s_parts:
-            empty = np.zeros(0, dtype=np.int64)
-            return empty, empty.copy()
-        s = np.concatenate(s_parts)
-        e = np.concatenate(e_parts)
-        # Sub-word pieces of one character (rare, e.g. some symbols) can repeat an offset;
-        # keep the arrays non-decreasing, which is all the segmenters rely on.
-        return s, e
+        return self.offsets_many([text])[0]
+
+    def offsets_many(self, texts: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`offsets` of every text (the same arrays), the blocks of all texts encoded in one
+        ``encode_batch`` call (one call per short text costs more than its encoding)."""
+        block_starts = [_split_blocks(text) if text else [] for text in texts]
+        pieces = [text[a:b] for text, starts in zip(texts, block_starts) for a, b in zip(starts, starts[1:] + [len(text)])]
+        encs = self._tok.encode_batch(pieces, add_special_tokens=False) if pieces else []
+        out, at = [], 0
+        for starts in block_starts:
+            out.append(_joined_offsets(starts, encs[at : at + len(starts)]))
+            at += len(starts)
+        return out
 
     def count(self, text: str) -> int:
         if not text:

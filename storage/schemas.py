@@ -10,7 +10,7 @@ import pyarrow as pa
 
 __all__ = [
     "SCHEMAS", "SCHEMA_VERSIONS", "ADDED_COLUMNS", "DOCUMENTS", "SECTIONS", "DOC_CONTEXT", "CHUNKS", "NODES", "EDGES", "RUNS", "QUERIES", "EMBEDDING_DIM",
-    "EVIDENCE", "HITS", "RESULTS", "EVAL_SCHEMAS", "LINKS",
+    "EVIDENCE", "HITS", "RESULTS", "EVAL_SCHEMAS", "LINKS", "SEGMENT_KEYS",
 ]
 
 EMBEDDING_DIM = 384  # all-MiniLM-L6-v2; vector tables take the dim of the model in use
@@ -143,6 +143,17 @@ LINKS = pa.schema(
 #: snapshots union by name, so the same holds in SQL.
 SCHEMA_VERSIONS: dict[str, int] = {"nodes": 2}
 ADDED_COLUMNS: dict[str, tuple[str, ...]] = {"nodes": ("keywords", "title", "title_source")}
+
+# What the segment stage last segmented, per document (``tasks/segment_reuse.py``): a file of the
+# corpus cache (``cache/segment/<strategy>.parquet``), not a table of SCHEMAS. Its Parquet metadata
+# holds the run-wide part of the key (``setup``) and the chunks file it describes (``chunks``).
+SEGMENT_KEYS = pa.schema(
+    [
+        pa.field("doc_id", pa.string(), nullable=False),
+        pa.field("mime", pa.string()),
+        pa.field("sections", pa.large_string()),  # the document's sections (id:start:end;...), null when none
+    ]
+)
 
 SCHEMAS: dict[str, pa.Schema] = {
     "documents": DOCUMENTS,

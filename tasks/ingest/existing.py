@@ -77,6 +77,8 @@ class ExistingDocuments:
 
     def row_of_doc(self, doc_id: str) -> int | None:
         """The row of the ok document ``doc_id``, or None."""
+        if not self._ids.height:  # a first ingest: nothing to look up (and no polars call per new document)
+            return None
         ids = self._ids["doc_id"]
         at = int(ids.search_sorted(doc_id, side="left"))
         if at < len(ids) and ids[at] == doc_id:

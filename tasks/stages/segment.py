@@ -58,7 +58,7 @@ import pyarrow.compute as pc
 
 from arborag.config import SegmentConfig, Strategy
 from arborag.errors import SegmentationError
-from arborag.hashing import hash_json, short_id
+from arborag.hashing import hash_bytes, hash_json, short_id
 from arborag.progress import progress_bar
 from arborag.tokenizer import Tokenizer, get_tokenizer
 from arborag.storage.schemas import CHUNKS
@@ -66,7 +66,7 @@ from arborag.storage.tables import conform
 from arborag.tasks.stage_context import StageContext
 from arborag.tasks.leaves import hash_string_columns
 from arborag.tasks.frames import frame, to_table
-from arborag.tasks.ingest.reading import LINE_RECORD_MIMES, READING_VIEW_VERSION, ReadingView, reading_view
+from arborag.tasks.ingest.reading import LINE_RECORD_MIMES, READING_VIEW_VERSION, ReadingView, reading_views
 from arborag.tasks.segmenters import (
     IntArray,
     clean_cuts,
@@ -90,6 +90,7 @@ __all__ = [
     "params_hash",
     "run_chunks",
     "segment_offsets",
+    "segment_setup",
     "section_spans",
     "segment_text",
     "strategy_params",
@@ -287,6 +288,36 @@ def _view_bounds(
     return ids, view.to_view(a_chars), view.to_view(b_chars)
 
 
+_BATCH_CHARS = 1 << 16  # texts tokenized by one call, up to about this many characters
+
+
+def _offsets(tok: Tokenizer, texts: list[str]) -> list[tuple[IntArray, IntArray]]:
+    """``tok.offsets`` of every text, short texts tokenized together (a call per short document
+    costs more than its tokens; a long one goes alone, so memory stays bounded)."""
+    out: list[tuple[IntArray, IntArray]] = []
+    group: list[str] = []
+    size = 0
+    for text in texts:
+        if group and size + len(text) > _BATCH_CHARS:
+            out.extend(tok.offsets_many(group))
+            group, size = [], 0
+        group.append(text)
+        size += len(text)
+    if group:
+        out.extend(tok.offsets_many(group))
+    return out
+
+
+def _ids_hash(strat: Strategy, cfg: SegmentConfig, tok: Tokenizer, sections: pa.Table | None, any_sections: bool) -> str:
+    """The params hash in chunk ids: :func:`params_hash`, with the sections' strategies when chunks
+    stay inside sections (``any_sections``: some document has sections rows)."""
+    phash = params_hash(strat, cfg, tok)
+    if any_sections and cfg.within_sections:
+        kinds = sorted({str(k) for k in sections.column("strategy").to_pylist()}) if sections is not None else []
+        phash = hash_json({"params": phash, "within_sections": kinds})
+    return phash
+
+
 def build_chunks(
     documents: pa.Table,
     cfg: SegmentConfig,
@@ -319,22 +350,19 @@ def build_chunks(
     strat: Strategy = strategy or cfg.strategy
     check_params(strat, cfg)
     tok = tokenizer or get_tokenizer()
-    phash = params_hash(strat, cfg, tok)
     by_doc = _sections_by_doc(sections)
-    if by_doc and cfg.within_sections:
-        kinds = sorted({str(k) for k in sections.column("strategy").to_pylist()}) if sections is not None else []
-        phash = hash_json({"params": phash, "within_sections": kinds})
+    phash = _ids_hash(strat, cfg, tok, sections, bool(by_doc))
     docs = conform("documents", documents)
     cols: dict[str, list[Any]] = {name: [] for name in CHUNKS.names}
     pending = 0
     for start in range(0, docs.num_rows, _SLICE_ROWS):  # Python strings for one slice at a time
         part = docs.slice(start, _SLICE_ROWS).select(["doc_id", "status", "text", "mime"])
         ok = part.filter(pc.and_(pc.equal(part.column("status"), "ok"), pc.greater(pc.binary_length(part.column("text")), 0)))
-        for doc_id, text, mime in zip(ok.column("doc_id").to_pylist(), ok.column("text").to_pylist(),
-                                      ok.column("mime").to_pylist(), strict=True):
-            view = reading_view(text, wrapped=mime not in LINE_RECORD_MIMES)
+        texts = ok.column("text").to_pylist()
+        views = reading_views(texts, [mime not in LINE_RECORD_MIMES for mime in ok.column("mime").to_pylist()])
+        offsets = _offsets(tok, [view.text for view in views])
+        for doc_id, text, view, (t_starts, t_ends) in zip(ok.column("doc_id").to_pylist(), texts, views, offsets, strict=True):
             read = view.text
-            t_starts, t_ends = tok.offsets(read)
             pairs = section_spans(read, t_starts, t_ends, strat, cfg, _view_bounds(by_doc.get(doc_id), view))
             a_orig, b_orig = view.original_spans(
                 np.fromiter((sp.start for sp, _ in pairs), np.int64, len(pairs)),
@@ -385,37 +413,87 @@ def with_headers(chunks: pa.Table, doc_context: pa.Table, sections: pa.Table | N
     return chunks.set_column(chunks.schema.get_field_index("header"), chunks.schema.field("header"), headers)
 
 
+# the modules whose code decides a document's chunks: their source enters the reuse key
+_SEGMENT_CODE = (
+    "arborag.tasks.stages.segment", "arborag.tasks.segmenters", "arborag.tasks.ingest.reading",
+    "arborag.text", "arborag.tokenizer", "arborag.hashing",
+)
+
+
+def segment_setup(strategy: Strategy, cfg: SegmentConfig, tok: Tokenizer, sections: pa.Table | None) -> str:
+    """The run-wide part of the key under which a document's chunks are reused (the per-document
+    part is :func:`arborag.tasks.segment_reuse.doc_keys`): the params hash in the chunk ids (strategy,
+    parameters, tokenizer name, sections' strategies), ``within_sections``, the reading view's
+    version, the tokenizer file and the source of the segmentation code."""
+    from importlib import import_module
+    from pathlib import Path
+
+    code = [Path(str(import_module(m).__file__)).read_bytes() for m in _SEGMENT_CODE]
+    tok_path = getattr(tok, "path", None)
+    tok_file = hash_bytes(Path(tok_path).read_bytes()) if tok_path is not None and Path(tok_path).is_file() else None
+    return hash_json({
+        "ids": _ids_hash(strategy, cfg, tok, sections, sections is not None and sections.num_rows > 0),
+        "within_sections": cfg.within_sections, "view": READING_VIEW_VERSION, "tokenizer": [tok.name, tok_file],
+        "code": hash_bytes(b"\0".join(code)), "modules": list(_SEGMENT_CODE),
+    })
+
+
 def run_chunks(ctx: StageContext, strategy: str) -> dict[str, Any]:
     """Segment the ok documents with ``strategy``; replace that strategy's rows of ``chunks``.
+
+    Only documents that are new or whose key changed are segmented
+    (:mod:`arborag.tasks.segment_reuse`: content, mime, sections, :func:`segment_setup`); the rows
+    of the others are kept as they are, and the rows of documents no longer ok go. The table is
+    the one a segmentation of every document gives, byte for byte.
 
     With ``sections.strategy`` other than ``none`` the ``sections`` table is read and chunks
     carry their ``section_id`` (inside sections unless ``segment.within_sections`` is off); with
     headers on (:func:`arborag.tasks.stages.context.headers_enabled`) the ``header`` column is composed
-    from ``doc_context`` and ``sections``. The other strategies' rows stay; the table is sorted
-    by (strategy, doc_id, ordinal) and written only when it changed (a no-op run leaves the
-    file untouched).
+    from ``doc_context`` and ``sections`` for every row (kept rows too; off: empty). The other
+    strategies' rows stay; the table is sorted by (strategy, doc_id, ordinal) and written only
+    when it changed (a no-op run leaves the file untouched).
     """
+    from arborag.tasks import segment_reuse as reuse
+    from arborag.tasks.stage_context import table_fingerprint
     from arborag.tasks.stages.context import headers_enabled
 
     corpus = ctx.corpus
+    strat: Strategy = strategy  # type: ignore[assignment]
+    check_params(strat, ctx.config.segment)
     docs = frame(corpus.read("documents")).filter(pl.col("status") == "ok")
     existing = corpus.read("chunks")
     sections = corpus.read("sections") if ctx.config.sections.strategy != "none" else None
-    with progress_bar(f"segment ({strategy})", docs.height, enabled=ctx.progress) as advance:
-        new = build_chunks(to_table(docs, "documents"), ctx.config.segment, strategy=strategy, progress=advance,  # type: ignore[arg-type]
-                           sections=sections)
+    setup = segment_setup(strat, ctx.config.segment, get_tokenizer(), sections)
+    keys = reuse.doc_keys(docs, sections)
+    path = reuse.keys_path(corpus.cache_dir, strategy)
+    # one row per document (as ingest writes it) or nothing is reused: a document's rows must be its own
+    unique = docs["doc_id"].n_unique() == docs.height
+    prior = reuse.read_keys(path, setup=setup, chunks=table_fingerprint(corpus.table_path("chunks"))) if unique else None
+    kept_ids = reuse.reusable(keys, prior)
+    todo = docs.filter(~pl.col("doc_id").is_in(kept_ids.implode()))
+    with progress_bar(f"segment ({strategy})", todo.height, enabled=ctx.progress) as advance:
+        fresh = build_chunks(to_table(todo, "documents"), ctx.config.segment, strategy=strat, progress=advance, sections=sections)
+    old = frame(existing)
+    kept = old.filter((pl.col("strategy") == strategy) & pl.col("doc_id").is_in(kept_ids.implode())).with_columns(header=pl.lit(""))
+    new = to_table(pl.concat([kept, frame(fresh)], how="vertical_relaxed"), "chunks")
     if headers_enabled(ctx.config):
         new = with_headers(new, corpus.read("doc_context"), sections)
     merged = (
-        pl.concat([frame(existing).filter(pl.col("strategy") != strategy), frame(new)], how="vertical_relaxed")
+        pl.concat([old.filter(pl.col("strategy") != strategy), frame(new)], how="vertical_relaxed")
         .sort(["strategy", "doc_id", "ordinal"], maintain_order=True)
     )
     table = to_table(merged, "chunks")
     written = ctx.write_if_changed("chunks", table, existing)
+    if unique:
+        reuse.write_keys(path, keys, setup=setup, chunks=table_fingerprint(corpus.table_path("chunks")))
+    else:
+        path.unlink(missing_ok=True)
     ctx.counters.stages["segment"] = summary = {
         "table": str(corpus.table_path("chunks")),
         "strategy": strategy,
         "documents": docs.height,
+        "segmented": todo.height,
+        "reused": docs.height - todo.height,
         "chunks": new.num_rows,
         "chunks_total": table.num_rows,
         "tokens": int(pc.sum(new.column("n_tokens")).as_py() or 0) if new.num_rows else 0,

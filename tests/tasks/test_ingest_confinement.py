@@ -124,3 +124,27 @@ def test_cli_reports_and_the_run_records_what_was_skipped(tree: Path, tmp_path: 
     assert texts == {"inside", "deep inside"}
     counts = json.loads(pq.read_table(corpus / "tables" / "runs.parquet").to_pylist()[-1]["counts"])
     assert counts["discover"]["skipped"] == 4
+
+
+def test_named_files_behind_a_symlinked_folder(tree: Path) -> None:
+    """A named file's root is the folder typed before its name, resolved once and reused for its
+    neighbours (an update names every file): files behind a folder link are inside that root,
+    while a file link among them that leads out of the folder is still skipped."""
+    os.symlink("sub", tree / "inner_dir")
+    os.symlink("../../outside/secret.txt", tree / "sub" / "out_link.txt")
+    skipped: list[IngestFailure] = []
+    named = [tree / "abs_dir" / "s.txt", tree / "rel_dir" / "s.txt", tree / "inner_dir" / "deep.txt",
+             tree / "inner_dir" / "out_link.txt", tree / "sub" / "out_link.txt", tree / "in.txt"]
+    found = discover_sources(named, CFG, skipped=skipped)
+    assert {Path(s.uri).relative_to(tree).as_posix() for s in found} == {"abs_dir/s.txt", "rel_dir/s.txt", "inner_dir/deep.txt", "in.txt"}
+    assert sorted(Path(s.uri).relative_to(tree).as_posix() for s in skipped) == ["inner_dir/out_link.txt", "sub/out_link.txt"]
+
+
+def test_cached_real_paths_equal_realpath(tree: Path) -> None:
+    from arborag.tasks.ingest.discover import _realpath
+
+    folders: dict[str, str] = {}
+    paths = [str(p) for p in sorted(tree.rglob("*"))] + [str(tree / "abs_dir" / "s.txt"), str(tree / "rel_dir" / "s.txt"),
+                                                      str(tree / "sub" / ".." / "in.txt"), str(tree / "missing.txt"), "in.txt"]
+    for p in paths * 2:  # the second pass answers from the cache
+        assert _realpath(p, folders) == os.path.realpath(p), p

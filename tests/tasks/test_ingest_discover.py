@@ -38,3 +38,24 @@ def test_discover_rejects_missing_sources(tmp_path: Path) -> None:
         discover_sources(["https://example.com/x.pdf"], CFG)
     (tmp_path / "f.txt").write_text("hi")
     assert discover_sources([f"file://{tmp_path / 'f.txt'}"], CFG)[0].uri == str(tmp_path / "f.txt")
+
+
+def test_the_walks_compiled_matcher_is_the_pattern_list() -> None:
+    """A walk matches every file against include/exclude as one compiled regex: the same answer
+    as fnmatch pattern by pattern, on the name or the relative path, case-insensitively."""
+    import random
+
+    from arborag.tasks.ingest.discover import _matcher, _matches
+
+    rng = random.Random(11)
+    patterns = ["*.txt", "*.MD", "a/*", "**/b/*.pdf", "draft?.*", "[abc]*.log", "*[!x].csv", "notes", "sub/**"]
+    names = ["one.txt", "two.md", "Draft1.TXT", "b.log", "d.log", "x.csv", "y.csv", "notes", "a.PDF", "c"]
+    dirs = ["", "a", "a/b", "sub", "sub/deep", "B"]
+    for _ in range(400):
+        pats = rng.sample(patterns, rng.randint(0, 4))
+        match = _matcher(pats)
+        name = rng.choice(names)
+        rel = f"{d}/{name}" if (d := rng.choice(dirs)) else name
+        assert match(name, rel) == _matches(name, rel, pats), (pats, rel)
+    assert not _matcher([])("a.txt", "a.txt")
+    assert [Path(s.uri).name for s in discover_sources([Path(__file__).parent], IngestConfig(include=["TEST_INGEST_DISC*"]))] == [Path(__file__).name]
