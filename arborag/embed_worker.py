@@ -4,8 +4,8 @@ Importing torch + sentence-transformers and loading the model takes ~6 s of CPU 
 process, nearly all of it Python bytecode that holds the GIL. :func:`arborag.embedder.preload`
 used to do it on a background thread while the run ingested and segmented, and the two took
 turns on one core — the GIL lets one thread run Python at a time — while the second core idled
-(measured on the idle 1x cold build: ingest + segment 10.3 s beside a 7.5 s import, against
-~5 s for ingest + segment alone). A cold ``arborag build`` / ``update`` now starts this worker
+(the idle 1x cold build before: ingest + segment 10.3 s beside a 7.5 s import that takes 5.5 s
+alone; benchmarks/results/cold_path*.md have the runs). A cold ``arborag build`` / ``update`` now starts this worker
 instead: a child process (``python -m arborag.embed_worker_serve``) imports, loads the model and
 waits, on the other core, while the run works; the run's :class:`~arborag.embedder.Embedder`
 hands every ``embed`` call to it over a socket pair and gets the vectors back.

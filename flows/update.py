@@ -176,8 +176,12 @@ def run_update(
     use_prefect: bool = False,
     progress: bool = False,
     lock_wait: bool = True,
+    noop_checked: bool = False,
 ) -> dict[str, Any]:
     """Update ``corpus_dir`` from ``sources``; returns the run summary (see :func:`update`).
+
+    ``noop_checked``: the caller asked :func:`~arborag.flows.noop.quick_noop` already (the CLI
+    does, before starting the model), so it is not asked again (a walk of every source file).
 
     ``use_prefect=False`` runs the same pipeline without an orchestrator; otherwise the
     :func:`update` flow runs in-process with ``config`` as JSON overrides. Sources are
@@ -188,7 +192,7 @@ def run_update(
     t0 = time.perf_counter()
     if not sources:
         raise IngestError(str(corpus_dir), "give the sources the corpus should mirror: arborag update SOURCE... --corpus DIR")
-    if not use_prefect and not dry_run:  # nothing changed since the last run, told from file stats (flows/noop.py)
+    if not use_prefect and not dry_run and not noop_checked:  # nothing changed since the last run, told from file stats (flows/noop.py)
         quick = quick_noop([str(s) for s in sources], corpus_dir, config, prune=prune)
         if quick is not None:
             quick["seconds"] = round(time.perf_counter() - t0, 2)

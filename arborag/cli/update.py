@@ -70,7 +70,8 @@ def register(app: typer.Typer) -> None:
                 _print_plan(plan.get("plan") or {})
                 return
             # one pass: the plan is made (and printed) by the run itself, not by a dry run first
-            out = run_update(srcs, corpus, cfg, prune=prune, use_prefect=orchestrated, progress=True, lock_wait=not no_wait)
+            out = run_update(srcs, corpus, cfg, prune=prune, use_prefect=orchestrated, progress=True, lock_wait=not no_wait,
+                             noop_checked=not orchestrated)
         except (ArboragError, OSError) as exc:
             fail(exc)
         finally:
