@@ -122,12 +122,14 @@ class EmbedWorker:
                 else:
                     raise _exception(payload)
 
-    def close(self, timeout: float = 5.0) -> None:
-        """End the worker (closing its socket ends it) and reap it."""
+    def close(self, timeout: float = 5.0, *, kill: bool = False) -> None:
+        """End the worker (closing its socket ends it; ``kill``: at once, mid-import) and reap it."""
         try:
             self.conn.close()
         except OSError:
             pass
+        if kill:
+            self.proc.kill()
         try:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -180,10 +182,11 @@ def forget(worker: EmbedWorker) -> None:
     worker.close(timeout=1.0)
 
 
-def stop_all() -> None:
-    """End every worker this process started (the end of a run)."""
+def stop_all(*, kill: bool = False) -> None:
+    """End every worker this process started (the end of a run; ``kill``: a run that turned out
+    to need no model — an update that changes nothing — ends its worker mid-import)."""
     with _ACTIVE_LOCK:
         workers = list(_ACTIVE.values())
         _ACTIVE.clear()
     for w in workers:
-        w.close()
+        w.close(kill=kill)

@@ -61,13 +61,13 @@ _MODELS: dict[tuple[str, str, str, int | str | None], Any] = {}
 _MODELS_LOCK = threading.Lock()
 
 
-def preload(cfg: EmbedConfig, *also: str) -> threading.Thread | None:
+def preload(cfg: EmbedConfig, *also: str | Callable[[], Any]) -> threading.Thread | None:
     """Load ``cfg``'s local model (torch, sentence-transformers and the weights: ~5 s in a cold
     process) while the caller does work that needs none of it (a cold CLI build ingests and
     segments, an update plans) — in a worker process where :func:`arborag.embed_worker.wanted`
     says so (the console script: the import then runs on the other core instead of taking turns
     with the run for the GIL), else on a background thread — and import the modules ``also``
-    names (e.g. ``"lancedb"``) on that thread. The run's :class:`Embedder` of the same config then
+    names (e.g. ``"lancedb"``; a callable there is called) on that thread. The run's :class:`Embedder` of the same config then
     embeds through the worker, or finds the model loaded (or waits for the load in progress).
     Returns the thread (join it before the process exits), or None for a remote backend. A
     failure here is ignored: the run's own load reports it."""
@@ -83,8 +83,11 @@ def preload(cfg: EmbedConfig, *also: str) -> threading.Thread | None:
         try:
             if not in_worker:
                 Embedder(cfg).load()
-            for name in also:
-                importlib.import_module(name)
+            for item in also:
+                if callable(item):
+                    item()
+                else:
+                    importlib.import_module(item)
         except Exception:  # noqa: BLE001 - the run's own load or import reports it
             pass
 

@@ -542,8 +542,9 @@ _WARM = False
 def warm_up(*, large: bool = False) -> float:
     """Compile umap's numba code (and touch GMM) once per process; returns the seconds spent.
 
-    ``large=True`` also compiles the NNDescent path UMAP uses from 4,096 points on (+~35 s);
-    worth it only when a level that large will be clustered. Idempotent (the small warm-up).
+    ``large=True`` also runs a 4,200-point fit (the exact-kNN path fits from 4,096 points take;
+    NN-descent, whose compiling this used to pay, now runs only above
+    :data:`~arborag.tasks.umap_runtime.EXACT_KNN_MAX` points). Idempotent (the small warm-up).
     """
     global _WARM
     from arborag import phases

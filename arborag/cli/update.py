@@ -8,7 +8,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from arborag.cli.common import CONFIG_OPTION, EXIT_PARTIAL, PREFECT_OPTION, config_from, console, fail, offline_env, use_prefect
+from arborag.cli.common import CONFIG_OPTION, EXIT_PARTIAL, PREFECT_OPTION, config_from, console, fail, offline_env, use_prefect, warm_clustering
 from arborag.errors import ArboragError
 
 
@@ -46,11 +46,17 @@ def register(app: typer.Typer) -> None:
         srcs = [str(s) for s in sources]
         orchestrated = use_prefect(prefect)
         if not dry_run and not orchestrated:
-            # nothing changed since the last run? told from file stats before Prefect, the stages or a model load
+            from arborag import embed_worker
+
+            # the model starts loading on the other core now (a console-script run; the worker is
+            # killed at once when nothing changed), while nothing changed since the last run is
+            # told from file stats — before Prefect, the stages or a model load here
+            embed_worker.start(cfg.embed)
             from arborag.flows.noop import quick_noop
 
             quick = quick_noop(srcs, corpus, cfg, prune=prune)
             if quick is not None:
+                embed_worker.stop_all(kill=True)
                 _print_plan(quick["plan"], estimate=False)
                 _print_result(quick)
                 from arborag.cli.exit import finish
@@ -61,7 +67,7 @@ def register(app: typer.Typer) -> None:
         if not dry_run:  # the model loads while Prefect, the stages and the plan start
             from arborag.embedder import preload
 
-            preloading = preload(cfg.embed, "lancedb")
+            preloading = preload(cfg.embed, "lancedb", warm_clustering)
         from arborag.flows.update import run_update
 
         try:
