@@ -23,7 +23,10 @@ def _send_error(conn: Connection, exc: BaseException) -> None:
         payload: Any = pickle.dumps(exc)
     except Exception:  # noqa: BLE001 - unpicklable: send its text
         payload = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    conn.send(("error", payload))
+    try:
+        conn.send(("error", payload))
+    except OSError:  # the run is gone: nobody to tell
+        pass
 
 
 def serve(fd: int) -> None:
@@ -44,9 +47,12 @@ def serve(fd: int) -> None:
         cfg = EmbedConfig.model_validate_json(raw)
         embedder = Embedder(cfg)
         embedder.load()
-        conn.send(("ready", {"dim": embedder.dim, "max_len": embedder.max_len, "phases": phases.snapshot()}))
-    except BaseException as exc:  # noqa: BLE001 - reported to the run, which raises it
+    except Exception as exc:  # noqa: BLE001 - reported to the run, which raises it
         _send_error(conn, exc)
+        return
+    try:
+        conn.send(("ready", {"dim": embedder.dim, "max_len": embedder.max_len, "phases": phases.snapshot()}))
+    except OSError:  # the run ended before it needed the model (a no-op, an error): nothing to say
         return
     while True:
         try:
@@ -59,7 +65,7 @@ def serve(fd: int) -> None:
         try:
             vectors = embedder.embed(texts, progress=lambda n: conn.send(("progress", int(n))), prefix_chars=prefix_chars)
             conn.send(("vectors", np.ascontiguousarray(vectors, dtype=np.float32)))
-        except (EOFError, OSError):
+        except (EOFError, OSError):  # the run is gone (OSError: a broken pipe mid-answer)
             return
         except Exception as exc:  # noqa: BLE001 - reported to the run, which raises it
             _send_error(conn, exc)

@@ -121,3 +121,36 @@ def test_a_cold_process_embeds_without_importing_torch():
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["torch"] is False and got["shape"] == [2, 384]
     assert got["norm"] == pytest.approx(2.0, abs=1e-3)  # two L2-normalised rows
+
+
+def test_a_run_that_ends_before_the_model_is_loaded_leaves_the_worker_silent():
+    """The run's process is gone (a no-op, an error) before the worker has loaded: it ends without a traceback."""
+    cfg = EmbedConfig()
+    w = embed_worker.EmbedWorker(cfg)
+    w.conn.close()  # the run went away at once
+    assert w.proc.wait(timeout=120) == 0
+
+
+def test_the_worker_quietly_ends_when_the_run_is_gone_mid_load():
+    script = textwrap.dedent("""
+        import os, sys, time
+        from arborag import embed_worker
+        from arborag.config import EmbedConfig
+        w = embed_worker.EmbedWorker(EmbedConfig())
+        print(w.proc.pid, flush=True)
+        os._exit(0)  # the run dies while the worker imports torch
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120)
+    pid = int(out.stdout.split()[0])
+    import time
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail("the worker outlived its run by 120 s")
+    assert "Traceback" not in out.stderr
