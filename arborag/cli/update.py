@@ -8,7 +8,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from arborag.cli.common import CONFIG_OPTION, EXIT_PARTIAL, PREFECT_OPTION, config_from, console, fail, offline_env, use_prefect, warm_clustering
+from arborag.cli.common import CONFIG_OPTION, EXIT_PARTIAL, PREFECT_OPTION, config_from, console, fail, offline_env, use_prefect
 from arborag.errors import ArboragError
 
 
@@ -67,7 +67,7 @@ def register(app: typer.Typer) -> None:
         if not dry_run:  # the model loads while Prefect, the stages and the plan start
             from arborag.embedder import preload
 
-            preloading = preload(cfg.embed, "lancedb", warm_clustering)
+            preloading = preload(cfg.embed, "lancedb")  # no UMAP: an update fits only when drift says so
         from arborag.flows.update import run_update
 
         try:
