@@ -256,7 +256,7 @@ def stage_table(run: dict[str, Any], wall: float) -> list[list[str]]:
             rows.append([f"  tree level {st['level']}: cluster (UMAP {fmt_s(st.get('umap_s'))} over {st.get('umap_fits')} fits, "
                          f"GMM {fmt_s(st.get('gmm_s'))}) / summarize / embed summaries",
                          f"{fmt_s(st.get('cluster_s'))} / {fmt_s(st.get('summarize_s'))} / {fmt_s(st.get('embed_s'))}"])
-    rows += [[f"phase {k} (may overlap the stages: the model loads on a background thread)" if "torch" in k or "model" in k
+    rows += [[f"phase {k} (beside the stages: in the embedding worker process — arborag/embed_worker.py — or on a background thread)" if "torch" in k or "model" in k
               else f"phase {k}", fmt_s(v)] for k, v in phases.items()]
     if counts.get("process_age_at_start") is not None:
         rows.append(["process start → run start (interpreter, imports, config, discovery)", fmt_s(counts["process_age_at_start"])])
