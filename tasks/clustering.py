@@ -55,7 +55,7 @@ import numpy as np
 from arborag.config import ClusterConfig
 from arborag.errors import SchemaError
 from arborag.tasks import mixture
-from arborag.tasks.umap_runtime import EXACT_KNN_MAX, UMAP_EXACT_BELOW, cosine_knn, import_umap
+from arborag.tasks.umap_runtime import EXACT_KNN_MAX, UMAP_EXACT_BELOW, cosine_knn, import_umap, usable_cores
 from arborag.tasks.mixture import (
     LOOSE_MIN_N,
     LOOSE_TOL,
@@ -322,11 +322,7 @@ def local_threads() -> int:
             return max(1, int(raw))
         except ValueError:
             pass
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return max(1, min(8, cores))
+    return usable_cores()
 
 
 def _local_fits(jobs: list[np.ndarray], cfg: ClusterConfig, stats: ClusterStats | None) -> Iterator[list[Cluster]]:

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["EXACT_KNN_MAX", "UMAP_EXACT_BELOW", "cosine_knn", "cosine_matrix", "import_umap", "pairwise_distances"]
+__all__ = ["EXACT_KNN_MAX", "UMAP_EXACT_BELOW", "cosine_knn", "cosine_matrix", "import_umap", "pairwise_distances", "usable_cores"]
 
 _LOCK = threading.Lock()
 _UMAP: Any = None
@@ -172,7 +172,9 @@ def _cosine_matrix_fn() -> Any:
 _THREADED_MIN = 1024
 
 
-def _threads() -> int:
+def usable_cores() -> int:
+    """The cores this process may use (its CPU affinity), at most 8: the default thread count of
+    the distance kernels here and of the local clusterings (:func:`arborag.tasks.clustering.local_threads`)."""
     try:
         return max(1, min(8, len(os.sched_getaffinity(0))))
     except (AttributeError, OSError):
@@ -192,7 +194,7 @@ def cosine_matrix(x: np.ndarray, threads: int | None = None) -> np.ndarray:
     n = len(x)
     out = np.zeros((n, n), dtype=np.float32)
     norms = norms_fn(x)
-    workers = (threads or _threads()) if n >= _THREADED_MIN else 1
+    workers = (threads or usable_cores()) if n >= _THREADED_MIN else 1
     if workers <= 1:
         rows_fn(x, norms, out, 0, 1)
         return out
@@ -253,7 +255,7 @@ def cosine_knn(x: np.ndarray, k: int, threads: int | None = None, block: int | N
         dists[start:stop] = np.maximum(val, 0.0).astype(np.float32)
 
     starts = list(range(0, n, step))
-    workers = max(1, min(threads or _threads(), len(starts)))
+    workers = max(1, min(threads or usable_cores(), len(starts)))
     with threadpool_limits(1):
         if workers == 1:
             for s in starts:
