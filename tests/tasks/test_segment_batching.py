@@ -12,17 +12,12 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers.texts import WRAPPED
+
 from arborag.tasks.ingest.reading import _width, reading_view, reading_views
 from arborag.tasks.stages import segment
 from arborag.tokenizer import get_tokenizer
 
-WRAPPED = (
-    "The lighthouse keeper climbed the stairs every evening before the sun went down over the\n"
-    "harbour, carrying a can of oil and a cloth for the great lens that turned above the rocks\n"
-    "and the fishing boats. He had done this for thirty years without missing a single night, even\n"
-    "when the storms of November tore the slates from the roof of his cottage by the conti-\n"
-    "nued force of the wind.\n"
-)
 SHAPES = [
     WRAPPED,
     "Title Of The Piece\n\nA body sentence. Another one follows here.\n",

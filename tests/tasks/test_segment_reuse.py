@@ -12,6 +12,8 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
+from helpers.texts import WRAPPED
+
 from arborag.config import ArboragConfig
 from arborag.storage.corpus import Corpus
 from arborag.tasks import segment_reuse as reuse
@@ -36,14 +38,6 @@ Apples are picked in September. Each tree gives about forty kilograms. Bruised a
 Pears ripen off the tree. They are picked hard and kept cool for a week. A ripe pear yields to a thumb.
 """
 
-# hard-wrapped prose with a split word: its reading view differs from its text (view-hashed ids)
-WRAPPED = (
-    "The lighthouse keeper climbed the stairs every evening before the sun went down over the\n"
-    "harbour, carrying a can of oil and a cloth for the great lens that turned above the rocks\n"
-    "and the fishing boats. He had done this for thirty years without missing a single night, even\n"
-    "when the storms of November tore the slates from the roof of his cottage by the conti-\n"
-    "nued force of the wind.\n"
-)
 
 SECTIONS_ON = {"sections": {"strategy": "structural"}}  # headers follow sections
 
