@@ -506,7 +506,7 @@ def _lanes_for(n: int) -> Lanes | None:
     lanes = helper_lanes()
     if lanes is None or (n < LANES_MIN_N and not lanes.warmed):
         return None
-    lanes.warm()
+    lanes.warm(warm_up)
     return lanes
 
 

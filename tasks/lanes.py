@@ -12,9 +12,9 @@ and returns the results in item order.
 Every result is the one this process would compute: the functions mapped are module-level,
 seeded and independent of each other, and run under the same thread limits on either side
 (``tests/tasks/test_lanes.py`` compares clusterings with and without the helper). The worker
-imports the clustering code once (:meth:`Lanes.warm`, started in the background before the
-first fit, so its ~4 s numba load overlaps this process's global UMAP); until that is done the
-remote lane takes no item. A worker that dies or fails a call hands its item back and this
+loads the clustering code once (:meth:`Lanes.warm`, which the clustering starts in the background
+before its first fit, so the worker's ~4 s numba load overlaps this process's global UMAP); until
+that is done the remote lane takes no item, and before it is started :meth:`Lanes.map` runs here. A worker that dies or fails a call hands its item back and this
 process computes it — the same result, later. ``ARBORAG_CLUSTER_HELPER=0`` turns the helper off.
 """
 
@@ -35,20 +35,13 @@ _LANES: dict[int, Lanes] = {}
 _LANES_LOCK = threading.Lock()
 
 
-def _warm_worker() -> float:
-    """In the worker: import and compile the clustering code (what the first fit would pay)."""
-    from arborag.tasks.clustering import warm_up
-
-    return warm_up()
-
-
 _CONTROLLER: list[Any] = []
 
 
 def _limited(fn: Callable[..., Any], *args: Any) -> Any:
     """In the worker: ``fn(*args)`` under the thread limits the clustering runs under here (one
     BLAS and OpenMP thread: the same floats, and no oversubscription of the two cores). The
-    libraries are looked up once (after :func:`_warm_worker` loaded them): ``threadpool_limits``
+    libraries are looked up once (after the warm-up loaded them): ``threadpool_limits``
     looks them up on every call, 3.6 ms each with torch loaded vs 0.04 ms (measured)."""
     if not _CONTROLLER:
         from threadpoolctl import ThreadpoolController
@@ -79,8 +72,10 @@ class Lanes:
     def usable(self) -> bool:
         return not self._failed and self.worker.proc.poll() is None
 
-    def warm(self) -> None:
-        """Have the worker import the clustering code now, in the background (idempotent)."""
+    def warm(self, prepare: Callable[[], Any]) -> None:
+        """Have the worker run ``prepare`` (a module-level function: the clustering passes its
+        ``warm_up``, which imports and loads its compiled code) now, in the background; the
+        remote lane takes items once it is done (idempotent)."""
         with self._lock:
             if self._started:
                 return
@@ -88,7 +83,7 @@ class Lanes:
 
         def run() -> None:
             try:
-                self.worker.call(_warm_worker)
+                self.worker.call(prepare)
             except Exception as exc:  # noqa: BLE001 - the helper is an accelerator: without it, threads
                 log.info("the helper process could not load the clustering code (%r); clustering in this process", exc)
                 self._failed = True
@@ -100,9 +95,9 @@ class Lanes:
     def map(self, fn: Callable[..., Any], items: Sequence[Any]) -> list[Any]:
         """``[fn(*item) for item in items]`` (each item a tuple of arguments), on both lanes."""
         items = list(items)
-        if len(items) < 2 or not self.usable:
+        if len(items) < 2 or not self.usable or not self._started:
+            self.local_items += len(items)
             return [fn(*item) for item in items]
-        self.warm()
         results: list[Any] = [None] * len(items)
         done = [False] * len(items)
         claim = threading.Lock()

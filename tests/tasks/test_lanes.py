@@ -82,7 +82,7 @@ def test_a_failed_call_and_a_dead_helper_leave_the_work_to_this_process(helper, 
         helper.call(threading.Lock)
     ln = lanes.helper_lanes()
     assert ln is not None
-    ln.warm()
+    ln.warm(clustering.warm_up)
     assert ln._warm.wait(120) and ln.warmed
 
     def failing_call(fn, *args):  # a fake failure of the helper (what a broken call raises here)
@@ -100,6 +100,7 @@ def test_a_failed_call_and_a_dead_helper_leave_the_work_to_this_process(helper, 
     lanes._LANES.clear()
     ln = lanes.helper_lanes()
     assert ln is not None and ln.usable
+    assert ln.map(pow, [(2, 3), (3, 2)]) == [8, 9] and ln.local_items == 2  # not warmed: all here
     helper.proc.kill()
     helper.proc.wait()
     assert lanes.helper_lanes() is None
