@@ -166,6 +166,21 @@ def _update(
 _update_flow = lazy_flow(_update, attr="update", name=FLOW_NAME)
 
 
+def _files(ctx: StageContext, sources: list[str]) -> list[str]:
+    """The files of ``sources``: what the quick no-op check (:func:`~arborag.flows.noop.quick_noop`)
+    found a moment ago in this process when it asked (one walk of the sources per update, not
+    two), else a fresh :func:`~arborag.flows.ingest.discover`."""
+    from arborag.flows.noop import discovered
+
+    found = discovered(sources, ctx.corpus.root, ctx.config)
+    if found is None:
+        return discover(ctx, sources)
+    files, skipped = found
+    if skipped:  # as discover() reports them
+        ctx.counters.stages["discover"] = {"skipped": len(skipped), "skipped_list": [{"uri": s.uri, "reason": s.reason} for s in skipped[:20]]}
+    return files
+
+
 def run_update(
     sources: Sequence[str | Path],
     corpus_dir: str | Path,
@@ -198,7 +213,7 @@ def run_update(
             quick["seconds"] = round(time.perf_counter() - t0, 2)
             return quick
     ctx = StageContext(Corpus(corpus_dir).ensure(), config, new_run_id(), progress=progress)
-    files = discover(ctx, [str(s) for s in sources])
+    files = _files(ctx, [str(s) for s in sources]) if not use_prefect else discover(ctx, [str(s) for s in sources])
     prune = config.update.prune if prune is None else prune
     if not use_prefect:
         out = update_pipeline(ctx, files, prune=prune, use_prefect=False, dry_run=dry_run, lock_wait=lock_wait)
