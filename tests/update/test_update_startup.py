@@ -1,0 +1,117 @@
+"""What a small update no longer repeats (issue 26): the code fingerprint's import parse (kept on
+disk by file stats), a second walk of the sources (the quick no-op check hands its discovery on)
+and the plan's re-discovery of files already discovered. Each gives the same result as before."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from arborag.config import IngestConfig, load_config
+from arborag.flows import noop, stage
+from arborag.flows.pipelines import UPDATE_PIPELINE
+from arborag.flows.stage import module_closure, pipeline_fingerprint
+from arborag.tasks.stages.ingest import build_documents, discover_sources
+
+
+def _fresh_process_caches(monkeypatch: pytest.MonkeyPatch, cache_home: Path) -> None:
+    """What a new process starts with: no in-memory import lists, the disk cache under ``cache_home``."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache_home))
+    monkeypatch.setattr(stage, "_disk", None)
+    monkeypatch.setattr(stage, "_disk_dirty", False)
+    stage._imports.cache_clear()
+
+
+def test_import_lists_on_disk_give_the_same_fingerprint_without_parsing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARBORAG_CODE_CACHE", "0")
+    _fresh_process_caches(monkeypatch, tmp_path / "off")
+    parsed = pipeline_fingerprint(UPDATE_PIPELINE)  # every module parsed with ast, nothing written
+    assert not (tmp_path / "off" / "arborag").exists()
+
+    monkeypatch.delenv("ARBORAG_CODE_CACHE")
+    _fresh_process_caches(monkeypatch, tmp_path)
+    assert pipeline_fingerprint(UPDATE_PIPELINE) == parsed
+    disk = json.loads((tmp_path / "arborag" / stage._DISK_NAME).read_text(encoding="utf-8"))
+    closure = module_closure(m for s in UPDATE_PIPELINE for m in s.modules)
+    assert {k.split("|")[0] for k in disk} == set(closure)  # one entry per module of the closure
+
+    # a new process reads the lists instead of parsing: no ast.parse at all, same fingerprint
+    _fresh_process_caches(monkeypatch, tmp_path)
+
+    def no_parse(path: Path) -> None:
+        raise AssertionError(f"parsed {path} although its import list is on disk")
+
+    monkeypatch.setattr(stage, "_parse", no_parse)
+    assert pipeline_fingerprint(UPDATE_PIPELINE) == parsed
+
+
+def test_an_edited_module_is_parsed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key is (module, path, mtime, size): a stale entry for an older version of the file is not used."""
+    _fresh_process_caches(monkeypatch, tmp_path)
+    path = Path(stage.__file__)
+    st = path.stat()
+    key = f"arborag.flows.stage|{path}|{st.st_mtime_ns - 1}|{st.st_size}"
+    stage._disk_cache()[key] = ["arborag.not_a_module"]  # what the file imported "before an edit"
+    assert "arborag.not_a_module" not in stage._imports("arborag.flows.stage", path, st.st_mtime_ns, st.st_size)
+    assert "arborag.config" in stage._imports("arborag.flows.stage", path, st.st_mtime_ns, st.st_size)
+
+
+def _sources(tmp_path: Path) -> Path:
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "a.txt").write_text("Alpha text one.\n", encoding="utf-8")
+    (src / "sub" / "b.md").write_text("# Beta\n\nBeta text two.\n", encoding="utf-8")
+    (src / "c.txt").write_text("Alpha text one.\n", encoding="utf-8")  # a duplicate of a.txt
+    (src / "bad.txt").write_bytes(b"\x00\x01\x02binary")
+    return src
+
+
+def test_discovered_files_read_as_given_make_the_same_documents(tmp_path: Path) -> None:
+    from datetime import datetime, timezone
+
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    src = _sources(tmp_path)
+    cfg = IngestConfig()
+    files = [s.uri for s in discover_sources([src], cfg)]
+    walked, r1 = build_documents(files, cfg, now=now)
+    given, r2 = build_documents(files, cfg, now=now, discovered=True)
+    assert given.equals(walked) and walked.num_rows == 3  # two documents (one duplicate uri) and one error row
+    assert r2.as_dict() == r1.as_dict()
+    # and over an existing table (an update's plan): unchanged files are recognised as before
+    (src / "a.txt").write_text("Alpha text, revised.\n", encoding="utf-8")
+    again, r3 = build_documents(files, cfg, existing=walked, now=now)
+    again_given, r4 = build_documents(files, cfg, existing=walked, now=now, discovered=True)
+    assert again_given.equals(again) and r4.as_dict() == r3.as_dict()
+
+
+def test_the_quick_check_hands_its_discovery_on_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """quick_noop's walk serves the update that follows (same sources, corpus, ingest config), once."""
+    from arborag.flows.update import _files
+    from arborag.storage.corpus import Corpus
+    from arborag.tasks.stage_context import StageContext
+
+    src = _sources(tmp_path)
+    corpus = Corpus(tmp_path / "corpus").ensure()
+    cfg = load_config(None)
+    # a record that makes quick_noop walk the sources (then find they changed: not a no-op)
+    (corpus.root / "manifest.json").write_text(json.dumps({"snapshot": "snap-x"}), encoding="utf-8")
+    (corpus.cache_dir / noop.RECORD).write_text(json.dumps({"snapshot": "snap-x", "files": "other"}), encoding="utf-8")
+    assert noop.quick_noop([str(src)], corpus.root, cfg) is None
+
+    walks: list[object] = []
+    import arborag.flows.update as upd
+
+    real = upd.discover
+    monkeypatch.setattr(upd, "discover", lambda ctx, sources: walks.append(sources) or real(ctx, sources))
+    ctx = StageContext(corpus, cfg, "run-1")
+    first = _files(ctx, [str(src)])
+    assert walks == []  # the quick check's discovery, not a second walk
+    assert first == [s.uri for s in discover_sources([src], cfg.ingest, skip=[corpus.root])]
+    assert _files(ctx, [str(src)]) == first and len(walks) == 1  # handed on once; the next caller walks
+    # another source list (or corpus) never takes it
+    assert noop.quick_noop([str(src)], corpus.root, cfg) is None
+    assert _files(ctx, [str(src / "sub")]) == [os.path.join(str(src), "sub", "b.md")] and len(walks) == 2
+    assert noop.discovered([str(src)], corpus.root, cfg) is None  # taken by the call above (asked once)
