@@ -115,3 +115,44 @@ def test_the_quick_check_hands_its_discovery_on_once(tmp_path: Path, monkeypatch
     assert noop.quick_noop([str(src)], corpus.root, cfg) is None
     assert _files(ctx, [str(src / "sub")]) == [os.path.join(str(src), "sub", "b.md")] and len(walks) == 2
     assert noop.discovered([str(src)], corpus.root, cfg) is None  # taken by the call above (asked once)
+
+
+# -- what an update no longer imports: scikit-learn (it pulls scipy.stats: ~1 s of a small update) --
+def test_gmm_memberships_equal_sklearn_to_the_bit() -> None:
+    """The numpy predict_proba of an update is sklearn's GaussianMixture.predict_proba, bit for bit,
+    on real fits (full covariance, several k) and on points away from the training data."""
+    import numpy as np
+    from sklearn.mixture import GaussianMixture
+
+    from arborag.tasks.mixture import FitRecord
+    from arborag.tasks.tree_update_model import predict_proba
+
+    rng = np.random.default_rng(26)
+    compared = 0
+    for k, dims, n in ((2, 2, 60), (5, 10, 300), (9, 10, 500), (3, 4, 40)):
+        centers = rng.normal(0, 4, (k, dims))
+        x = np.concatenate([c + rng.normal(0, 1, (n // k, dims)) for c in centers]).astype(np.float32)
+        gmm = GaussianMixture(k, covariance_type="full", random_state=0).fit(x)
+        fit = FitRecord.of(np.arange(len(x)), x, 15, gmm)
+        for pts in (x, x[:7] + rng.normal(0, 3, (7, dims)).astype(np.float32), rng.normal(0, 40, (5, dims)).astype(np.float32)):
+            assert np.array_equal(predict_proba(fit, pts), fit.predict_proba(pts))
+            compared += 1
+    one = FitRecord.of(np.arange(3), np.zeros((3, 2), np.float32), 15, None)
+    assert np.array_equal(predict_proba(one, np.zeros((4, 2))), np.ones((4, 1)))
+    assert compared == 12
+
+
+def test_stop_words_are_sklearns_without_importing_sklearn() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from arborag.tasks.summarize import _stop_words; w = _stop_words(); "
+            "import arborag.tasks.tree_update_model, arborag.tasks.stages.tree_update; "
+            "print(len(w), 'sklearn' in sys.modules, 'scipy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["318", "False", "False"]
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    from arborag.tasks.summarize import _stop_words
+
+    assert _stop_words() == frozenset(ENGLISH_STOP_WORDS)
