@@ -156,3 +156,19 @@ def test_stop_words_are_sklearns_without_importing_sklearn() -> None:
     from arborag.tasks.summarize import _stop_words
 
     assert _stop_words() == frozenset(ENGLISH_STOP_WORDS)
+
+
+def test_vector_imports_are_warmed_on_a_thread_and_a_failure_is_left_to_the_stage() -> None:
+    """flows.update warms what the vectors stage imports once the plan is made (not during it)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, threading; import arborag.flows.update as u\n"
+        "assert 'tabnanny' not in sys.modules\n"
+        "u._warm_imports(('tabnanny', 'arborag_no_such_module'))\n"
+        "[t.join() for t in threading.enumerate() if t.name == 'arborag-warm-imports']\n"
+        "print('tabnanny' in sys.modules, u._VECTOR_IMPORTS)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "True ('lancedb',)"
