@@ -180,8 +180,12 @@ def markdown(result: dict[str, Any]) -> str:
     lines.append(f"Published content (nodes without created_by_run, edges, links, chunks): "
                  + ("**identical** for every run and variant" if len(hashes) == 1 else f"**differs**: {', '.join(hashes)}")
                  + f" (`{hashes[0]}`)." if hashes else "")
-    lines += ["", "`embed` and `tree-update` hold the embedding (leaves; summaries), which waits for the embedding worker's "
-              "torch import on a cold process; the other stages and start→run are the update's own work.", ""]
+    if in_process:
+        lines += ["", "`embed` and `tree-update` hold the embedding (leaves; summaries), in-process with the model loaded; "
+                  "`start→run` is the process's age at the run's start (model load included) — not the CLI's start-up.", ""]
+    else:
+        lines += ["", "`embed` and `tree-update` hold the embedding (leaves; summaries), which waits for the embedding worker's "
+                  "torch import on a cold process; the other stages and start→run are the update's own work.", ""]
     return "\n".join(lines)
 
 
@@ -194,7 +198,13 @@ def main() -> None:
     ap.add_argument("--out", default=str(RESULTS / "update_overhead.md"))
     ap.add_argument("--in-process", action="store_true",
                     help="time the run alone in a process with the model loaded first (embedding in-process): the update's own work")
+    ap.add_argument("--report-only", metavar="JSON", help="re-render the markdown of a saved .json (nothing is run)")
     args = ap.parse_args()
+    if args.report_only:
+        saved = json.loads(Path(args.report_only).read_text(encoding="utf-8"))
+        Path(args.report_only).with_suffix(".md").write_text(markdown(saved), encoding="utf-8")
+        print(f"wrote {Path(args.report_only).with_suffix('.md')}")
+        return
     setup_env()
     env = dict(os.environ)
     variants = [tuple(v.split("=", 1)) for v in args.variant] or [("this tree", str(Path(sys.executable).parent / "arborag"))]
