@@ -406,10 +406,21 @@ def _save_disk_cache() -> None:
         from arborag.storage.tables import atomic_write_json
 
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(path, dict(sorted(_disk.items())))
+        atomic_write_json(path, {k: v for k, v in sorted(_disk.items()) if _current(k)})
         _disk_dirty = False
     except Exception:  # noqa: BLE001 - a cache
         pass
+
+
+def _current(key: str) -> bool:
+    """Whether a disk entry ``module|path|mtime_ns|size`` still describes its file (older versions
+    of an edited file, and files gone, are dropped when the cache is written)."""
+    _, path, mtime_ns, size = key.rsplit("|", 3)
+    try:
+        st = Path(path).stat()
+    except OSError:
+        return False
+    return str(st.st_mtime_ns) == mtime_ns and str(st.st_size) == size
 
 
 @lru_cache(maxsize=1024)

@@ -172,3 +172,19 @@ def test_vector_imports_are_warmed_on_a_thread_and_a_failure_is_left_to_the_stag
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "True ('lancedb',)"
+
+
+def test_entries_of_edited_or_removed_files_are_dropped_when_the_cache_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fresh_process_caches(monkeypatch, tmp_path)
+    import arborag.tasks.stages.tree_update as module  # in the update pipeline's closure
+
+    path = Path(module.__file__)
+    st = path.stat()
+    disk = stage._disk_cache()
+    disk[f"arborag.tasks.stages.tree_update|{path}|{st.st_mtime_ns - 1}|{st.st_size}"] = []  # an older version of the file
+    disk[f"arborag.gone|{tmp_path / 'gone.py'}|1|1"] = []  # a file that is no more
+    pipeline_fingerprint(UPDATE_PIPELINE)  # learns the current files' lists and writes the cache
+    saved = json.loads((tmp_path / "arborag" / stage._DISK_NAME).read_text(encoding="utf-8"))
+    assert f"arborag.tasks.stages.tree_update|{path}|{st.st_mtime_ns}|{st.st_size}" in saved
+    assert not any(k.startswith("arborag.gone|") for k in saved)
+    assert f"arborag.tasks.stages.tree_update|{path}|{st.st_mtime_ns - 1}|{st.st_size}" not in saved
