@@ -13,6 +13,7 @@ import pytest
 
 from arborag import embed_worker
 from arborag.config import ClusterConfig, EmbedConfig
+from arborag.embedder import Embedder
 from arborag.tasks import clustering, lanes
 from arborag.tasks.mixture import ClusterStats
 
@@ -69,6 +70,11 @@ def test_a_level_on_two_processes_is_the_one_process_level(monkeypatch, helper):
     assert (got_stats.umap_fits, got_stats.global_k, got_stats.local_ks) == (want_stats.umap_fits, want_stats.global_k, want_stats.local_ks)
     # the grid is probed two points at a time: the point after the stop may be fitted (and dropped)
     assert want_stats.gmm_fits <= got_stats.gmm_fits <= want_stats.gmm_fits + 1
+    # the worker embeds as before after its fits (their thread limits were its own, and undone)
+    texts = ["The Eiffel Tower is in Paris.", "A river runs through the old town. " * 12, "x"]
+    here = Embedder(EmbedConfig())
+    here._worker = lambda: None
+    assert np.array_equal(helper.embed(texts), here.embed(texts))
 
 
 def test_a_failed_call_and_a_dead_helper_leave_the_work_to_this_process(helper, caplog):
