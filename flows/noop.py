@@ -34,7 +34,7 @@ from typing import Any
 from arborag.config import ArboragConfig
 from arborag.hashing import hash_json
 
-__all__ = ["RACY_S", "RECORD", "code_state", "quick_noop", "remember"]
+__all__ = ["RACY_S", "RECORD", "code_state", "discovered", "quick_noop", "remember"]
 
 RECORD = "update_noop.json"
 #: A source modified this close (seconds) before the record was written may change again within
@@ -68,14 +68,38 @@ def code_state() -> str:
     return hash_json(entries)
 
 
+#: The last discovery of :func:`quick_noop` in this process: ``(key, files, skipped)``, so an update
+#: that goes on after it (the CLI asks first) does not walk the sources again (:func:`discovered`).
+_last: tuple[str, list[str], list[Any]] | None = None
+
+
+def _discovery_key(root: Any, config: ArboragConfig, sources: Sequence[str]) -> str:
+    return hash_json([os.path.abspath(str(root)), config.ingest.model_dump(mode="json"), [str(s) for s in sources]])
+
+
 def _discover(corpus: Any, config: ArboragConfig, sources: Sequence[str]) -> list[str] | None:
     """The files an update of ``corpus`` from ``sources`` reads, or None when a source is missing
     (the full path reports it)."""
+    global _last
     from arborag.tasks.ingest.discover import discover_sources
 
     if not sources or any(not os.path.exists(s) for s in sources):
         return None
-    return [s.uri for s in discover_sources(list(sources), config.ingest, skip=[corpus.root], skipped=[])]
+    skipped: list[Any] = []
+    files = [s.uri for s in discover_sources(list(sources), config.ingest, skip=[corpus.root], skipped=skipped)]
+    _last = (_discovery_key(corpus.root, config, sources), files, skipped)
+    return files
+
+
+def discovered(sources: Sequence[str], corpus_root: str | Path, config: ArboragConfig) -> tuple[list[str], list[Any]] | None:
+    """``(files, skipped)`` of the discovery :func:`quick_noop` just made of these ``sources`` for this
+    corpus and ingest config (taken: asked once), or None. The update that follows a quick check
+    that found changes reads these files instead of walking the sources a second time."""
+    global _last
+    found, _last = _last, None
+    if found is None or found[0] != _discovery_key(corpus_root, config, sources):
+        return None
+    return list(found[1]), list(found[2])
 
 
 def _state(corpus: Any, config: ArboragConfig, files: Sequence[str], prune: bool) -> tuple[dict[str, Any], list[str], int]:
@@ -125,6 +149,8 @@ def quick_noop(sources: Sequence[str], corpus_dir: str | Path, config: ArboragCo
                run_id: str | None = None) -> dict[str, Any] | None:
     """The run summary of a no-op update when the recorded state (:func:`remember`) still holds,
     else None. Records the run (``run_id``, or a new one) in the ``runs`` table, as the full path does."""
+    global _last
+    _last = None  # a discovery of an earlier call is never handed on (see discovered())
     t0 = time.perf_counter()
     started = datetime.now(timezone.utc)
     root = Path(corpus_dir)

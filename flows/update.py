@@ -70,6 +70,32 @@ def _writer_lock(ctx: StageContext, wait: bool) -> Iterator[None]:
         yield
 
 
+#: What the vectors stage imports (1-2 s), started on a thread once the plan and the segmenting are
+#: done: the embed stage then mostly waits for the embedding worker (the GIL is free). Imported
+#: on a thread *during* the plan it slowed the plan's thousands of file reads and polars calls
+#: (each gives the GIL up and waits to get it back: 1.6-4.6 s plan stages measured, issue 26).
+_VECTOR_IMPORTS = ("lancedb",)
+
+
+def _warm_imports(modules: Sequence[str]) -> None:
+    import importlib
+    import sys
+    import threading
+
+    todo = [m for m in modules if m not in sys.modules]
+    if not todo:
+        return
+
+    def work() -> None:
+        for m in todo:
+            try:
+                importlib.import_module(m)
+            except Exception:  # noqa: BLE001 - the stage's own import reports it
+                pass
+
+    threading.Thread(target=work, name="arborag-warm-imports", daemon=True).start()
+
+
 def update_pipeline(
     ctx: StageContext, files: list[str], *, prune: bool, use_prefect: bool, dry_run: bool = False, lock_wait: bool = True
 ) -> dict[str, Any]:
@@ -94,6 +120,8 @@ def update_pipeline(
             out["mode"], out["reason"] = mode, why
             out["full_rebuild"] = mode == "full"
             out["noop"] = mode == "noop"
+            if mode != "noop":
+                _warm_imports(_VECTOR_IMPORTS)
             if mode == "noop":
                 out["snapshot"] = (ctx.corpus.manifest() or {}).get("snapshot")
             elif mode == "full":
@@ -166,6 +194,21 @@ def _update(
 _update_flow = lazy_flow(_update, attr="update", name=FLOW_NAME)
 
 
+def _files(ctx: StageContext, sources: list[str]) -> list[str]:
+    """The files of ``sources``: what the quick no-op check (:func:`~arborag.flows.noop.quick_noop`)
+    found a moment ago in this process when it asked (one walk of the sources per update, not
+    two), else a fresh :func:`~arborag.flows.ingest.discover`."""
+    from arborag.flows.noop import discovered
+
+    found = discovered(sources, ctx.corpus.root, ctx.config)
+    if found is None:
+        return discover(ctx, sources)
+    files, skipped = found
+    if skipped:  # as discover() reports them
+        ctx.counters.stages["discover"] = {"skipped": len(skipped), "skipped_list": [{"uri": s.uri, "reason": s.reason} for s in skipped[:20]]}
+    return files
+
+
 def run_update(
     sources: Sequence[str | Path],
     corpus_dir: str | Path,
@@ -198,7 +241,7 @@ def run_update(
             quick["seconds"] = round(time.perf_counter() - t0, 2)
             return quick
     ctx = StageContext(Corpus(corpus_dir).ensure(), config, new_run_id(), progress=progress)
-    files = discover(ctx, [str(s) for s in sources])
+    files = _files(ctx, [str(s) for s in sources]) if not use_prefect else discover(ctx, [str(s) for s in sources])
     prune = config.update.prune if prune is None else prune
     if not use_prefect:
         out = update_pipeline(ctx, files, prune=prune, use_prefect=False, dry_run=dry_run, lock_wait=lock_wait)

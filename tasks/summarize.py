@@ -67,6 +67,22 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 
 
 def _stop_words() -> frozenset[str]:
+    """scikit-learn's ``ENGLISH_STOP_WORDS``, read from its own module file without importing the
+    ``sklearn`` package (whose ``__init__`` pulls scipy.stats: ~1 s of a small update's process on
+    the 2-core box, issue 26); the package import where the file is not found."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("sklearn")  # a top-level package: located, not imported
+    for root in (spec.submodule_search_locations or []) if spec is not None else []:
+        path = Path(root) / "feature_extraction" / "_stop_words.py"
+        data = importlib.util.spec_from_file_location("_arborag_sklearn_stop_words", path)
+        if data is None or data.loader is None or not path.is_file():
+            continue
+        module = importlib.util.module_from_spec(data)
+        data.loader.exec_module(module)  # sklearn's data module: a frozenset literal, no imports
+        found = getattr(module, "ENGLISH_STOP_WORDS", None)
+        if isinstance(found, frozenset):
+            return frozenset(found)
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
     return frozenset(ENGLISH_STOP_WORDS)

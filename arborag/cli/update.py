@@ -67,7 +67,9 @@ def register(app: typer.Typer) -> None:
         if not dry_run:  # the model loads while Prefect, the stages and the plan start
             from arborag.embedder import preload
 
-            preloading = preload(cfg.embed, "lancedb")  # no UMAP: an update fits only when drift says so
+            # no UMAP (an update fits only when drift says so); lancedb is imported by the flow
+            # once the plan is made (flows/update.py: on this thread it slowed the plan)
+            preloading = preload(cfg.embed)
         from arborag.flows.update import run_update
 
         try:

@@ -26,6 +26,7 @@ indexed with polars). This module is the stage's public API.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -74,6 +75,7 @@ def build_documents(
     existing: pa.Table | None = None,
     progress: Callable[[int], None] | None = None,
     now: datetime | None = None,
+    discovered: bool = False,
 ) -> tuple[pa.Table, IngestReport]:
     """Read ``sources`` and merge them into ``existing``; return the full new documents table.
 
@@ -81,12 +83,14 @@ def build_documents(
     parsed again. A file that now fails keeps its earlier documents and gains an error row; a
     file that now reads replaces its error row; a file whose content changed replaces the
     document it held (unless another uri still holds that content). ``progress(1)`` is called
-    per file. ``now`` (UTC) stamps new rows; defaults to the current time.
+    per file. ``now`` (UTC) stamps new rows; defaults to the current time. ``discovered``: the
+    sources are already the files :func:`discover_sources` found (absolute uris, confined): they
+    are read as given, not walked and resolved again (an update names thousands of files).
 
     Raises:
         IngestError: a source does not exist (see :func:`discover_sources`); nothing is read.
     """
-    files = discover_sources(sources, cfg)
+    files = [SourceFile(Path(os.fspath(s)), os.fspath(s)) for s in sources] if discovered else discover_sources(sources, cfg)
     stamp = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
     report = IngestReport(files=len(files))
     table = existing if existing is not None else DOCUMENTS.empty_table()

@@ -97,9 +97,11 @@ def prune_documents(documents: pa.Table, deleted_uris: Sequence[str]) -> pa.Tabl
     return state.to_table()
 
 
-def plan_documents(existing: pa.Table, files: Sequence[str], cfg: ArboragConfig, *, prune: bool, progress: Any = None) -> UpdatePlan:
-    """Read ``files`` into ``existing``, diff by uri and content hash, prune deleted uris (``prune``)."""
-    table, report = build_documents(list(files), cfg.ingest, existing=existing, progress=progress)
+def plan_documents(existing: pa.Table, files: Sequence[str], cfg: ArboragConfig, *, prune: bool, progress: Any = None,
+                   discovered: bool = False) -> UpdatePlan:
+    """Read ``files`` into ``existing``, diff by uri and content hash, prune deleted uris (``prune``).
+    ``discovered``: ``files`` are what source discovery found (read as given, not walked again)."""
+    table, report = build_documents(list(files), cfg.ingest, existing=existing, progress=progress, discovered=discovered)
     incoming = incoming_uris(table, files, [f.uri for f in report.failed])
     diff = diff_documents(existing, incoming)
     if prune and diff.deleted.num_rows:
@@ -113,7 +115,7 @@ def run_update_documents(ctx: StageContext, files: list[str], prune: bool, dry_r
 
     existing = ctx.corpus.read("documents")
     with progress_bar("read sources", len(files), enabled=ctx.progress) as advance:
-        plan = plan_documents(existing, files, ctx.config, prune=prune, progress=advance)
+        plan = plan_documents(existing, files, ctx.config, prune=prune, progress=advance, discovered=True)  # the flow discovered them
     written = False if dry_run else ctx.write_if_changed("documents", plan.documents, existing)
     summary = {
         **plan.as_dict(),
