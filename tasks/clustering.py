@@ -201,8 +201,9 @@ def _umap_init(x: np.ndarray, n_neighbors: int, dims: int, seed: int) -> str | n
     return np.ascontiguousarray(init * np.where(flip == 0, 1.0, flip), dtype=np.float32)
 
 
-def _reduce(x: np.ndarray, dims: int, n_neighbors: int, seed: int, stats: ClusterStats | None) -> np.ndarray:
-    """UMAP of ``x`` (float32, distinct rows) to ``dims`` dims, cosine, seeded; PCA if UMAP fails."""
+def _reduce(x: np.ndarray, dims: int, n_neighbors: int, seed: int, stats: ClusterStats | None, *, n_epochs: int | None = None) -> np.ndarray:
+    """UMAP of ``x`` (float32, distinct rows) to ``dims`` dims, cosine, seeded; PCA if UMAP fails.
+    ``n_epochs``: UMAP's SGD epochs (``cluster.umap_epochs``); None = UMAP's own rule."""
     n = len(x)
     dims = max(1, min(dims, n - 2))
     n_neighbors = max(2, min(n_neighbors, n - 1))
@@ -222,6 +223,7 @@ def _reduce(x: np.ndarray, dims: int, n_neighbors: int, seed: int, stats: Cluste
                 n_jobs=1,
                 init=_umap_init(x, n_neighbors, dims, seed),
                 precomputed_knn=knn,
+                n_epochs=n_epochs,
             )
             out = np.asarray(reducer.fit_transform(np.ascontiguousarray(x, dtype=np.float32)), dtype=np.float32)
         if not np.isfinite(out).all():
@@ -261,7 +263,8 @@ def _expand(clusters: list[Cluster], inverse: np.ndarray) -> list[Cluster]:
 def _fit_level(x: np.ndarray, neighbors: int, cfg: ClusterConfig, stats: ClusterStats | None) -> list[Cluster]:
     """One clustering level over the rows of ``x``: UMAP to ``cfg.dims``, a GMM with k by BIC,
     soft memberships at ``cfg.threshold`` (one cluster of everything when k is 1)."""
-    reduced = _reduce(x, cfg.dims, neighbors, cfg.seed, stats)
+    # the knob is passed only when set, so the default call is the one of before it
+    reduced = _reduce(x, cfg.dims, neighbors, cfg.seed, stats, **({} if cfg.umap_epochs is None else {"n_epochs": cfg.umap_epochs}))
     fit_on = reduced
     if len(reduced) > cfg.gmm_max_fit:  # bounded GMM/BIC cost: fit a seeded sample, predict_proba for all
         pick = np.sort(np.random.default_rng(cfg.seed).choice(len(reduced), cfg.gmm_max_fit, replace=False))
