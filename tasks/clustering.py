@@ -32,7 +32,10 @@ From 4,096 to :data:`~arborag.tasks.umap_runtime.EXACT_KNN_MAX` points, where UM
 neighbours with NN-descent (pynndescent, whose distance-specialised numba code is compiled again
 in every process: 75-85 s of a 9,901-point global fit measured on a shared box), UMAP gets the
 exact cosine kNN graph instead (:func:`~arborag.tasks.umap_runtime.cosine_knn`, ~1.5 s of BLAS);
-the rest of the fit is UMAP's own. Trees over fewer than 4,096 nodes per fit are unchanged. The BIC search is
+the rest of the fit is UMAP's own. Trees over fewer than 4,096 nodes per fit are unchanged. UMAP's SGD
+epochs are ``cfg.umap_epochs`` for every fit (global, local, the guard's re-clustering); None (the
+default) leaves them to UMAP's own rule, 500 below 10,000 points and 200 above — the layout is most
+of a fit's time (benchmarks/results/umap_epochs.md measures fewer epochs). The BIC search is
 ``cfg.bic_search``: ``"exhaustive"`` fits k = 1..K; ``"coarse_to_fine"`` fits a geometric grid
 of k with an early stop and then every k around the best grid points
 (benchmarks/results/bic_search.md).
