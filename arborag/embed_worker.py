@@ -10,9 +10,12 @@ instead: a child process (``python -m arborag.embed_worker_serve``) imports, loa
 waits, on the other core, while the run works; the run's :class:`~arborag.embedder.Embedder`
 hands every ``embed`` call to it over a socket pair and gets the vectors back.
 
-The vectors are the ones the run's process would compute, bit for bit: the worker runs the same
-``Embedder.embed`` with the same config, model file, dtype and torch thread count (the cores,
-as in the run's own process; ``tests/test_embed_worker.py`` compares). Progress is reported as
+The vectors are the ones the run's process would compute, bit for bit: the worker runs
+``Embedder.embed``'s batching with the same config, model file, dtype and torch thread count (the
+cores, as in the run's own process; ``tests/foundation/test_embed_worker.py`` compares). For the
+packaged model it runs it as a :class:`~arborag.embedder_light.LightEmbedder` (torch +
+``tokenizers``, no sentence-transformers import: ready ~2 s after it starts instead of ~8 s; the
+same vectors, ``tests/foundation/test_embedder_light.py``). Progress is reported as
 the worker goes. When the worker is gone (killed, out of memory) the embedder says so in the
 log and embeds in its own process from then on — slower, the same numbers. An error of the
 model itself (a missing model folder) is raised in the run as it would have been there.

@@ -1,7 +1,11 @@
 """The embedding worker's side (:mod:`arborag.embed_worker` starts it): ``python -m arborag.embed_worker_serve FD``.
 
 Loads the local model named by the first message on the socket ``FD`` and answers ``embed``
-requests with :meth:`arborag.embedder.Embedder.embed` until the socket closes.
+requests with its ``embed`` until the socket closes. A model
+:func:`~arborag.embedder_light.light_supported` accepts (the packaged one) runs as a
+:class:`~arborag.embedder_light.LightEmbedder` — the same vectors bit for bit without
+sentence-transformers' ~6 s import chain; any other as an :class:`~arborag.embedder.Embedder`.
+``ARBORAG_EMBED_LIGHT=0`` makes the worker load sentence-transformers always.
 """
 
 from __future__ import annotations
@@ -29,6 +33,19 @@ def _send_error(conn: Connection, exc: BaseException) -> None:
         pass
 
 
+def _embedder(cfg: Any) -> Any:
+    """The worker's embedder of ``cfg``: light when the model allows it (module docs)."""
+    from arborag.embedder import Embedder
+
+    if os.environ.get("ARBORAG_EMBED_LIGHT", "").strip() != "0":
+        from arborag.embedder_light import LightEmbedder, light_supported
+
+        light = LightEmbedder(cfg)
+        if light_supported(light.path):
+            return light
+    return Embedder(cfg)
+
+
 def serve(fd: int) -> None:
     """Load the model named by the first message, then answer ``embed`` requests until EOF."""
     from arborag.env import offline_env
@@ -41,17 +58,15 @@ def serve(fd: int) -> None:
         return
     from arborag import phases
     from arborag.config import EmbedConfig
-    from arborag.embedder import Embedder
-
     try:
         cfg = EmbedConfig.model_validate_json(raw)
-        embedder = Embedder(cfg)
+        embedder = _embedder(cfg)
         embedder.load()
     except Exception as exc:  # noqa: BLE001 - reported to the run, which raises it
         _send_error(conn, exc)
         return
     try:
-        conn.send(("ready", {"dim": embedder.dim, "max_len": embedder.max_len, "phases": phases.snapshot()}))
+        conn.send(("ready", {"dim": embedder.dim, "max_len": embedder.max_len, "embedder": type(embedder).__name__, "phases": phases.snapshot()}))
     except OSError:  # the run ended before it needed the model (a no-op, an error): nothing to say
         return
     while True:

@@ -349,9 +349,7 @@ class Embedder:
         maybe = [i for i, t in enumerate(texts) if len(t) > limit // 4]
         windows: dict[int, list[str]] = {}
         if maybe:
-            tok = model.tokenizer
-            enc = tok([texts[i] for i in maybe], add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False)
-            for i, offs in zip(maybe, enc["offset_mapping"]):
+            for i, offs in zip(maybe, self._offsets(model, [texts[i] for i in maybe])):
                 if len(offs) <= limit:
                     continue
                 p = int(prefix_chars[i]) if prefix_chars is not None else 0
@@ -363,6 +361,11 @@ class Embedder:
             pieces.extend(wins)
             owner.extend([i] * len(wins))
         return pieces, np.asarray(owner, dtype=np.int64)
+
+    def _offsets(self, model: Any, texts: list[str]) -> list[Any]:
+        """Each text's token ``(start, end)`` character offsets, no special tokens, untruncated."""
+        enc = model.tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False)
+        return list(enc["offset_mapping"])
 
     def _encode(self, model: Any, texts: list[str], progress: Progress) -> np.ndarray:
         """The model's vectors of ``texts`` (each within the limit, or truncated by the model)."""

@@ -47,6 +47,7 @@ def test_worker_vectors_are_the_in_process_vectors_bit_for_bit(worker):
     assert got.dtype == np.float32 and np.array_equal(got, want)
     assert sum(seen) == len(TEXTS)
     assert w.info()["dim"] == routed.dim == 384
+    assert w.info()["embedder"] == "LightEmbedder"  # the packaged model: no sentence-transformers import there
     again = routed.embed(TEXTS[:2])  # the same worker answers the next call (a batch of its own: compare like with like)
     assert np.array_equal(again, local.embed(TEXTS[:2]))
 
@@ -154,3 +155,17 @@ def test_the_worker_quietly_ends_when_the_run_is_gone_mid_load():
     else:
         pytest.fail("the worker outlived its run by 120 s")
     assert "Traceback" not in out.stderr
+
+
+def test_the_worker_loads_sentence_transformers_when_told_to(monkeypatch):
+    """``ARBORAG_EMBED_LIGHT=0``: the worker runs the sentence-transformers model — the same vectors."""
+    monkeypatch.setenv("ARBORAG_EMBED_LIGHT", "0")
+    cfg = EmbedConfig()
+    w = embed_worker.EmbedWorker(cfg)
+    try:
+        assert w.info()["embedder"] == "Embedder"
+        local = Embedder(cfg)
+        local._worker = lambda: None
+        assert np.array_equal(w.embed(TEXTS[:2]), local.embed(TEXTS[:2]))
+    finally:
+        w.close()

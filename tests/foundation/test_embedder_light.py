@@ -1,16 +1,16 @@
-"""LightEmbedder (torch + tokenizers, no sentence-transformers) gives the build embedder's vectors.
+"""LightEmbedder (torch + tokenizers, no sentence-transformers) gives the build embedder's vectors, bit for bit.
 
-Equality figure: max absolute difference per component <= 1e-5 between
-``LightEmbedder.embed([t])`` and ``Embedder.embed([t])`` (one text per call, as a query is
-embedded; the reference on torch's default threads, the light one on one thread), for bfloat16
-(the default) and float32, on real sentences including a text longer than the model's
-256-token window (truncation must match). Measured here: 0.0 (bit-identical). Against the
-build's *batched* (padded) bf16 embedding the same texts differ by up to ~2e-3 — that is the
-build embedder's own padding noise in bf16 (float32: 1.5e-7), not the light embedder's.
+Equality figure: ``LightEmbedder.embed(texts)`` == ``Embedder.embed(texts)`` exactly (every float
+equal), for the same batches: real texts of the shared corpora in several padded batches and
+groups, long texts over the model's 256-token window with and without a repeated prefix, a single
+text (one thread, as a query), bfloat16 (the default) and float32. The embedding worker of a cold
+CLI run uses it (tests/foundation/test_embed_worker.py compares the worker with the in-process
+sentence-transformers model).
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -33,31 +33,39 @@ TEXTS = [
 ]
 
 
+PREFIX = [0, 0, 0, 0, 40, 0]  # the long text embeds with its first 40 characters repeated in every window
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 def test_same_vectors_as_the_build_embedder(dtype: str) -> None:
-    import torch
-
-    threads = torch.get_num_threads()
     cfg = EmbedConfig(dtype=dtype)
     full, light = Embedder(cfg), LightEmbedder(cfg)
     assert light_supported(light.path)
-    def one_by_one(t: str) -> np.ndarray:  # each window in its own forward pass, as the light embedder runs them
-        wins = np.vstack([full.embed([w]) for w in full.windows(t)])
-        mean = wins.astype(np.float64).sum(axis=0)
-        return (mean / np.linalg.norm(mean)).astype(np.float32)[None, :]
-
-    want = np.vstack([one_by_one(t) for t in TEXTS])  # with torch's default threads
     assert len(full.windows(TEXTS[4])) > 1
-    try:
-        got = light.embed(TEXTS)  # on one thread (LightEmbedder's default)
-        assert torch.get_num_threads() == 1
-        assert len(light._load()["tokenizer"].encode(TEXTS[4]).ids) == 256  # one forward pass never exceeds the limit
-    finally:
-        torch.set_num_threads(threads)
+    want = full.embed(TEXTS, prefix_chars=PREFIX)
+    got = light.embed(TEXTS, prefix_chars=PREFIX)
     assert got.shape == want.shape == (len(TEXTS), full.dim) and got.dtype == np.float32
-    assert float(np.abs(got - want).max()) <= 1e-5
+    assert np.array_equal(got, want)
+    for text in (TEXTS[0], TEXTS[4]):  # one text: one thread (embed.threads = auto), as a query
+        assert np.array_equal(light.embed([text]), full.embed([text]))
+    assert light.windows(TEXTS[4], 40) == full.windows(TEXTS[4], 40)
+    assert light.model_id == full.model_id and light.max_len == full.max_len == 256
     assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-6)
-    assert light.model_id == full.model_id
+
+
+def test_same_vectors_on_real_corpus_texts_in_padded_batches(shared_data: Path) -> None:
+    """Hundreds of real paragraphs of very different lengths, in batches of 8 inside groups of 64
+    (sentence-transformers' own ordering decides which texts share a batch, so its padding)."""
+    corpus = json.loads((shared_data / "hotpotqa" / "hotpotqa_train_corpus.json").read_text(encoding="utf-8"))
+    texts = ["".join(sentences) for sentences in list(corpus.values())[:100]]
+    texts += [f"Title: {title}\n\n" + " ".join(sentences) * 2 for title, sentences in list(corpus.items())[100:106]]
+    prefix = [0] * 100 + [len(f"Title: {title}\n\n") for title in list(corpus)[100:106]]
+    cfg = EmbedConfig(batch_size=8)
+    full, light = Embedder(cfg), LightEmbedder(cfg)
+    assert any(len(full.windows(t, p)) > 1 for t, p in zip(texts, prefix))
+    lengths = {len(t) for t in texts}
+    assert len(lengths) > 80  # padding in nearly every batch
+    assert np.array_equal(light.embed(texts, prefix_chars=prefix), full.embed(texts, prefix_chars=prefix))
 
 
 def test_empty_input_and_unsupported_folder(tmp_path: Path) -> None:
