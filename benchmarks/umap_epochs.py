@@ -17,15 +17,17 @@ script measures, for a few settings of the knob side by side:
    does not run them: ``arborag eval DATASET --out DIR --config YAML`` with
    ``cluster: {umap_epochs: 200}`` or ``cluster: {seed: 225}``), and writes per dataset, system and
    budget the change from the default epochs to each setting beside the change from seed 224 to
-   seed 225 at the default. *Noise* = the largest seed-to-seed |Δ| over the tree's systems and
-   budgets of that dataset and metric (one question is 1/n of a rate).
+   seed 225 at the default. *Noise* = the largest seed-to-seed |Δ| over the systems that can move
+   with the tree (all but flat and bm25) and budgets of that dataset and metric (one question is 1/n
+   of a rate); a setting is *within noise* when its largest drop is no larger.
 
     python benchmarks/umap_epochs.py                                  # 1 + 2 on the 1x cold-path corpus
     python benchmarks/umap_epochs.py --no-builds --epochs 200,100     # level 1 only
     python benchmarks/umap_epochs.py --no-level --no-builds \\
         --eval financebench=/tmp/ev/fb-e0-s224,/tmp/ev/fb-e0-s225,200:/tmp/ev/fb-e200-s224
 
-``--eval DATASET=DEFAULT_SEED224,DEFAULT_SEED225,EPOCHS:DIR[,EPOCHS:DIR...]``. Writes
+``--eval LABEL=DEFAULT,DEFAULT_OTHER_SEED,EPOCHS:DIR[,EPOCHS:DIR...]`` (the epoch runs with the first
+run's seed; give a second ``--eval`` with the seeds swapped to compare at the other seed). Writes
 ``benchmarks/results/umap_epochs.md`` and ``.json`` (the retrieval part into
 ``umap_epochs_eval.md`` when only ``--eval`` runs), with the command, date, load and commit.
 """
@@ -179,7 +181,8 @@ def build_part(src: Path, work: Path, settings: list[str]) -> dict[str, Any]:
     return out
 
 
-TREE_SYSTEMS = ("collapsed", "traversal", "auto-summaries")
+#: systems that read only leaves (their Δ must be 0: the same leaves and vectors in every run); every other one can move with the tree
+LEAF_ONLY = ("flat", "bm25")
 
 
 def eval_part(specs: list[str]) -> list[dict[str, Any]]:
@@ -190,11 +193,11 @@ def eval_part(specs: list[str]) -> list[dict[str, Any]]:
         dataset, _, dirs = spec.partition("=")
         parts = dirs.split(",")
         if len(parts) < 3:
-            raise SystemExit(f"--eval {spec}: give DATASET=DEFAULT_SEED224,DEFAULT_SEED225,EPOCHS:DIR[,...]")
+            raise SystemExit(f"--eval {spec}: give LABEL=DEFAULT,DEFAULT_OTHER_SEED,EPOCHS:DIR[,...]")
         base, seed2 = Path(parts[0]), Path(parts[1])
         others = [(p.split(":", 1)[0], Path(p.split(":", 1)[1])) for p in parts[2:]]
-        means = {"default": _means(base), "seed225": _means(seed2), **{ep: _means(d) for ep, d in others}}
-        meta = {"default": base, "seed225": seed2, **{ep: d for ep, d in others}}
+        means = {"default": _means(base), "other seed": _means(seed2), **{ep: _means(d) for ep, d in others}}
+        meta = {"default": base, "other seed": seed2, **{ep: d for ep, d in others}}
         runs = {k: json.loads((Path(d) / "run.json").read_text(encoding="utf-8")) for k, d in meta.items()}
         keys = sorted(set.intersection(*(set(m) for m in means.values())),
                       key=lambda k: (SYSTEM_ORDER.index(k[0]) if k[0] in SYSTEM_ORDER else 99, k[0], k[1]))
@@ -204,13 +207,13 @@ def eval_part(specs: list[str]) -> list[dict[str, Any]]:
             for metric in ("hit", "recall"):
                 b = means["default"][key][metric]
                 row[f"{metric}_default"] = b
-                row[f"{metric}_seed"] = None if b is None else means["seed225"][key][metric] - b
+                row[f"{metric}_seed"] = None if b is None else means["other seed"][key][metric] - b
                 for ep, _ in others:
                     row[f"{metric}_{ep}"] = None if b is None else means[ep][key][metric] - b
             rows.append(row)
         noise = {}
         for metric in ("hit", "recall"):
-            vals = [r[f"{metric}_seed"] for r in rows if r["system"] in TREE_SYSTEMS and r[f"{metric}_seed"] is not None]
+            vals = [r[f"{metric}_seed"] for r in rows if r["system"] not in LEAF_ONLY and r[f"{metric}_seed"] is not None]
             noise[metric] = max(abs(v) for v in vals) if vals else None
             noise[f"{metric}_mean_tree"] = sum(vals) / len(vals) if vals else None
         verdicts = {}
@@ -220,7 +223,7 @@ def eval_part(specs: list[str]) -> list[dict[str, Any]]:
                 vals = [r[f"{metric}_{ep}"] for r in rows if r[f"{metric}_{ep}"] is not None]
                 worst[metric] = min(vals) if vals else None  # the largest drop (negative) or smallest gain
             for metric in ("hit", "recall"):
-                tree = [r[f"{metric}_{ep}"] for r in rows if r["system"] in TREE_SYSTEMS and r[f"{metric}_{ep}"] is not None]
+                tree = [r[f"{metric}_{ep}"] for r in rows if r["system"] not in LEAF_ONLY and r[f"{metric}_{ep}"] is not None]
                 worst[f"{metric}_mean_tree"] = sum(tree) / len(tree) if tree else None
             within = all(noise[m] is None or worst[m] is None or -worst[m] <= noise[m] + 1e-9 for m in ("hit", "recall"))
             verdicts[ep] = {"worst_delta": worst, "within_noise": within}
@@ -277,7 +280,8 @@ def markdown(result: dict[str, Any]) -> str:
         eps = ev["epochs"]
         md += [f"## Retrieval: {ev['dataset']} ({ev['questions']} questions)", ""]
         md += [f"- {k}: `{d}` (build {ev['build_s'].get(k)} s, nodes per level {ev['nodes_per_level'].get(k)})" for k, d in ev["dirs"].items()]
-        md += ["", "Δ = the setting's mean minus the default's (seed 224); *seed* = seed 225 at the default epochs minus seed 224.", ""]
+        md += ["", "Δ = the setting's mean minus the default's (first run); *seed* = the second run (the other seed, default epochs) "
+               "minus the first. Hit: answer-in-context hit rate; recall: gold-evidence recall at budget; strategy `sentence`.", ""]
         head = ["system", "budget"]
         for m in ("hit", "recall"):
             head += [f"{m} default", f"Δ {m} seed"] + [f"Δ {m} {ep} ep" for ep in eps]
@@ -289,7 +293,7 @@ def markdown(result: dict[str, Any]) -> str:
             rows.append(row)
         md += [md_table(head, rows), ""]
         nz = ev["noise"]
-        md.append(f"- noise (largest seed-to-seed |Δ| over {', '.join(TREE_SYSTEMS)}): hit {_f(nz['hit'])}, recall {_f(nz['recall'])}; "
+        md.append(f"- noise (largest seed-to-seed |Δ| over every system but {', '.join(LEAF_ONLY)}): hit {_f(nz['hit'])}, recall {_f(nz['recall'])}; "
                   f"mean seed Δ over those cells: hit {_f(nz['hit_mean_tree'], True)}, recall {_f(nz['recall_mean_tree'], True)}")
         for ep, v in ev["verdicts"].items():
             w = v["worst_delta"]
@@ -310,7 +314,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2, help="level part: run every setting this many times, report each timing's minimum")
     ap.add_argument("--level", action=argparse.BooleanOptionalAction, default=True, help="level-1 part")
     ap.add_argument("--builds", action=argparse.BooleanOptionalAction, default=True, help="whole-tree part (a fresh build per setting)")
-    ap.add_argument("--eval", action="append", default=[], metavar="DATASET=DEFAULT,SEED225,EPOCHS:DIR")
+    ap.add_argument("--eval", action="append", default=[], metavar="LABEL=DEFAULT,OTHER_SEED,EPOCHS:DIR")
     ap.add_argument("--work", type=Path, default=Path("/tmp/arborag-bench-epochs"))
     ap.add_argument("--name", default=None, help="results file stem (default umap_epochs, or umap_epochs_eval with only --eval)")
     args = ap.parse_args()
