@@ -248,6 +248,8 @@ def markdown(result: dict[str, Any]) -> str:
         f"Other busy processes at end: {', '.join(result['busy_at_end']) or 'none above 20% CPU'}  ",
         f"Wall time of the whole benchmark: {result['wall_s']:.0f} s",
         "",
+        *(f"{n}  " for n in result.get("notes") or []),
+        "",
         "**The machine was shared** (2 cores, other engineers' builds and tests running; see the load averages above): "
         "seconds are those of a loaded box and vary run to run; clusterings and retrieval metrics do not depend on load.",
         "",
@@ -315,6 +317,7 @@ def main() -> None:
     ap.add_argument("--level", action=argparse.BooleanOptionalAction, default=True, help="level-1 part")
     ap.add_argument("--builds", action=argparse.BooleanOptionalAction, default=True, help="whole-tree part (a fresh build per setting)")
     ap.add_argument("--eval", action="append", default=[], metavar="LABEL=DEFAULT,OTHER_SEED,EPOCHS:DIR")
+    ap.add_argument("--note", action="append", default=[], help="a line for the report (e.g. how the --eval runs were made)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/arborag-bench-epochs"))
     ap.add_argument("--name", default=None, help="results file stem (default umap_epochs, or umap_epochs_eval with only --eval)")
     args = ap.parse_args()
@@ -325,7 +328,7 @@ def main() -> None:
     result: dict[str, Any] = {
         "command": "python benchmarks/umap_epochs.py " + " ".join(sys.argv[1:]),
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": git_commit(), "machine_start": machine_line(),
+        "commit": git_commit(), "machine_start": machine_line(), "notes": args.note,
     }
     args.work.mkdir(parents=True, exist_ok=True)
     if args.level:
