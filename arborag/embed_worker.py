@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["EmbedWorker", "WorkerGone", "active", "start", "wanted"]
+__all__ = ["EmbedWorker", "WorkerGone", "active", "any_active", "start", "wanted"]
 
 _ACTIVE: dict[str, EmbedWorker] = {}
 _ACTIVE_LOCK = threading.Lock()
@@ -125,6 +125,21 @@ class EmbedWorker:
                 else:
                     raise _exception(payload)
 
+    def call(self, fn: Any, *args: Any) -> Any:
+        """``fn(*args)`` in the worker (``fn`` a module-level function, pickled by name), once its
+        model is loaded; its exception is raised here. The clustering's second lane
+        (:mod:`arborag.tasks.lanes`) sends its fits this way."""
+        with self._lock:
+            self._await_ready()
+            try:
+                self.conn.send(("call", (fn, args)))
+            except (OSError, ValueError) as exc:
+                raise WorkerGone(f"the embedding worker (pid {self.proc.pid}) cannot be reached: {exc!r}") from exc
+            kind, payload = self._recv()
+            if kind == "result":
+                return payload
+            raise _exception(payload)
+
     def close(self, timeout: float = 5.0, *, kill: bool = False) -> None:
         """End the worker (closing its socket ends it; ``kill``: at once, mid-import) and reap it."""
         try:
@@ -174,6 +189,12 @@ def active(cfg: Any) -> EmbedWorker | None:
     if not _ACTIVE:
         return None
     return _ACTIVE.get(_key(cfg))
+
+
+def any_active() -> EmbedWorker | None:
+    """A running worker this process started (the first), whatever its config."""
+    with _ACTIVE_LOCK:
+        return next(iter(_ACTIVE.values()), None)
 
 
 def forget(worker: EmbedWorker) -> None:

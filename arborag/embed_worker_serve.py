@@ -1,7 +1,9 @@
 """The embedding worker's side (:mod:`arborag.embed_worker` starts it): ``python -m arborag.embed_worker_serve FD``.
 
 Loads the local model named by the first message on the socket ``FD`` and answers ``embed``
-requests with its ``embed`` until the socket closes. A model
+requests with its ``embed`` — and ``call`` requests (a module-level function and its arguments,
+the clustering's second lane: :mod:`arborag.tasks.lanes`) with the function's result — until the
+socket closes. A model
 :func:`~arborag.embedder_light.light_supported` accepts (the packaged one) runs as a
 :class:`~arborag.embedder_light.LightEmbedder` — the same vectors bit for bit without
 sentence-transformers' ~6 s import chain; any other as an :class:`~arborag.embedder.Embedder`.
@@ -74,6 +76,23 @@ def serve(fd: int) -> None:
             kind, payload = conn.recv()
         except (EOFError, OSError):
             return
+        except Exception as exc:  # noqa: BLE001 - a request that does not unpickle here (the stream is past it)
+            _send_error(conn, exc)
+            continue
+        if kind == "call":  # a function of the run's (the clustering's second lane: arborag.tasks.lanes)
+            try:
+                fn, args = payload
+                result = fn(*args)
+            except Exception as exc:  # noqa: BLE001 - reported to the run, which computes it itself
+                _send_error(conn, exc)
+                continue
+            try:
+                conn.send(("result", result))
+            except (EOFError, OSError):
+                return
+            except Exception as exc:  # noqa: BLE001 - a result that cannot be pickled
+                _send_error(conn, exc)
+            continue
         if kind != "embed":
             continue
         texts, prefix_chars = payload

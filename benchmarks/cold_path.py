@@ -7,9 +7,11 @@ fresh ``arborag`` process as a user's shell (or a cron job) starts it:
   cache, no staged results), default settings;
 - **embedding floor**: a fresh process that embeds exactly the texts that build embedded — every
   leaf's ``header + text`` (long texts by the same window policy) and every summary — with the
-  same model and settings (:class:`arborag.embedder.Embedder` of the same config). Reported as
-  *encode* seconds (model loaded and warmed: the cost nobody can avoid) and as the whole
-  process (imports + model load + encode). Build / floor is computed against the encode
+  same model and settings — once before the updates with :class:`arborag.embedder.Embedder`
+  (sentence-transformers), once after them with :class:`arborag.embedder_light.LightEmbedder` (the
+  class the build's embedding worker runs; bit-identical vectors), the faster of the two counting.
+  Reported as *encode* seconds (model loaded and warmed: the cost nobody can avoid) and as the
+  whole process (imports + model load + encode). Build / floor is computed against the encode
   seconds of the same run;
 - **updates** (each a fresh ``arborag update SRC --corpus C``): no-op (nothing changed), +1%
   documents added, −1% deleted, ~1% changed (a sentence appended) — one after the other, each
@@ -44,7 +46,6 @@ import json
 import os
 import random
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -97,8 +98,13 @@ nodes = pq.read_table(corpus.published_dir() / "nodes.parquet", columns=["level"
 summaries = nodes.filter(pc.greater(nodes.column("level"), 0)).column("text").to_pylist()
 texts, prefix = leaf_embed_texts(leaves), header_chars(leaves)
 t_read = time.perf_counter()
-emb = Embedder(cfg.embed)
-import torch, sentence_transformers  # noqa: F401  (what loading the model imports)
+if sys.argv[2] == "light":  # the embedding worker's class (arborag.embedder_light): the same vectors
+    from arborag.embedder_light import LightEmbedder
+    emb = LightEmbedder(cfg.embed)
+    import torch, tokenizers  # noqa: F401  (what loading the model imports)
+else:
+    emb = Embedder(cfg.embed)
+    import torch, sentence_transformers  # noqa: F401  (what loading the model imports)
 t_import = time.perf_counter()
 emb.embed(texts[:64])  # model load + first batches (kernels warmed)
 t_load = time.perf_counter()
@@ -210,7 +216,7 @@ def one_size(mult: int, work: Path, n_docs: int | None, env: dict[str, str], ext
     rows["build"] = run_child(ARBORAG + ["build", str(src), "--corpus", str(corpus), *extra], "cold build", env)
     runs["build"] = last_run(corpus)
     ids_build = node_ids(corpus)
-    floor = run_child([sys.executable, "-c", FLOOR, str(corpus)], "embedding floor", env)
+    floor = run_child([sys.executable, "-c", FLOOR, str(corpus), "st"], "embedding floor", env)
     rows["floor"] = {**floor, **json.loads(floor["stdout"].strip().splitlines()[-1])}
 
     upd = ARBORAG + ["update", str(src), "--corpus", str(corpus), *extra]
@@ -231,7 +237,7 @@ def one_size(mult: int, work: Path, n_docs: int | None, env: dict[str, str], ext
         path.write_text(path.read_text(encoding="utf-8") + f"Revised in edition {i + 2}.\n", encoding="utf-8")
     rows["change"] = run_child(upd, "update ~1% changed", env)
     runs["change"] = last_run(corpus)
-    floor2 = run_child([sys.executable, "-c", FLOOR, str(corpus)], "embedding floor (after updates)", env)
+    floor2 = run_child([sys.executable, "-c", FLOOR, str(corpus), "light"], "embedding floor (after updates)", env)
     rows["floor2"] = {**floor2, **json.loads(floor2["stdout"].strip().splitlines()[-1])}
     for r in rows.values():
         r.pop("stdout", None)
@@ -312,7 +318,7 @@ def markdown(result: dict[str, Any]) -> str:
                           "—" if row.get("other_cores") is None else f"{row['other_cores']:.2f}" + (" busy" if row.get("busy") else ""),
                           ratio if isinstance(ratio, str) else fmt_ratio(ratio), target])
 
-        enc_line = (f"encode {fmt_s(r['floor']['encode_s'])} / {fmt_s(r['floor2']['encode_s'])} s "
+        enc_line = (f"encode {fmt_s(r['floor']['encode_s'])} (sentence-transformers) / {fmt_s(r['floor2']['encode_s'])} s (LightEmbedder) "
                     f"(leaves {fmt_s(r['floor']['leaves_s'])}, summaries {fmt_s(r['floor']['summaries_s'])}; "
                     f"import {fmt_s(r['floor']['import_s'])}, load {fmt_s(r['floor']['load_s'])}; {r['floor']['threads']} threads)")
         add("embedding floor, whole process (before / after the updates: min)", {**r["floor"], "wall": floor_proc}, "1.00×", enc_line)

@@ -39,6 +39,13 @@ of a fit's time (benchmarks/results/umap_epochs.md measures fewer epochs). The B
 ``cfg.bic_search``: ``"exhaustive"`` fits k = 1..K; ``"coarse_to_fine"`` fits a geometric grid
 of k with an early stop and then every k around the best grid points
 (benchmarks/results/bic_search.md).
+
+Two processes: in a cold console-script build the embedding worker process sits idle while a
+level is clustered; from :data:`LANES_MIN_N` rows on, the global GMM fits (two grid points at a
+time, then the in-between points and the exact fits at once) and the local clusterings run on
+this process and that one (:mod:`arborag.tasks.lanes`) instead of on threads whose GMM fits take
+turns for the GIL. Every fit is seeded and independent, so the clusters and the recorded fits are
+the one-process ones (``tests/tasks/test_lanes.py``); ``ARBORAG_CLUSTER_HELPER=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ import numpy as np
 from arborag.config import ClusterConfig
 from arborag.errors import SchemaError
 from arborag.tasks import mixture
+from arborag.tasks.lanes import Lanes, helper_lanes
 from arborag.tasks.umap_runtime import EXACT_KNN_MAX, UMAP_EXACT_BELOW, cosine_knn, import_umap, usable_cores
 from arborag.tasks.mixture import (
     LOOSE_MIN_N,
@@ -95,6 +103,8 @@ MapFn = Callable[[Callable[..., Any], Iterable[Any]], Iterator[Any]]
 
 # Re-clustering depth for the token guard; below it clusters are cut into contiguous groups.
 MAX_GUARD_DEPTH = 3
+# Rows of a level from which its fits use the run's helper process (arborag.tasks.lanes).
+LANES_MIN_N = 1000
 
 
 def cut_contiguous(members: Cluster, n_tokens: np.ndarray, max_tokens: int) -> list[Cluster]:
@@ -263,16 +273,17 @@ def _expand(clusters: list[Cluster], inverse: np.ndarray) -> list[Cluster]:
     return out
 
 
-def _fit_level(x: np.ndarray, neighbors: int, cfg: ClusterConfig, stats: ClusterStats | None) -> list[Cluster]:
-    """One clustering level over the rows of ``x``: UMAP to ``cfg.dims``, a GMM with k by BIC,
-    soft memberships at ``cfg.threshold`` (one cluster of everything when k is 1)."""
+def _fit_level(x: np.ndarray, neighbors: int, cfg: ClusterConfig, stats: ClusterStats | None, lanes: Lanes | None = None) -> list[Cluster]:
+    """One clustering level over the rows of ``x``: UMAP to ``cfg.dims``, a GMM with k by BIC
+    (its fits on ``lanes`` when given), soft memberships at ``cfg.threshold`` (one cluster of
+    everything when k is 1)."""
     # the knob is passed only when set, so the default call is the one of before it
     reduced = _reduce(x, cfg.dims, neighbors, cfg.seed, stats, **({} if cfg.umap_epochs is None else {"n_epochs": cfg.umap_epochs}))
     fit_on = reduced
     if len(reduced) > cfg.gmm_max_fit:  # bounded GMM/BIC cost: fit a seeded sample, predict_proba for all
         pick = np.sort(np.random.default_rng(cfg.seed).choice(len(reduced), cfg.gmm_max_fit, replace=False))
         fit_on = reduced[pick]
-    k, gmm, _ = select_k(fit_on, min(cfg.max_clusters, len(fit_on) - 1), cfg.seed, cfg.bic_search, stats=stats)
+    k, gmm, _ = select_k(fit_on, min(cfg.max_clusters, len(fit_on) - 1), cfg.seed, cfg.bic_search, stats=stats, lanes=lanes)
     recording = _RECORDING.get()
     if recording is not None:  # cluster_level(..., fitted=...) keeps the fits of its top pass
         recording.append((reduced, max(2, min(neighbors, len(x) - 1)), gmm if k > 1 else None))
@@ -281,9 +292,13 @@ def _fit_level(x: np.ndarray, neighbors: int, cfg: ClusterConfig, stats: Cluster
     return soft_membership(gmm.predict_proba(reduced), cfg.threshold)
 
 
-def _raptor_pass(x: np.ndarray, cfg: ClusterConfig, stats: ClusterStats | None, *, top: bool, map: MapFn | None = None) -> list[Cluster]:
+def _raptor_pass(
+    x: np.ndarray, cfg: ClusterConfig, stats: ClusterStats | None, *, top: bool, map: MapFn | None = None, lanes: Lanes | None = None
+) -> list[Cluster]:
     """Global + local clustering of ``x``; rows are indices into ``x``. No token guard.
-    ``map`` (None: in this process) fans the local clusterings out, one task per global cluster."""
+    ``map`` (None: in this process) fans the local clusterings out, one task per global cluster;
+    ``lanes``: the global GMM fits and the local clusterings on this process and the run's helper
+    process (:mod:`arborag.tasks.lanes`)."""
     n = len(x)
     if n == 0:
         return []
@@ -295,13 +310,13 @@ def _raptor_pass(x: np.ndarray, cfg: ClusterConfig, stats: ClusterStats | None, 
         return [[(i, 1.0) for i in range(n)]]
     # SPEC's sqrt(n-1), capped (docs/SCALE.md): kNN memory and time grow with n * n_neighbors
     nn = cfg.global_neighbors if cfg.global_neighbors is not None else min(int(math.sqrt(nd - 1)), cfg.max_global_neighbors)
-    global_clusters = _fit_level(xd, nn, cfg, stats)
+    global_clusters = _fit_level(xd, nn, cfg, stats, lanes)
     if top and stats is not None:
         stats.global_k = len(global_clusters)
     out: list[Cluster] = []
     members = [(np.array([r for r, _ in gc], dtype=np.int64), np.array([p for _, p in gc], dtype=np.float64)) for gc in global_clusters]
     if map is None:
-        fits = _local_fits([xd[idx] for idx, _ in members], cfg, stats)
+        fits = _local_fits([xd[idx] for idx, _ in members], cfg, stats, lanes)
     else:  # per-cluster local clustering fanned out (each fit counts into its own stats, merged here)
         fits = _merged(map(_fit_local_remote, ((xd[idx], cfg) for idx, _ in members)), stats)
     for (idx, pg), local in zip(members, fits):
@@ -331,12 +346,35 @@ def local_threads() -> int:
     return usable_cores()
 
 
-def _local_fits(jobs: list[np.ndarray], cfg: ClusterConfig, stats: ClusterStats | None) -> Iterator[list[Cluster]]:
-    """The local clusterings of ``jobs`` (one per global cluster), in order, on up to
-    :func:`local_threads` threads: UMAP's compiled code runs without the GIL
-    (:mod:`arborag.tasks.umap_runtime`), so two fits use two cores. Each fit is seeded and
-    independent of the others, so the clusters and the recorded fits are those of one fit after
-    another (``tests/tasks/test_clustering.py`` compares)."""
+def _fit_local_recorded(x: np.ndarray, cfg: ClusterConfig, record: bool) -> tuple[list[Cluster], ClusterStats, list[Any] | None]:
+    """:func:`_fit_local` with its own counters and, when ``record``, its own list of fits (a
+    thread of :func:`_local_fits`, or the helper process of :mod:`arborag.tasks.lanes`)."""
+    st = ClusterStats()
+    token = _RECORDING.set([] if record else None)  # this thread's own context
+    try:
+        local = _fit_local(x, cfg, st)
+        return local, st, _RECORDING.get()
+    finally:
+        _RECORDING.reset(token)
+
+
+def _local_fits(jobs: list[np.ndarray], cfg: ClusterConfig, stats: ClusterStats | None, lanes: Lanes | None = None) -> Iterator[list[Cluster]]:
+    """The local clusterings of ``jobs`` (one per global cluster), in order: on ``lanes`` (this
+    process and the run's helper process) when given, else on up to :func:`local_threads` threads
+    (UMAP's compiled code runs without the GIL, :mod:`arborag.tasks.umap_runtime`, but the GMM
+    fits hold it). Each fit is seeded and independent of the others, so the clusters and the
+    recorded fits are those of one fit after another (``tests/tasks/test_clustering.py`` and
+    ``tests/tasks/test_lanes.py`` compare)."""
+    recording = _RECORDING.get()
+    if lanes is not None and sum(1 for x in jobs if len(x) > cfg.dims + 1) > 1:
+        for local, st, records in lanes.map(_fit_local_recorded, [(x, cfg, recording is not None) for x in jobs]):
+            if stats is not None:
+                for name in ("gmm_fits", "umap_fits", "umap_s", "gmm_s"):
+                    setattr(stats, name, getattr(stats, name) + getattr(st, name))
+            if recording is not None and records:
+                recording.extend(records)
+            yield local
+        return
     threads = min(local_threads(), sum(1 for x in jobs if len(x) > cfg.dims + 1))
     if threads <= 1:
         for x in jobs:
@@ -344,19 +382,8 @@ def _local_fits(jobs: list[np.ndarray], cfg: ClusterConfig, stats: ClusterStats 
         return
     from concurrent.futures import ThreadPoolExecutor
 
-    recording = _RECORDING.get()
-
-    def one(x: np.ndarray) -> tuple[list[Cluster], ClusterStats, list[Any] | None]:
-        st = ClusterStats()
-        token = _RECORDING.set([] if recording is not None else None)  # this worker thread's own context
-        try:
-            local = _fit_local(x, cfg, st)
-            return local, st, _RECORDING.get()
-        finally:
-            _RECORDING.reset(token)
-
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="arborag-cluster") as pool:
-        for local, st, records in pool.map(one, jobs):
+        for local, st, records in pool.map(lambda x: _fit_local_recorded(x, cfg, recording is not None), jobs):
             if stats is not None:
                 for name in ("gmm_fits", "umap_fits", "umap_s", "gmm_s"):
                     setattr(stats, name, getattr(stats, name) + getattr(st, name))
@@ -458,10 +485,11 @@ def cluster_level(
     from threadpoolctl import threadpool_limits
 
     st = stats if stats is not None or fitted is None else ClusterStats()
+    lanes = _lanes_for(n) if map is None else None
     with _FIT_LOCK, threadpool_limits(1):
         token = _RECORDING.set([] if fitted is not None else None)
         try:
-            raw = _raptor_pass(x, cfg, st, top=True, map=map)
+            raw = _raptor_pass(x, cfg, st, top=True, map=map, lanes=lanes)
             records = _RECORDING.get()
         finally:
             _RECORDING.reset(token)
@@ -475,6 +503,17 @@ def cluster_level(
         covered[[r for r, _ in c]] = True
     assert covered.all(), "every row must land in a cluster"
     return clusters
+
+
+def _lanes_for(n: int) -> Lanes | None:
+    """The run's two lanes (:func:`~arborag.tasks.lanes.helper_lanes`) for a level of ``n`` rows:
+    from :data:`LANES_MIN_N` rows on (the helper then loads the clustering code, ~4 s of its
+    core, while this process runs the global UMAP), or at any size once it has."""
+    lanes = helper_lanes()
+    if lanes is None or (n < LANES_MIN_N and not lanes.warmed):
+        return None
+    lanes.warm()
+    return lanes
 
 
 def split_cluster(vectors: np.ndarray, n_tokens: Sequence[int] | np.ndarray, probs: Sequence[float], cfg: ClusterConfig) -> list[Cluster]:

@@ -155,6 +155,21 @@ def _exact_from_loose(loose: Any, x: np.ndarray, stats: ClusterStats | None) -> 
     return gmm
 
 
+def _gmm_job(x: np.ndarray, k: int, seed: int, tol: float, loose: Any) -> tuple[Any, float, int]:
+    """One fit :func:`select_k` asks for, in this process or the helper's (:mod:`arborag.tasks.lanes`):
+    the exact fit continued from ``loose`` when given (:func:`_exact_from_loose`), else
+    ``GaussianMixture(k)`` at ``tol``. Returns (model or None, fit seconds, fits made)."""
+    st = ClusterStats()
+    if loose is not None:
+        gmm = _exact_from_loose(loose, x, st)
+        if gmm is False:  # the exact fit fails the same way: no model
+            return None, st.gmm_s, st.gmm_fits
+        if gmm is not None:
+            return gmm, st.gmm_s, st.gmm_fits
+    gmm = _fit_gmm(x, k, seed, st, tol=tol)
+    return gmm, st.gmm_s, st.gmm_fits
+
+
 def select_k(
     x: np.ndarray,
     max_k: int,
@@ -162,6 +177,7 @@ def select_k(
     method: Literal["exhaustive", "coarse_to_fine"] = "coarse_to_fine",
     *,
     stats: ClusterStats | None = None,
+    lanes: Any = None,
 ) -> tuple[int, Any, dict[int, float]]:
     """k with the minimum BIC among 1..max_k, its fitted GaussianMixture, and the exact BICs computed.
 
@@ -182,62 +198,87 @@ def select_k(
     exhaustive argmin both methods return the same model (how often:
     benchmarks/results/bic_search.md). Ties go to the smaller k; a k whose fit fails counts as
     BIC = +inf.
+
+    ``lanes`` (:class:`arborag.tasks.lanes.Lanes`): the independent fits of each step run on two
+    processes — the grid two points at a time (a point past the stop is fitted and dropped, never
+    used), the in-between points and the exact fits all at once. Every fit is seeded and the
+    results are taken in the order above, so the answer is the one-process answer.
     """
     n = len(x)
     max_k = max(1, min(int(max_k), n))
     bics: dict[int, float] = {}
     models: dict[int, Any] = {}
-
     loose_models: dict[int, Any] = {}
+    loose: dict[int, float] = {}
 
-    def evaluate(k: int) -> None:
-        if k in bics or not 1 <= k <= max_k:
-            return
-        gmm = _exact_from_loose(loose_models[k], x, stats) if loose_models.get(k) is not None else None
-        if gmm is None:
-            gmm = _fit_gmm(x, k, seed, stats)
-        elif gmm is False:
-            gmm = None
+    def fit_all(jobs: list[tuple[int, float, Any]]) -> list[Any]:
+        """The models of ``jobs`` ((k, tol, loose model or None) each), on the lanes when given."""
+        args = [(x, k, seed, tol, lm) for k, tol, lm in jobs]
+        out = lanes.map(_gmm_job, args) if lanes is not None and len(args) > 1 else [_gmm_job(*a) for a in args]
+        if stats is not None:
+            for _, seconds, fits in out:
+                stats.gmm_fits += fits
+                stats.gmm_s += seconds
+        return [gmm for gmm, _, _ in out]
+
+    def exact(ks: list[int]) -> dict[int, Any]:
+        ks = [k for k in dict.fromkeys(ks) if k not in bics and 1 <= k <= max_k]
+        return dict(zip(ks, fit_all([(k, 1e-3, loose_models.get(k)) for k in ks])))
+
+    def keep_exact(k: int, gmm: Any) -> None:
         models[k] = gmm
         bics[k] = float(gmm.bic(x)) if gmm is not None else math.inf
 
     if method == "exhaustive" or (method == "coarse_to_fine" and max_k <= N_EXACT + 2):
-        for k in range(1, max_k + 1):
-            evaluate(k)
+        for k, gmm in exact(list(range(1, max_k + 1))).items():
+            keep_exact(k, gmm)
     elif method == "coarse_to_fine":
-        loose: dict[int, float] = {}
-
         use_loose = n >= LOOSE_MIN_N  # below it loose fits are not much cheaper than exact ones
 
-        def probe(k: int) -> None:
-            if k in loose or not 1 <= k <= max_k:
-                return
+        def probe(ks: list[int]) -> dict[int, Any]:
+            """Fits of the new ks among ``ks`` (loose, or exact below LOOSE_MIN_N), not yet kept."""
+            ks = [k for k in dict.fromkeys(ks) if k not in loose and 1 <= k <= max_k]
+            if not use_loose:
+                return exact(ks)
+            return dict(zip(ks, fit_all([(k, LOOSE_TOL, None) for k in ks])))
+
+        def keep(k: int, gmm: Any) -> None:
             if use_loose:
-                gmm = _fit_gmm(x, k, seed, stats, tol=LOOSE_TOL)
                 loose[k] = float(gmm.bic(x)) if gmm is not None else math.inf
                 loose_models[k] = gmm
             else:
-                evaluate(k)
+                keep_exact(k, gmm)
                 loose[k] = bics[k]
 
         margin = STOP_MARGIN * math.log(max(n, 2)) * _params_per_component(x.shape[1])
         grid: list[int] = []
         worse = 0
-        for k in coarse_grid(max_k):
-            probe(k)
-            grid.append(k)
-            worse = worse + 1 if loose[k] > min(loose.values()) + margin else 0
-            if worse >= 2:
+        points = coarse_grid(max_k)
+        step = 2 if lanes is not None else 1
+        stop = False
+        for at in range(0, len(points), step):
+            fitted = probe(points[at : at + step])
+            for k in points[at : at + step]:  # in grid order; a point after the stop is dropped
+                if k in fitted:
+                    keep(k, fitted[k])
+                grid.append(k)
+                worse = worse + 1 if loose[k] > min(loose.values()) + margin else 0
+                if worse >= 2:
+                    stop = True
+                    break
+            if stop:
                 break
         ranked = sorted(grid, key=lambda k: (loose[k], k))
+        between: list[int] = []
         for g in ranked[:2]:
             i = grid.index(g)
             lo = grid[i - 1] if i > 0 else g
             hi = grid[i + 1] if i + 1 < len(grid) else g
-            for k in range(lo + 1, hi):
-                probe(k)
-        for k in sorted(loose, key=lambda k: (loose[k], k))[:N_EXACT]:
-            evaluate(k)
+            between.extend(range(lo + 1, hi))
+        for k, gmm in probe(between).items():
+            keep(k, gmm)
+        for k, gmm in exact(sorted(loose, key=lambda k: (loose[k], k))[:N_EXACT]).items():
+            keep_exact(k, gmm)
     else:  # pragma: no cover - guarded by the config Literal
         raise ConfigError(f"unknown cluster.bic_search {method!r}")
     best = min(bics, key=lambda k: (bics[k], k))
