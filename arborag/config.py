@@ -182,6 +182,10 @@ class ClusterConfig(_Stage):
     threshold: float = Field(0.1, gt=0, lt=1, description="Soft membership: join every cluster with P(c|x) > threshold.")
     max_cluster_tokens: int = Field(3500, ge=1, description="Clusters over this are re-clustered (guarded).")
     seed: int = Field(224, description="Random seed for UMAP and GMM: same seed + input => same tree.")
+    umap_epochs: int | None = Field(
+        None, ge=10, description="SGD epochs of every UMAP fit (global, local, the guard's re-clustering); None = UMAP's own "
+        "rule (500 below 10,000 points, 200 above). Fewer epochs cost less; docs/BENCHMARKS.md measures what it does to retrieval."
+    )
     bic_search: Literal["exhaustive", "coarse_to_fine"] = Field(
         "coarse_to_fine", description="How k is searched: all of 1..K, or a coarse grid refined around its best."
     )
@@ -358,6 +362,8 @@ class ArboragConfig(BaseSettings):
         if data["embed"]["backend"] == "local":  # the server settings do not apply: hashes stay those of before them
             for key in _EMBED_SERVER_KEYS:
                 data["embed"].pop(key, None)
+        if data["cluster"].get("umap_epochs") is None:  # UMAP's own rule: tree configs and hashes stay those of before the knob
+            data["cluster"].pop("umap_epochs", None)
         return data
 
     def config_hash(self) -> str:

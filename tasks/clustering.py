@@ -32,7 +32,10 @@ From 4,096 to :data:`~arborag.tasks.umap_runtime.EXACT_KNN_MAX` points, where UM
 neighbours with NN-descent (pynndescent, whose distance-specialised numba code is compiled again
 in every process: 75-85 s of a 9,901-point global fit measured on a shared box), UMAP gets the
 exact cosine kNN graph instead (:func:`~arborag.tasks.umap_runtime.cosine_knn`, ~1.5 s of BLAS);
-the rest of the fit is UMAP's own. Trees over fewer than 4,096 nodes per fit are unchanged. The BIC search is
+the rest of the fit is UMAP's own. Trees over fewer than 4,096 nodes per fit are unchanged. UMAP's SGD
+epochs are ``cfg.umap_epochs`` for every fit (global, local, the guard's re-clustering); None (the
+default) leaves them to UMAP's own rule, 500 below 10,000 points and 200 above — the layout is most
+of a fit's time (benchmarks/results/umap_epochs.md measures fewer epochs). The BIC search is
 ``cfg.bic_search``: ``"exhaustive"`` fits k = 1..K; ``"coarse_to_fine"`` fits a geometric grid
 of k with an early stop and then every k around the best grid points
 (benchmarks/results/bic_search.md).
@@ -211,8 +214,9 @@ def _umap_init(x: np.ndarray, n_neighbors: int, dims: int, seed: int) -> str | n
     return np.ascontiguousarray(init * np.where(flip == 0, 1.0, flip), dtype=np.float32)
 
 
-def _reduce(x: np.ndarray, dims: int, n_neighbors: int, seed: int, stats: ClusterStats | None) -> np.ndarray:
-    """UMAP of ``x`` (float32, distinct rows) to ``dims`` dims, cosine, seeded; PCA if UMAP fails."""
+def _reduce(x: np.ndarray, dims: int, n_neighbors: int, seed: int, stats: ClusterStats | None, *, n_epochs: int | None = None) -> np.ndarray:
+    """UMAP of ``x`` (float32, distinct rows) to ``dims`` dims, cosine, seeded; PCA if UMAP fails.
+    ``n_epochs``: UMAP's SGD epochs (``cluster.umap_epochs``); None = UMAP's own rule."""
     n = len(x)
     dims = max(1, min(dims, n - 2))
     n_neighbors = max(2, min(n_neighbors, n - 1))
@@ -232,6 +236,7 @@ def _reduce(x: np.ndarray, dims: int, n_neighbors: int, seed: int, stats: Cluste
                 n_jobs=1,
                 init=_umap_init(x, n_neighbors, dims, seed),
                 precomputed_knn=knn,
+                n_epochs=n_epochs,
             )
             out = np.asarray(reducer.fit_transform(np.ascontiguousarray(x, dtype=np.float32)), dtype=np.float32)
         if not np.isfinite(out).all():
@@ -272,7 +277,8 @@ def _fit_level(x: np.ndarray, neighbors: int, cfg: ClusterConfig, stats: Cluster
     """One clustering level over the rows of ``x``: UMAP to ``cfg.dims``, a GMM with k by BIC
     (its fits on ``lanes`` when given), soft memberships at ``cfg.threshold`` (one cluster of
     everything when k is 1)."""
-    reduced = _reduce(x, cfg.dims, neighbors, cfg.seed, stats)
+    # the knob is passed only when set, so the default call is the one of before it
+    reduced = _reduce(x, cfg.dims, neighbors, cfg.seed, stats, **({} if cfg.umap_epochs is None else {"n_epochs": cfg.umap_epochs}))
     fit_on = reduced
     if len(reduced) > cfg.gmm_max_fit:  # bounded GMM/BIC cost: fit a seeded sample, predict_proba for all
         pick = np.sort(np.random.default_rng(cfg.seed).choice(len(reduced), cfg.gmm_max_fit, replace=False))

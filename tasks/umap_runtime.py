@@ -26,7 +26,8 @@ removed without changing a single number it computes.
    which takes that path only for UMAP's cosine on a dense float32 matrix and hands every other
    call to sklearn unchanged.
 
-Everything else (kNN graph, spectral init, the SGD layout, its epochs and seed) is UMAP's own.
+Everything else (kNN graph, spectral init, the SGD layout and its seed) is UMAP's own; the number of
+SGD epochs is UMAP's own rule unless ``cluster.umap_epochs`` sets it (:mod:`arborag.tasks.clustering`).
 """
 
 from __future__ import annotations
