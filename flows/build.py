@@ -41,7 +41,7 @@ from arborag import phases
 from arborag.env import offline_env
 from arborag.errors import ConfigError, IngestError
 from arborag.hashing import hash_json
-from arborag.flows.common import RUNNERS, config_overrides, current_flow_run_id, dask_task_runner, install_fanout, new_run_id, plain_json
+from arborag.flows.common import RUNNERS, config_overrides, current_flow_run_id, dask_task_runner, install_fanout, new_run_id, plain_json, warm_imports
 from arborag.flows.ingest import discover
 from arborag.flows.lazy import lazy_flow
 from arborag.flows.noop import remember
@@ -100,6 +100,14 @@ def _settle(ctx: StageContext, key: str, out: dict[str, Any]) -> tuple[str, tupl
     raise RuntimeError(f"build key {key}: no settled snapshot after 1000 retries")
 
 
+def _warm_clustering() -> None:
+    """Load UMAP's compiled code and scikit-learn's mixture module (~4 s of a cold process)."""
+    from arborag.tasks.umap_runtime import import_umap
+
+    import_umap()
+    import sklearn.mixture  # noqa: F401
+
+
 def build_tree(ctx: StageContext, leaves: Any, *, use_prefect: bool, out: dict[str, Any]) -> None:
     """Build (or reuse) the tree of ``leaves``: :data:`TREE_PIPELINE` under the build key, unless a
     settled snapshot of that key exists (then ``out["snapshot"]`` names it and ``out["reused"]`` says why).
@@ -132,6 +140,9 @@ def build_pipeline(ctx: StageContext, files: list[str] | None, *, use_prefect: b
             return out
         if leaves.num_rows == 0:
             raise IngestError(str(ctx.corpus.root), "no chunks to build a tree from: ingest at least one readable, non-empty document")
+        # the tree stage's UMAP (numba's cached code) and the vectors stage's lancedb, imported while
+        # the leaves embed — after ingest and segment, whose Python work an import thread slows
+        warm_imports(_warm_clustering, "lancedb")
         build_tree(ctx, leaves, use_prefect=use_prefect, out=out)
         out["noop"] = "reused" in out
         message = out.pop("reused", "")

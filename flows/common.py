@@ -50,6 +50,7 @@ __all__ = [
     "stat_fingerprint",
     "table_fingerprint",
     "task_options",
+    "warm_imports",
     "was_cached",
 ]
 
@@ -269,3 +270,29 @@ def install_fanout(ctx: Any) -> None:
     fan = prefect_map()
     ctx.resources["map"] = fan
     ctx.resources["embedder"] = Embedder(ctx.config.embed, map=fan)
+
+
+def warm_imports(*items: str | Callable[[], Any]) -> None:
+    """Import the modules ``items`` names (a callable there is called) on a background thread,
+    now — for a stage that comes later. Start it once the run's own Python work is done (the plan,
+    the segmenting): a pure-Python import on a thread *during* that work slows each of its many
+    short file reads and polars calls, which give the GIL up and wait to get it back (the
+    update's plan: 2.00 -> 0.35 s when lancedb moved out of it, benchmarks/results/
+    update_overhead-quieter.md). Modules already imported are skipped; errors are left to the
+    stage's own import."""
+    import importlib
+    import sys
+    import threading
+
+    todo = [m for m in items if callable(m) or m not in sys.modules]
+    if not todo:
+        return
+
+    def work() -> None:
+        for m in todo:
+            try:
+                m() if callable(m) else importlib.import_module(m)
+            except Exception:  # noqa: BLE001 - the stage's own import reports it
+                pass
+
+    threading.Thread(target=work, name="arborag-warm-imports", daemon=True).start()

@@ -40,7 +40,7 @@ from arborag import phases
 from arborag.env import offline_env
 from arborag.errors import IngestError
 from arborag.flows.build import build_tree
-from arborag.flows.common import config_overrides, current_flow_run_id, new_run_id, plain_json
+from arborag.flows.common import config_overrides, current_flow_run_id, new_run_id, plain_json, warm_imports
 from arborag.flows.ingest import discover
 from arborag.flows.lazy import lazy_flow
 from arborag.flows.noop import quick_noop, remember
@@ -71,29 +71,8 @@ def _writer_lock(ctx: StageContext, wait: bool) -> Iterator[None]:
 
 
 #: What the vectors stage imports (1-2 s), started on a thread once the plan and the segmenting are
-#: done: the embed stage then mostly waits for the embedding worker (the GIL is free). Imported
-#: on a thread *during* the plan it slowed the plan's thousands of file reads and polars calls
-#: (each gives the GIL up and waits to get it back: 1.6-4.6 s plan stages measured, issue 26).
+#: done (:func:`~arborag.flows.common.warm_imports`).
 _VECTOR_IMPORTS = ("lancedb",)
-
-
-def _warm_imports(modules: Sequence[str]) -> None:
-    import importlib
-    import sys
-    import threading
-
-    todo = [m for m in modules if m not in sys.modules]
-    if not todo:
-        return
-
-    def work() -> None:
-        for m in todo:
-            try:
-                importlib.import_module(m)
-            except Exception:  # noqa: BLE001 - the stage's own import reports it
-                pass
-
-    threading.Thread(target=work, name="arborag-warm-imports", daemon=True).start()
 
 
 def update_pipeline(
@@ -121,7 +100,7 @@ def update_pipeline(
             out["full_rebuild"] = mode == "full"
             out["noop"] = mode == "noop"
             if mode != "noop":
-                _warm_imports(_VECTOR_IMPORTS)
+                warm_imports(*_VECTOR_IMPORTS)
             if mode == "noop":
                 out["snapshot"] = (ctx.corpus.manifest() or {}).get("snapshot")
             elif mode == "full":

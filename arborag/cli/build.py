@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from arborag.cli.common import CONFIG_OPTION, EXIT_PARTIAL, PREFECT_OPTION, config_from, console, fail, offline_env, use_prefect, warm_clustering
+from arborag.cli.common import CONFIG_OPTION, EXIT_PARTIAL, PREFECT_OPTION, config_from, console, fail, offline_env, use_prefect
 from arborag.errors import ArboragError
 
 
@@ -64,7 +64,7 @@ def register(app: typer.Typer) -> None:
         if not dry_run and runner == "local":  # the model loads while Prefect, the stages and ingest start
             from arborag.embedder import preload
 
-            preloading = preload(cfg.embed, "lancedb", warm_clustering)
+            preloading = preload(cfg.embed)  # UMAP and lancedb: the flow imports them after segmenting
         from arborag.flows.build import run_build
 
         try:

@@ -16,7 +16,7 @@ from arborag.config import ArboragConfig, load_config
 from arborag.env import offline_env
 from arborag.errors import ArboragError
 
-__all__ = ["warm_clustering", "console", "err_console", "EXIT_OK", "EXIT_PARTIAL", "EXIT_ERROR", "EXIT_USAGE", "PREFECT_OPTION", "QueryOptions", "config_from",
+__all__ = ["console", "err_console", "EXIT_OK", "EXIT_PARTIAL", "EXIT_ERROR", "EXIT_USAGE", "PREFECT_OPTION", "QueryOptions", "config_from",
            "corpus_option", "fail", "offline_env", "query_options", "use_prefect"]
 
 console = Console()
@@ -36,16 +36,6 @@ PREFECT_OPTION = typer.Option(
          "when a Prefect server is configured (PREFECT_API_URL, or the active Prefect profile), else directly — "
          "without a server Prefect would start a temporary local API in every run (~6 s).",
 )
-
-
-def warm_clustering() -> None:
-    """Import UMAP (numba's cached machine code) and scikit-learn's mixture module: ~2 s of a cold
-    build's tree stage, done instead on the preload thread while the run waits for the embedding
-    worker to load the model (:func:`arborag.embedder.preload`)."""
-    from arborag.tasks.umap_runtime import import_umap
-
-    import_umap()
-    import sklearn.mixture  # noqa: F401
 
 
 def use_prefect(flag: bool | None) -> bool:

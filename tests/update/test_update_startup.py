@@ -164,14 +164,15 @@ def test_vector_imports_are_warmed_on_a_thread_and_a_failure_is_left_to_the_stag
     import sys
 
     code = (
-        "import sys, threading; import arborag.flows.update as u\n"
+        "import sys, threading; import arborag.flows.update as u; from arborag.flows.common import warm_imports\n"
         "assert 'tabnanny' not in sys.modules\n"
-        "u._warm_imports(('tabnanny', 'arborag_no_such_module'))\n"
+        "called = []\n"
+        "warm_imports('tabnanny', 'arborag_no_such_module', lambda: called.append(1))\n"
         "[t.join() for t in threading.enumerate() if t.name == 'arborag-warm-imports']\n"
-        "print('tabnanny' in sys.modules, u._VECTOR_IMPORTS)\n"
+        "print('tabnanny' in sys.modules, u._VECTOR_IMPORTS, called)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-    assert out == "True ('lancedb',)"
+    assert out == "True ('lancedb',) [1]"
 
 
 def test_entries_of_edited_or_removed_files_are_dropped_when_the_cache_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
