@@ -40,11 +40,10 @@ SETTINGS = {"off": {"ARBORAG_CLUSTER_HELPER": "0"}, "on": {}}
 def node_hash(corpus: Path) -> str:
     import pyarrow.parquet as pq
 
-    snap = Path((json.loads((corpus / "manifest.json").read_text()) if (corpus / "manifest.json").exists() else {}).get("snapshot_dir", ""))
-    if not snap.is_dir():
-        snaps = sorted((corpus / "snapshots").glob("snap-*"), key=lambda p: p.stat().st_mtime)
-        snap = snaps[-1]
-    ids = sorted(pq.read_table(snap / "nodes.parquet", columns=["node_id"]).column("node_id").to_pylist())
+    from arborag.storage.corpus import Corpus
+
+    nodes = Corpus(corpus).published_dir() / "nodes.parquet"
+    ids = sorted(pq.read_table(nodes, columns=["node_id"]).column("node_id").to_pylist())
     return hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
 
 
