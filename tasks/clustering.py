@@ -366,16 +366,15 @@ def _local_fits(jobs: list[np.ndarray], cfg: ClusterConfig, stats: ClusterStats 
     recorded fits are those of one fit after another (``tests/tasks/test_clustering.py`` and
     ``tests/tasks/test_lanes.py`` compare)."""
     recording = _RECORDING.get()
-    if lanes is not None and sum(1 for x in jobs if len(x) > cfg.dims + 1) > 1:
-        for local, st, records in lanes.map(_fit_local_recorded, [(x, cfg, recording is not None) for x in jobs]):
-            if stats is not None:
-                for name in ("gmm_fits", "umap_fits", "umap_s", "gmm_s"):
-                    setattr(stats, name, getattr(stats, name) + getattr(st, name))
+    record = recording is not None
+    fitting = sum(1 for x in jobs if len(x) > cfg.dims + 1)
+    if lanes is not None and fitting > 1:
+        for local, records in _merged(lanes.map(_fit_local_recorded, [(x, cfg, record) for x in jobs]), stats):
             if recording is not None and records:
                 recording.extend(records)
             yield local
         return
-    threads = min(local_threads(), sum(1 for x in jobs if len(x) > cfg.dims + 1))
+    threads = min(local_threads(), fitting)
     if threads <= 1:
         for x in jobs:
             yield _fit_local(x, cfg, stats)
@@ -383,10 +382,7 @@ def _local_fits(jobs: list[np.ndarray], cfg: ClusterConfig, stats: ClusterStats 
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="arborag-cluster") as pool:
-        for local, st, records in pool.map(lambda x: _fit_local_recorded(x, cfg, recording is not None), jobs):
-            if stats is not None:
-                for name in ("gmm_fits", "umap_fits", "umap_s", "gmm_s"):
-                    setattr(stats, name, getattr(stats, name) + getattr(st, name))
+        for local, records in _merged(pool.map(lambda x: _fit_local_recorded(x, cfg, record), jobs), stats):
             if recording is not None and records:
                 recording.extend(records)
             yield local
@@ -402,12 +398,14 @@ def _fit_local_remote(args: tuple[np.ndarray, ClusterConfig]) -> tuple[list[Clus
         return _fit_local(x, cfg, st), st
 
 
-def _merged(results: Iterator[tuple[list[Cluster], ClusterStats]], stats: ClusterStats | None) -> Iterator[list[Cluster]]:
-    for local, st in results:
+def _merged(results: Iterable[tuple[Any, ...]], stats: ClusterStats | None) -> Iterator[Any]:
+    """Each ``(local, counters, *rest)`` with its counters added to ``stats``: ``local`` (or
+    ``(local, *rest)`` when there is a rest), in order."""
+    for local, st, *rest in results:
         if stats is not None:
             for name in ("gmm_fits", "umap_fits", "umap_s", "gmm_s"):
                 setattr(stats, name, getattr(stats, name) + getattr(st, name))
-        yield local
+        yield (local, *rest) if rest else local
 
 
 def _guard(
