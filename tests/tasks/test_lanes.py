@@ -13,7 +13,6 @@ import pytest
 
 from arborag import embed_worker
 from arborag.config import ClusterConfig, EmbedConfig
-from arborag.embedder import Embedder
 from arborag.tasks import clustering, lanes
 from arborag.tasks.mixture import ClusterStats
 
@@ -59,6 +58,10 @@ def test_no_helper_without_a_worker_or_when_turned_off(monkeypatch, helper):
 
 
 def test_a_level_on_two_processes_is_the_one_process_level(monkeypatch, helper):
+    import torch
+
+    texts = ["The Eiffel Tower is in Paris.", "A river runs through the old town. " * 12, "x"]
+    before, threads = helper.embed(texts), helper.call(torch.get_num_threads)
     x = _blobs(520)  # over LOOSE_MIN_N: the global BIC search probes loose fits, two at a time
     want, want_fit, want_stats = _run(x)  # no lanes: the level is under LANES_MIN_N
     monkeypatch.setattr(clustering, "LANES_MIN_N", 100)
@@ -70,11 +73,9 @@ def test_a_level_on_two_processes_is_the_one_process_level(monkeypatch, helper):
     assert (got_stats.umap_fits, got_stats.global_k, got_stats.local_ks) == (want_stats.umap_fits, want_stats.global_k, want_stats.local_ks)
     # the grid is probed two points at a time: the point after the stop may be fitted (and dropped)
     assert want_stats.gmm_fits <= got_stats.gmm_fits <= want_stats.gmm_fits + 1
-    # the worker embeds as before after its fits (their thread limits were its own, and undone)
-    texts = ["The Eiffel Tower is in Paris.", "A river runs through the old town. " * 12, "x"]
-    here = Embedder(EmbedConfig())
-    here._worker = lambda: None
-    assert np.array_equal(helper.embed(texts), here.embed(texts))
+    # the worker embeds as before its fits (their thread limits were its own, and undone)
+    assert helper.call(torch.get_num_threads) == threads
+    assert np.array_equal(helper.embed(texts), before)
 
 
 def test_a_failed_call_and_a_dead_helper_leave_the_work_to_this_process(helper, caplog):
