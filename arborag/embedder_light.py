@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from arborag.config import EmbedConfig
-from arborag.embedder import Embedder, _torch_threads
+from arborag.embedder import Embedder, _torch_threads, max_seq_length
 
 __all__ = ["LightEmbedder", "light_supported"]
 
@@ -83,8 +83,7 @@ class _Bert:
         from tokenizers import Tokenizer
 
         config = _json_object(path / "config.json")
-        st_config = _json_object(path / "sentence_bert_config.json")
-        self.max_seq_length = int(st_config.get("max_seq_length") or config.get("max_position_embeddings", 512))
+        self.max_seq_length = max_seq_length(path)
         self.tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_length=self.max_seq_length)
         self.tokenizer.enable_padding()  # to the longest text of the batch, as sentence-transformers pads
@@ -182,8 +181,7 @@ class LightEmbedder(Embedder):
                     torch.set_num_threads(max(1, int(self._threads)))
                 with phases.phase("embedding model load"):
                     model = _Bert(self.path, self.cfg)
-                self.max_len = model.max_seq_length
-                self._dim = model.dim
+                self._dim = model.dim  # max_len: Embedder's, from the same max_seq_length(path)
                 self._model = model
         return self._model
 
