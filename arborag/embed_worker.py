@@ -102,6 +102,14 @@ class EmbedWorker:
                 phases.record(name, seconds)
         return self._ready
 
+    def _send(self, kind: str, payload: Any) -> None:
+        """One request, once the model is loaded (the caller holds the lock)."""
+        self._await_ready()
+        try:
+            self.conn.send((kind, payload))
+        except (OSError, ValueError) as exc:
+            raise WorkerGone(f"the embedding worker (pid {self.proc.pid}) cannot be reached: {exc!r}") from exc
+
     def info(self) -> dict[str, Any]:
         """What the worker's loaded model says (``dim``, ``max_len``); waits for the load."""
         with self._lock:
@@ -110,11 +118,7 @@ class EmbedWorker:
     def embed(self, texts: Sequence[str], progress: Any = None, prefix_chars: Sequence[int] | None = None) -> np.ndarray:
         """``Embedder.embed(texts, prefix_chars=...)`` in the worker; ``progress(n)`` as it goes."""
         with self._lock:
-            self._await_ready()
-            try:
-                self.conn.send(("embed", (list(texts), None if prefix_chars is None else [int(p) for p in prefix_chars])))
-            except (OSError, ValueError) as exc:
-                raise WorkerGone(f"the embedding worker (pid {self.proc.pid}) cannot be reached: {exc!r}") from exc
+            self._send("embed", (list(texts), None if prefix_chars is None else [int(p) for p in prefix_chars]))
             while True:
                 kind, payload = self._recv()
                 if kind == "progress":
@@ -130,11 +134,7 @@ class EmbedWorker:
         model is loaded; its exception is raised here. The clustering's second lane
         (:mod:`arborag.tasks.lanes`) sends its fits this way."""
         with self._lock:
-            self._await_ready()
-            try:
-                self.conn.send(("call", (fn, args)))
-            except (OSError, ValueError) as exc:
-                raise WorkerGone(f"the embedding worker (pid {self.proc.pid}) cannot be reached: {exc!r}") from exc
+            self._send("call", (fn, args))
             kind, payload = self._recv()
             if kind == "result":
                 return payload
