@@ -19,7 +19,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["OFFLINE_ENV", "numba_cache_dir", "offline_env", "prefect_api_url"]
+__all__ = ["OFFLINE_ENV", "numba_cache_dir", "offline_env", "prefect_api_url", "user_cache_path"]
 
 #: The defaults, by variable name.
 OFFLINE_ENV: Mapping[str, str] = {
@@ -42,13 +42,21 @@ def offline_env() -> None:
             os.environ["NUMBA_CACHE_DIR"] = str(folder)
 
 
+def user_cache_path(name: str, switch: str) -> Path | None:
+    """``$XDG_CACHE_HOME/arborag/<name>`` (or ``~/.cache/arborag/<name>``), not created; None when
+    the environment variable ``switch`` turns that cache off (0, false, no, off)."""
+    if os.environ.get(switch, "1").strip().lower() in ("0", "false", "no", "off"):
+        return None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "arborag" / name
+
+
 def numba_cache_dir() -> Path | None:
     """arborag's user-level numba cache folder (created), or None when it is switched off
     (``ARBORAG_NUMBA_CACHE=0``) or cannot be created."""
-    if os.environ.get("ARBORAG_NUMBA_CACHE", "1").strip().lower() in ("0", "false", "no", "off"):
+    folder = user_cache_path("numba", "ARBORAG_NUMBA_CACHE")
+    if folder is None:
         return None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    folder = Path(base) / "arborag" / "numba"
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:

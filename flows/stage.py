@@ -373,12 +373,9 @@ _disk_dirty = False
 
 
 def _disk_path() -> Path | None:
-    import os
+    from arborag.env import user_cache_path
 
-    if os.environ.get("ARBORAG_CODE_CACHE", "1").strip().lower() in ("0", "false", "no", "off"):
-        return None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "arborag" / _DISK_NAME
+    return user_cache_path(_DISK_NAME, "ARBORAG_CODE_CACHE")
 
 
 def _disk_cache() -> dict[str, list[str]]:
