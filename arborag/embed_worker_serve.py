@@ -1,9 +1,12 @@
 """The embedding worker's side (:mod:`arborag.embed_worker` starts it): ``python -m arborag.embed_worker_serve FD``.
 
 Loads the local model named by the first message on the socket ``FD`` and answers ``embed``
-requests with its ``embed`` — and ``call`` requests (a module-level function and its arguments,
-the clustering's second lane: :mod:`arborag.tasks.lanes`) with the function's result — until the
-socket closes. A model
+requests with its ``embed`` — and ``call`` requests (a module-level function and its arguments:
+the clustering's second lane, :mod:`arborag.tasks.lanes`; an update's vector table, written
+where lancedb is loaded) with the function's result — until the socket closes. An ``import``
+request (module names; no answer) imports them on a thread of the worker's, so the call that
+needs them later finds them loaded. A first message naming no model makes a helper
+(:func:`arborag.embed_worker.preimport`): calls and imports only. A model
 :func:`~arborag.embedder_light.light_supported` accepts (the packaged one) runs as a
 :class:`~arborag.embedder_light.LightEmbedder` — the same vectors bit for bit without
 sentence-transformers' ~6 s import chain; any other as an :class:`~arborag.embedder.Embedder`.
@@ -12,9 +15,11 @@ sentence-transformers' ~6 s import chain; any other as an :class:`~arborag.embed
 
 from __future__ import annotations
 
+import importlib
 import os
 import pickle
 import sys
+import threading
 import traceback
 from multiprocessing.connection import Connection
 from typing import Any
@@ -35,6 +40,17 @@ def _send_error(conn: Connection, exc: BaseException) -> None:
         pass
 
 
+def _import_all(names: list[str]) -> None:
+    """Import ``names`` (an ``import`` request: modules a later ``call`` needs, loaded on a thread
+    while the worker answers other requests). A module that fails to import is left: the call
+    that needs it raises the real error to the run."""
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - see the docstring
+            pass
+
+
 def _embedder(cfg: Any) -> Any:
     """The worker's embedder of ``cfg``: light when the model allows it (module docs)."""
     from arborag.embedder import Embedder
@@ -49,7 +65,9 @@ def _embedder(cfg: Any) -> Any:
 
 
 def serve(fd: int) -> None:
-    """Load the model named by the first message, then answer ``embed`` requests until EOF."""
+    """Load the model named by the first message (None: a helper without one), then answer
+    requests until EOF."""
+    from arborag import phases
     from arborag.env import offline_env
 
     offline_env()
@@ -58,17 +76,19 @@ def serve(fd: int) -> None:
         kind, raw = conn.recv()
     except (EOFError, OSError):
         return
-    from arborag import phases
     from arborag.config import EmbedConfig
+    embedder: Any = None
     try:
-        cfg = EmbedConfig.model_validate_json(raw)
-        embedder = _embedder(cfg)
-        embedder.load()
+        if raw is not None:  # None: a helper without a model (calls only: embed_worker.preimport)
+            embedder = _embedder(EmbedConfig.model_validate_json(raw))
+            embedder.load()
     except Exception as exc:  # noqa: BLE001 - reported to the run, which raises it
         _send_error(conn, exc)
         return
     try:
-        conn.send(("ready", {"dim": embedder.dim, "max_len": embedder.max_len, "embedder": type(embedder).__name__, "phases": phases.snapshot()}))
+        ready = {"dim": 0, "max_len": 0, "embedder": None, "phases": {}} if embedder is None else {
+            "dim": embedder.dim, "max_len": embedder.max_len, "embedder": type(embedder).__name__, "phases": phases.snapshot()}
+        conn.send(("ready", ready))
     except OSError:  # the run ended before it needed the model (a no-op, an error): nothing to say
         return
     while True:
@@ -78,6 +98,9 @@ def serve(fd: int) -> None:
             return
         except Exception as exc:  # noqa: BLE001 - a request that does not unpickle here (the stream is past it)
             _send_error(conn, exc)
+            continue
+        if kind == "import":  # no answer: the run does not wait for it (EmbedWorker.preimport)
+            threading.Thread(target=_import_all, args=(list(payload),), name="arborag-worker-imports", daemon=True).start()
             continue
         if kind == "call":  # a function of the run's (the clustering's second lane: arborag.tasks.lanes)
             try:
@@ -94,6 +117,9 @@ def serve(fd: int) -> None:
                 _send_error(conn, exc)
             continue
         if kind != "embed":
+            continue
+        if embedder is None:
+            _send_error(conn, RuntimeError("this helper process has no model to embed with"))
             continue
         texts, prefix_chars = payload
         try:

@@ -112,7 +112,9 @@ PLAN = Stage(
 INGEST_PIPELINE: tuple[Stage, ...] = (INGEST, SECTIONS, CONTEXT, SEGMENT)
 TREE_PIPELINE: tuple[Stage, ...] = (EMBED, TREE, VECTORS, SPARSE, LINKS, PUBLISH)
 BUILD_PIPELINE: tuple[Stage, ...] = INGEST_PIPELINE + TREE_PIPELINE
-UPDATE_PIPELINE: tuple[Stage, ...] = (EMBED, TREE_UPDATE, VECTORS, SPARSE, LINKS, PUBLISH)
+#: links first (they need no vectors: a cold run's embedding worker is still loading), the vector
+#: table after the sparse index (a helper process imports lancedb meanwhile: flows/update.py)
+UPDATE_PIPELINE: tuple[Stage, ...] = (LINKS, EMBED, TREE_UPDATE, SPARSE, VECTORS, PUBLISH)
 #: What ``arborag update`` may run, in order: the plan, the ingest stages after ingest, then the
 #: incremental tree (or TREE_PIPELINE when it falls back to a full rebuild).
 UPDATE_RUN: tuple[Stage, ...] = (PLAN, SECTIONS, CONTEXT, SEGMENT) + UPDATE_PIPELINE

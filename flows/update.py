@@ -12,12 +12,14 @@ Orchestration only. Inside the corpus writer lock:
 3. Decide (:func:`arborag.tasks.stages.plan.decide`, reading the published ``info.json``):
    nothing changed → no-op; no published tree, a tree without fitted clusters, a changed tree config, or drift past ``update.max_drift`` → a full rebuild
    (:func:`arborag.flows.build.build_tree`, as a build), saying why; otherwise
-4. :data:`UPDATE_PIPELINE` = (embed, tree-update, vectors, sparse, publish), the build's stage
-   objects but for tree-update (:mod:`arborag.flows.pipelines`): the leaves' vectors (the
-   embedding cache holds every unchanged one), the local tree update
+4. :data:`UPDATE_PIPELINE` = (links, embed, tree-update, sparse, vectors, publish), the build's
+   stage objects but for tree-update (:mod:`arborag.flows.pipelines`): the leaves' links (they need
+   no vectors: first, while a cold run's embedding worker is still loading), the leaves' vectors
+   (the embedding cache holds every unchanged one), the local tree update
    (:func:`arborag.tasks.stages.tree_update.run_tree_update`: only clusters whose membership changed
-   are re-summarized), then the same vector, sparse and publish stages as a build — the new
-   snapshot is published by the same atomic manifest switch.
+   are re-summarized), then the same sparse, vector and publish stages as a build (the vector
+   table last but one: a low-priority helper process imports lancedb meanwhile, :func:`_warm_vectors`)
+   — the new snapshot is published by the same atomic manifest switch.
 
 The update key is ``hash("update", previous snapshot, build key of the leaves)``: a rerun after a
 crash resumes at the first stage whose staged outputs are missing.
@@ -70,9 +72,22 @@ def _writer_lock(ctx: StageContext, wait: bool) -> Iterator[None]:
         yield
 
 
-#: What the vectors stage imports (1-2 s), started on a thread once the plan and the segmenting are
-#: done (:func:`~arborag.flows.common.warm_imports`).
+#: What the vectors stage imports (1-2 s of GIL-bound bytecode), loaded once the plan and the
+#: segmenting are done: by a helper process in an incremental update (:func:`_warm_vectors`), on a
+#: thread here for a full rebuild (:func:`~arborag.flows.common.warm_imports`), whose embed stage
+#: leaves this process idle while it waits for the worker.
 _VECTOR_IMPORTS = ("lancedb",)
+
+
+def _warm_vectors() -> None:
+    """An incremental update's vector imports: in a low-priority helper process when this process
+    starts them (:func:`arborag.embed_worker.preimport`; the vectors stage then writes the table
+    there: tasks/stages/vectors.py) — on a thread here they took the GIL from the stages (the links
+    stage 0.3 s alone, 1.8 s beside them) — else on a thread here."""
+    from arborag import embed_worker
+
+    if embed_worker.preimport(*_VECTOR_IMPORTS) is None:
+        warm_imports(*_VECTOR_IMPORTS)
 
 
 def update_pipeline(
@@ -99,7 +114,7 @@ def update_pipeline(
             out["mode"], out["reason"] = mode, why
             out["full_rebuild"] = mode == "full"
             out["noop"] = mode == "noop"
-            if mode != "noop":
+            if mode == "full":
                 warm_imports(*_VECTOR_IMPORTS)
             if mode == "noop":
                 out["snapshot"] = (ctx.corpus.manifest() or {}).get("snapshot")
@@ -109,6 +124,7 @@ def update_pipeline(
                 prev = (ctx.corpus.manifest() or {})["snapshot"]
                 key = out["update_key"] = hash_json(["update", prev, build_key(leaves, ctx.config, pipeline_fingerprint(UPDATE_PIPELINE))])
                 ctx.resources["previous_snapshot"] = prev
+                _warm_vectors()
                 run_pipeline(ctx, UPDATE_PIPELINE, use_prefect=use_prefect, out=out, key=key)
                 out["snapshot"] = out["publish"]["snapshot"]
             message = why

@@ -2,12 +2,25 @@
 
 Written under ``vectors.partial`` and renamed on success, so its existence means "done" (a
 build that failed later resumes after it).
+
+Where lancedb is loaded: importing it costs ~1.6 s of Python bytecode (its REST-namespace client's
+pydantic models), and on a thread of the run it takes the GIL from the stages beside it (a cold
++1% update: the links stage 0.3 s alone, 1.8 s beside the import; benchmarks/results/cold_path.md).
+An incremental update therefore has a helper process import lancedb at low priority — on the
+core time the run and its embedding worker leave idle (:func:`arborag.embed_worker.preimport`) —
+and this stage hands the write to that process (the same function, the same rows); when there
+is no such process, or it fails, the table is written here.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
+from pathlib import Path
 from typing import Any
+
+import numpy as np
+import pyarrow as pa
 
 from arborag.errors import SchemaError
 from arborag.storage.tables import read_table
@@ -18,11 +31,27 @@ __all__ = ["OUTPUTS", "run_vectors"]
 
 OUTPUTS = ("vectors.lance",)
 
+log = logging.getLogger(__name__)
+
+
+def _write(directory: Path, nodes: pa.Table, vectors: np.ndarray) -> dict[str, Any]:
+    """:func:`~arborag.storage.vectors.write_vectors` in the run's helper process when it was
+    asked to load lancedb (module docs), else in this process; ``writer`` says which."""
+    from arborag import embed_worker
+    from arborag.storage.vectors import write_vectors
+
+    worker = embed_worker.holding("lancedb")
+    if worker is not None:
+        try:
+            return {**worker.call(write_vectors, directory, nodes, vectors), "writer": "helper process"}
+        except Exception as exc:  # noqa: BLE001 - the helper is an accelerator: write it here instead
+            log.warning("the helper process could not write the vector table (%r); writing it in this process", exc)
+            shutil.rmtree(directory, ignore_errors=True)
+    return {**write_vectors(directory, nodes, vectors), "writer": "this process"}
+
 
 def run_vectors(ctx: StageContext, key: str) -> dict[str, Any]:
     """Write the staged nodes and their vectors of build ``key`` as a LanceDB table."""
-    from arborag.storage.vectors import write_vectors
-
     stage_dir = ctx.staging_dir(key)
     nodes = read_table("nodes", stage_dir / "nodes.parquet", missing_ok=False)
     ids, vectors = read_vectors_file(stage_dir / "node_vectors.parquet")
@@ -32,7 +61,7 @@ def run_vectors(ctx: StageContext, key: str) -> dict[str, Any]:
     for d in (out, tmp):
         if d.exists():
             shutil.rmtree(d)
-    stats = write_vectors(tmp, nodes, vectors)
+    stats = _write(tmp, nodes, vectors)
     tmp.rename(out)
     ctx.counters.stages["vectors"] = stats
     return dict(stats)
