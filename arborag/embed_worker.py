@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import socket
 import subprocess
 import sys
 import threading
@@ -91,16 +90,15 @@ class EmbedWorker:
     process without a model, for ``call`` requests only (:func:`preimport`)."""
 
     def __init__(self, cfg: Any | None) -> None:
+        from arborag import worker_spawn
+
         self.cfg = cfg
-        self.started = time.perf_counter()
-        ours, theirs = socket.socketpair()
-        env = dict(os.environ)
-        env["ARBORAG_EMBED_WORKER"] = "0"  # the worker embeds in its own process
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "arborag.embed_worker_serve", str(theirs.fileno())],
-            pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL,
-        )
-        theirs.close()
+        early = worker_spawn.take_early() if cfg is not None else None  # started by the console script's launcher
+        if early is not None:
+            self.proc, ours, self.started = early
+        else:
+            self.started = time.perf_counter()
+            self.proc, ours = worker_spawn.spawn("helper" if cfg is None else "model")
         if cfg is None:  # a helper's work is background work: it takes what the run leaves idle
             try:
                 os.setpriority(os.PRIO_PROCESS, self.proc.pid, HELPER_NICE)
@@ -217,6 +215,9 @@ def start(cfg: Any) -> EmbedWorker | None:
     :class:`~arborag.embedder.Embedder` of the same config uses it (:func:`active`). None when
     :func:`wanted` says no or the process cannot be started (the run embeds in-process)."""
     if cfg.backend != "local" or not wanted():
+        from arborag.worker_spawn import discard_early
+
+        discard_early()  # the launcher's guess was wrong: this run embeds elsewhere, or not in a worker
         return None
     key = _key(cfg)
     with _ACTIVE_LOCK:
@@ -292,3 +293,6 @@ def stop_all(*, kill: bool = False) -> None:
         _HELPERS.clear()
     for w in workers:
         w.close(kill=kill)
+    from arborag.worker_spawn import discard_early
+
+    discard_early()

@@ -5,8 +5,8 @@ requests with its ``embed`` — and ``call`` requests (a module-level function a
 the clustering's second lane, :mod:`arborag.tasks.lanes`; an update's vector table, written
 where lancedb is loaded) with the function's result — until the socket closes. An ``import``
 request (module names; no answer) imports them on a thread of the worker's, so the call that
-needs them later finds them loaded. A first message naming no model makes a helper
-(:func:`arborag.embed_worker.preimport`): calls and imports only. A model
+needs them later finds them loaded. The second argument is the role: ``model`` (the
+default) or ``helper`` (no model, calls and imports only: :func:`arborag.embed_worker.preimport`). A model
 :func:`~arborag.embedder_light.light_supported` accepts (the packaged one) runs as a
 :class:`~arborag.embedder_light.LightEmbedder` — the same vectors bit for bit without
 sentence-transformers' ~6 s import chain; any other as an :class:`~arborag.embedder.Embedder`.
@@ -64,13 +64,19 @@ def _embedder(cfg: Any) -> Any:
     return Embedder(cfg)
 
 
-def serve(fd: int) -> None:
+def serve(fd: int, role: str = "model") -> None:
     """Load the model named by the first message (None: a helper without one), then answer
-    requests until EOF."""
+    requests until EOF. ``role`` ``model`` imports torch and tokenizers before that message is
+    read (they are the same for every local model, and the console script may start this process
+    before its command knows the model: arborag.worker_spawn); ``helper`` imports neither."""
     from arborag import phases
     from arborag.env import offline_env
 
     offline_env()
+    if role == "model":
+        with phases.phase("import torch + tokenizers"):
+            import tokenizers  # noqa: F401
+            import torch  # noqa: F401
     conn = Connection(fd)
     try:
         kind, raw = conn.recv()
@@ -132,7 +138,7 @@ def serve(fd: int) -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover - run as a child process
-    serve(int(sys.argv[1]))
+    serve(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "model")
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # nothing to write back: skip tearing torch down (seconds the run would wait for)

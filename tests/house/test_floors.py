@@ -1,7 +1,8 @@
 """The import floors of the house (docs/ARCHITECTURE.md), checked on the source with ast.
 
     cli, serve, mcpserver <- anything, but only lazily (inside functions) above the foundation
-                           (except the light mode registry, arborag.query.modes)
+    (and launch, the        (except the light mode registry, arborag.query.modes)
+    console script)
     flows               <- tasks, query, storage, foundation   (orchestration only)
     query               <- storage, foundation                 (never tasks or flows)
     tasks               <- storage, foundation
@@ -29,7 +30,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 # folder on disk -> package name inside the one ``arborag`` namespace
 FOLDERS = {"flows": "arborag.flows", "tasks": "arborag.tasks", "storage": "arborag.storage", "query": "arborag.query"}
-TOP = ("arborag.cli", "arborag.serve", "arborag.mcpserver")
+# arborag.launch: the console script's entry (starts the embedding worker, then arborag.cli)
+TOP = ("arborag.cli", "arborag.serve", "arborag.mcpserver", "arborag.launch")
 # Read by the top floor at module level (the server's request model, --mode choices): a registry
 # that imports no index, mode, numpy or torch (tests/query/test_modes.py checks that it stays so).
 LIGHT = {"arborag.query.modes"}
