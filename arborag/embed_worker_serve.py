@@ -16,12 +16,14 @@ sentence-transformers' ~6 s import chain; any other as an :class:`~arborag.embed
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import pickle
 import sys
 import threading
 import traceback
 from multiprocessing.connection import Connection
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -49,6 +51,14 @@ def _import_all(names: list[str]) -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - see the docstring
             pass
+
+
+def _config(raw: str) -> Any:
+    """The run's ``EmbedConfig`` from its JSON (``model_dump_json`` of a validated config, every
+    field present) as plain attributes: what the embedders read of it. The pydantic models of
+    arborag.config cost ~0.3 s of imports on the worker's way to ready, for a config the run
+    validated already."""
+    return SimpleNamespace(**json.loads(raw))
 
 
 def _embedder(cfg: Any) -> Any:
@@ -82,11 +92,10 @@ def serve(fd: int, role: str = "model") -> None:
         kind, raw = conn.recv()
     except (EOFError, OSError):
         return
-    from arborag.config import EmbedConfig
     embedder: Any = None
     try:
         if raw is not None:  # None: a helper without a model (calls only: embed_worker.preimport)
-            embedder = _embedder(EmbedConfig.model_validate_json(raw))
+            embedder = _embedder(_config(raw))
             embedder.load()
     except Exception as exc:  # noqa: BLE001 - reported to the run, which raises it
         _send_error(conn, exc)

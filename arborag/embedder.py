@@ -32,14 +32,16 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from arborag.config import EmbedConfig
 from arborag.embed_windows import l2_normalise, long_text_windows, text_windows
 from arborag.env import offline_env
 from arborag.errors import ConfigError
+
+if TYPE_CHECKING:  # the embedding worker runs without arborag.config's models (~0.3 s of imports on its critical path)
+    from arborag.config import EmbedConfig
 
 __all__ = [
     "PACKAGED_MODEL", "RUNTIME_EMBED_KEYS", "Embedder", "MapFn", "describe_embedder", "preload", "snapshot_embedder", "Progress", "long_text_windows", "max_seq_length", "model_id_for", "resolve_model_path",
@@ -432,6 +434,8 @@ def snapshot_embedder(recorded: dict[str, Any] | None, current: EmbedConfig, *, 
     """
     if not recorded:
         return current
+    from arborag.config import EmbedConfig
+
     known = {k: v for k, v in recorded.items() if k in EmbedConfig.model_fields}
     runtime = current.model_dump(include=set(RUNTIME_EMBED_KEYS))
     built = EmbedConfig.model_validate({**known, **runtime})  # recorded fields win; "backend" absent = local

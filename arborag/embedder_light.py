@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from arborag.config import EmbedConfig
 from arborag.embedder import Embedder, _torch_threads, max_seq_length
+
+if TYPE_CHECKING:
+    from arborag.config import EmbedConfig
 
 __all__ = ["LightEmbedder", "light_supported"]
 
