@@ -53,16 +53,11 @@ class WorkerGone(RuntimeError):
 
 
 def wanted() -> bool:
-    """Start a worker here? Only in the ``arborag`` console script, before torch is imported,
-    unless ``ARBORAG_EMBED_WORKER=0`` (module docs)."""
-    return "torch" not in sys.modules and _spawning()
-
-
-def _spawning() -> bool:
-    """Does this process start helper processes? The ``arborag`` console script does, unless
-    ``ARBORAG_EMBED_WORKER=0``; any process does with ``ARBORAG_EMBED_WORKER=1``."""
+    """Start a worker (or a helper, :func:`preimport`) here? Only in the ``arborag`` console
+    script, before torch is imported, unless ``ARBORAG_EMBED_WORKER=0`` (module docs); any process
+    without torch with ``ARBORAG_EMBED_WORKER=1``."""
     switch = os.environ.get("ARBORAG_EMBED_WORKER", "").strip()
-    if switch == "0":
+    if switch == "0" or "torch" in sys.modules:
         return False
     return switch == "1" or os.path.basename(sys.argv[0] if sys.argv else "") == "arborag"
 
@@ -247,14 +242,14 @@ def any_active() -> EmbedWorker | None:
 def preimport(*modules: str) -> EmbedWorker | None:
     """A helper process (no model) that imports ``modules`` now, on the other core, for a later
     :meth:`EmbedWorker.call` that needs them (:func:`holding` finds it); None where this process
-    starts no worker processes (:func:`wanted`, torch aside), has the modules loaded already, or
-    the helper cannot be started. A live helper is reused (``arborag schedule``'s runs).
+    starts no worker processes (:func:`wanted`: a warm ``arborag schedule`` process imports once,
+    in itself), has the modules loaded already, or the helper cannot be started.
 
     A separate process, not a thread here nor one in the embedding worker: an import is bytecode
     holding the GIL, and beside it a thread's stages (or the worker's torch ops, each of which
     re-takes the GIL) wait their turn — measured on a cold update: the links stage 0.3 s → 1.8 s
     beside a lancedb import on a thread; the worker's leaf embedding 0.2 s → 1.4 s beside one there."""
-    if not _spawning() or all(m in sys.modules for m in modules):  # loaded here already (a warm process)
+    if not wanted() or all(m in sys.modules for m in modules):  # a warm process (schedule), or loaded here already
         return None
     key = tuple(modules)
     with _ACTIVE_LOCK:
