@@ -243,13 +243,16 @@ def preimport(*modules: str) -> EmbedWorker | None:
     """A helper process (no model) that imports ``modules`` now, on the other core, for a later
     :meth:`EmbedWorker.call` that needs them (:func:`holding` finds it); None where this process
     starts no worker processes (:func:`wanted`: a warm ``arborag schedule`` process imports once,
-    in itself), has the modules loaded already, or the helper cannot be started.
+    in itself), has the modules loaded already, or the helper cannot be started;
+    ``ARBORAG_IMPORT_HELPER=0`` turns helpers off (benchmarks/update_start.py compares).
 
     A separate process, not a thread here nor one in the embedding worker: an import is bytecode
     holding the GIL, and beside it a thread's stages (or the worker's torch ops, each of which
     re-takes the GIL) wait their turn — measured on a cold update: the links stage 0.3 s → 1.8 s
     beside a lancedb import on a thread; the worker's leaf embedding 0.2 s → 1.4 s beside one there."""
     if not wanted() or all(m in sys.modules for m in modules):  # a warm process (schedule), or loaded here already
+        return None
+    if os.environ.get("ARBORAG_IMPORT_HELPER", "").strip() == "0":  # the caller imports them on a thread of its own
         return None
     key = tuple(modules)
     with _ACTIVE_LOCK:
