@@ -74,9 +74,8 @@ READY_PHASE = "embedding worker spawned → ready"
 
 #: The niceness of a helper process without a model (:func:`preimport`): its imports take the
 #: core time the run and the embedding worker leave idle instead of taking turns with them
-#: (three processes on the two cores of a cold update). Measured on cold +1% updates of the
-#: 2,295-document corpus, interleaved: the lancedb import on a thread here 6.58 s mean (10 runs),
-#: 6.71 s (6); in a helper at nice 15, 5.88 s (10); at this niceness, set by the parent, 6.38 s (6).
+#: (three processes on the two cores of a cold update). benchmarks/results/update_start.md: cold
+#: +1% updates of 2,295 documents 5.53 s mean with the helper, 5.91 s with lancedb on a thread.
 HELPER_NICE = 19
 
 
@@ -248,8 +247,9 @@ def preimport(*modules: str) -> EmbedWorker | None:
 
     A separate process, not a thread here nor one in the embedding worker: an import is bytecode
     holding the GIL, and beside it a thread's stages (or the worker's torch ops, each of which
-    re-takes the GIL) wait their turn — measured on a cold update: the links stage 0.3 s → 1.8 s
-    beside a lancedb import on a thread; the worker's leaf embedding 0.2 s → 1.4 s beside one there."""
+    re-takes the GIL) wait their turn: a cold +1% update's links stage took 0.31 s beside the
+    helper, 1.63 s beside a lancedb import on a thread (benchmarks/results/update_start.md); the
+    worker's leaf embedding 0.2 → 1.4 s beside one in the worker (one try, not kept)."""
     if not wanted() or all(m in sys.modules for m in modules):  # a warm process (schedule), or loaded here already
         return None
     if os.environ.get("ARBORAG_IMPORT_HELPER", "").strip() == "0":  # the caller imports them on a thread of its own

@@ -40,7 +40,7 @@ from arborag.embed_windows import l2_normalise, long_text_windows, text_windows
 from arborag.env import offline_env
 from arborag.errors import ConfigError
 
-if TYPE_CHECKING:  # the embedding worker runs without arborag.config's models (~0.3 s of imports on its critical path)
+if TYPE_CHECKING:  # the embedding worker runs without arborag.config's models (~0.17 s of imports on its way to ready)
     from arborag.config import EmbedConfig
 
 __all__ = [

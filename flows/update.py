@@ -82,8 +82,9 @@ _VECTOR_IMPORTS = ("lancedb",)
 def _warm_vectors() -> None:
     """An incremental update's vector imports: in a low-priority helper process when this process
     starts them (:func:`arborag.embed_worker.preimport`; the vectors stage then writes the table
-    there: tasks/stages/vectors.py) — on a thread here they took the GIL from the stages (the links
-    stage 0.3 s alone, 1.8 s beside them) — else on a thread here."""
+    there: tasks/stages/vectors.py) — on a thread here they take the GIL from the stages (a cold
+    +1% update's links stage 0.31 s beside the helper, 1.63 s beside the thread:
+    benchmarks/results/update_start.md) — else on a thread here."""
     from arborag import embed_worker
 
     if embed_worker.preimport(*_VECTOR_IMPORTS) is None:

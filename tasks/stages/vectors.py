@@ -5,7 +5,8 @@ build that failed later resumes after it).
 
 Where lancedb is loaded: importing it costs ~1.6 s of Python bytecode (its REST-namespace client's
 pydantic models), and on a thread of the run it takes the GIL from the stages beside it (a cold
-+1% update: the links stage 0.3 s alone, 1.8 s beside the import; benchmarks/results/cold_path.md).
++1% update's links stage: 0.31 s beside the helper, 1.63 s beside the import on a thread;
+benchmarks/results/update_start.md).
 An incremental update therefore has a helper process import lancedb at low priority — on the
 core time the run and its embedding worker leave idle (:func:`arborag.embed_worker.preimport`) —
 and this stage hands the write to that process (the same function, the same rows); when there
