@@ -5,17 +5,12 @@ guess was wrong. Real processes throughout (the worker imports torch: a few seco
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from arborag import worker_spawn
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.helpers.reliability import cli_env, python
 
 
 @pytest.mark.parametrize(
@@ -43,8 +38,7 @@ def test_the_switch_that_turns_workers_off_turns_this_off(monkeypatch: pytest.Mo
 
 
 def _run(code: str) -> dict:
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd=str(REPO), timeout=300,
-                          env={**os.environ, "ARBORAG_EMBED_WORKER": ""})
+    done = python(textwrap.dedent(code), env=cli_env(ARBORAG_EMBED_WORKER=""), timeout=300)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 

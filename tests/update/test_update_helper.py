@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -24,9 +22,8 @@ import pytest
 
 from arborag import embed_worker
 from arborag.flows.build import run_build
+from tests.helpers.reliability import Proc, cli_env, python
 from tests.helpers.update import CONFIG, copy_corpus, make_sources, published
-
-REPO = Path(__file__).resolve().parents[2]
 
 #: Writes the same small vector table through tasks/stages/vectors._write with a helper (argv[1])
 #: and in this process (argv[2]); prints what happened as JSON.
@@ -55,9 +52,8 @@ _WRITE_BOTH = textwrap.dedent("""
 """)
 
 
-def _run(code: str, *args: str, worker: str = "1", timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=str(REPO), timeout=timeout,
-                          env={**os.environ, "ARBORAG_EMBED_WORKER": worker})
+def _run(code: str, *args: str, worker: str = "1", timeout: float = 300) -> Proc:
+    return python(code, *args, env=cli_env(ARBORAG_EMBED_WORKER=worker), timeout=timeout)
 
 
 def _lance_rows(directory: Path) -> pa.Table:
