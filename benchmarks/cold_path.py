@@ -199,6 +199,15 @@ def node_ids(corpus: Path) -> list[str]:
     return sorted(pq.read_table(corpus / "snapshots" / man["snapshot"] / "nodes.parquet", columns=["node_id"]).column("node_id").to_pylist())
 
 
+def restore(src: Path, corpus: Path, saved: Path, pool: list[tuple[str, str]]) -> None:
+    """The state before an update adding ``pool`` again: its files gone from ``src``, ``corpus`` a
+    fresh copy of ``saved`` (benchmarks/update_start.py repeats its updates the same way)."""
+    for name, _ in pool:
+        (src / name).unlink(missing_ok=True)
+    shutil.rmtree(corpus)
+    shutil.copytree(saved, corpus)
+
+
 def one_size(mult: int, work: Path, n_docs: int | None, env: dict[str, str], extra: list[str], repeats: int = 1) -> dict[str, Any]:
     all_pieces = pieces(mult)
     if n_docs:
@@ -232,10 +241,7 @@ def one_size(mult: int, work: Path, n_docs: int | None, env: dict[str, str], ext
     samples: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for k in range(repeats):
         if k:
-            for name, _ in pool:
-                (src / name).unlink()
-            shutil.rmtree(corpus)
-            shutil.copytree(saved, corpus)
+            restore(src, corpus, saved, pool)
         for name, text in pool:
             (src / name).write_text(text, encoding="utf-8")
         row = run_child(upd, f"update +1% added ({k + 1}/{repeats})", env)

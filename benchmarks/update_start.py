@@ -40,7 +40,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, busy_processes, fmt_s, git_commit, machine_line, md_table, report_header, setup_env, wait_for_quiet  # noqa: E402
-from cold_path import last_run, pieces, run_child  # noqa: E402
+from cold_path import last_run, pieces, restore, run_child  # noqa: E402
 
 ARBORAG = str(Path(sys.executable).parent / "arborag")
 OLD_ENTRY = "#!{python}\nimport sys\nfrom arborag.cli import app\nsys.exit(app())\n"
@@ -67,13 +67,6 @@ def _state(work: Path, n_docs: int | None, env: dict[str, str]) -> tuple[Path, P
     return src, corpus, saved, pool
 
 
-def _restore(src: Path, corpus: Path, saved: Path, pool: list[tuple[str, str]]) -> None:
-    for name, _ in pool:
-        (src / name).unlink(missing_ok=True)
-    shutil.rmtree(corpus)
-    shutil.copytree(saved, corpus)
-
-
 def one_size(work: Path, n_docs: int | None, rounds: int, env: dict[str, str]) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     old = work / "old-entry" / "arborag"  # named arborag: the worker is wanted by the console script's name
@@ -86,7 +79,7 @@ def one_size(work: Path, n_docs: int | None, rounds: int, env: dict[str, str]) -
     add: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
     for r in range(rounds):
         for v in VARIANTS:
-            _restore(src, corpus, saved, pool)
+            restore(src, corpus, saved, pool)
             for name, text in pool:
                 (src / name).write_text(text, encoding="utf-8")
             row = run_child([*argv[v], "update", str(src), "--corpus", str(corpus)], f"+1% {v} ({r + 1}/{rounds})", env=envs[v])
@@ -96,7 +89,7 @@ def one_size(work: Path, n_docs: int | None, rounds: int, env: dict[str, str]) -
             row["phases"] = run["counts"].get("phases") or {}
             row["stages"] = run["counts"].get("seconds") or {}
             add[v].append(row)
-    _restore(src, corpus, saved, pool)
+    restore(src, corpus, saved, pool)
     noop: dict[str, list[dict[str, Any]]] = {"default": [], "no early spawn": []}
     for r in range(rounds):
         for v in noop:
