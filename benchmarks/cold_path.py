@@ -31,6 +31,11 @@ than half a core is marked *busy*. The per-stage and per-phase seconds of the co
 the +1% update come from the runs table (``runs.counts``: stage seconds and start-up phases);
 an import-time table comes from a separate fresh process.
 
+Bytecode: before anything runs, the project's modules are byte-compiled exactly as
+``scripts/install.sh`` does (``python -m compileall``; a no-op when they are up to date) and
+the results file says so — a shell with ``PYTHONDONTWRITEBYTECODE=1`` would otherwise make
+every fresh process compile ~120 modules again (~0.3 s), which no installed user pays.
+
 Run::
 
     python benchmarks/cold_path.py                       # 1x and 4x, one round each
@@ -270,6 +275,16 @@ def one_size(mult: int, work: Path, n_docs: int | None, env: dict[str, str], ext
             "nodes": len(ids_build), "node_ids_hash": __import__("hashlib").sha256("\n".join(ids_build).encode()).hexdigest()[:16]}
 
 
+def compile_project(env: dict[str, str]) -> str:
+    """Byte-compile the project's modules as scripts/install.sh does; what the results file says of it."""
+    root = Path(__file__).resolve().parent.parent
+    dirs = ["arborag", "flows", "tasks", "storage", "query"]
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *dirs], cwd=root, env=env, check=True, stdout=subprocess.DEVNULL)
+    flag = "PYTHONDONTWRITEBYTECODE=1 in this environment" if env.get("PYTHONDONTWRITEBYTECODE") else "Python writes bytecode itself here"
+    return f"project modules byte-compiled as scripts/install.sh does ({time.perf_counter() - t:.2f} s; {flag})"
+
+
 def import_table(env: dict[str, str]) -> list[list[Any]]:
     row = run_child([sys.executable, "-c", IMPORTS], "import times", env)
     return json.loads(row["stdout"].strip().splitlines()[-1])
@@ -317,6 +332,7 @@ def markdown(result: dict[str, Any]) -> str:
                        date=result["date"], commit=result["commit"], machine_start=result["machine_start"],
                        machine_end=result["machine_end"], busy_end=result["busy_end"], wall_s=result.get("wall_s", 0)),
         "",
+        *([f"Bytecode: {result['bytecode']}.", ""] if result.get("bytecode") else []),
         "Every step is a fresh process (`arborag build|update ...`, default settings). \"others\" = average cores",
         "other processes kept busy during the step (/proc/stat); *busy* marks a step where that exceeded "
         f"{BUSY_CORES} of the 2 cores. Ratios are within one size of one round.",
@@ -401,6 +417,7 @@ def main() -> None:
     }
     load = wait_for_quiet(args.max_load, args.max_wait)
     result["load_at_start"] = load
+    result["bytecode"] = compile_project(env)
     print(f"load at start {load:.2f}", flush=True)
     result["imports"] = import_table(env)
     for rnd in range(1, args.rounds + 1):
