@@ -86,24 +86,25 @@ def title_keys(documents: pa.Table) -> pl.DataFrame:
 
 
 def _mentions(leaves: pl.DataFrame, max_words: int) -> pl.DataFrame:
-    """(node_id, doc_id, entity) for every capitalised n-gram of every leaf (distinct)."""
+    """(node_id, doc_id, entity) for every capitalised n-gram of every leaf (distinct).
+
+    The n-grams of each size come from one explode of their start offsets (``int_ranges``), not
+    from a filter per (size, offset): ~4 frames instead of ~4 x the longest run's length."""
     runs = (
         leaves.select("node_id", "doc_id", pl.col("text").str.extract_all(_RUN).alias("run"))
         .explode("run")
         .drop_nulls("run")
-        .with_columns(pl.col("run").str.replace_all(r"\s+", " ").str.split(" ").alias("words"))
-        .with_columns(pl.col("words").list.len().alias("n"))
+        .select("node_id", "doc_id", pl.col("run").str.replace_all(r"\s+", " ").str.split(" ").alias("words"))
     )
-    width = int(runs.get_column("n").to_numpy().max()) if runs.height else 0
-    parts = []
-    for size in range(1, max_words + 1):
-        for start in range(0, max(0, width - size + 1)):
-            parts.append(
-                runs.filter(pl.col("n") >= start + size).select(
-                    "node_id", "doc_id", pl.col("words").list.slice(start, size).alias("gram")
-                )
-            )
-    if not parts:
+    n = pl.col("words").list.len()
+    parts = [
+        runs.filter(n >= size)
+        .with_columns(pl.int_ranges(0, n - size + 1).alias("start"))
+        .explode("start")
+        .select("node_id", "doc_id", pl.col("words").list.slice(pl.col("start"), size).alias("gram"))
+        for size in range(1, max_words + 1)
+    ]
+    if not runs.height or not parts:
         return pl.DataFrame(schema={"node_id": pl.String, "doc_id": pl.String, "entity": pl.String})
     grams = pl.concat(parts)
     first = _norm(pl.col("gram").list.first())
