@@ -278,10 +278,11 @@ def install_fanout(ctx: Any) -> None:
 VECTOR_IMPORTS = ("lancedb",)
 
 
-def warm_vectors() -> None:
+def warm_vectors(*, thread: bool = True) -> bool:
     """The vectors stage's imports (:data:`VECTOR_IMPORTS`): in a low-priority helper process when
     this process starts them (:func:`arborag.embed_worker.preimport`; the vectors stage then writes
-    the table there: tasks/stages/vectors.py), else on a thread here (:func:`warm_imports`).
+    the table there: tasks/stages/vectors.py), else — with ``thread`` — on a thread here
+    (:func:`warm_imports`). True when a helper took them.
 
     A process, not a thread: on a thread the import takes the GIL from the stages beside it (a
     cold +1% update's links stage 0.31 s beside the helper, 1.63 s beside the thread:
@@ -291,8 +292,11 @@ def warm_vectors() -> None:
     while ingest and segment run (benchmarks/results/build_helper.md)."""
     from arborag import embed_worker
 
-    if embed_worker.preimport(*VECTOR_IMPORTS) is None:
+    if embed_worker.preimport(*VECTOR_IMPORTS) is not None:
+        return True
+    if thread:
         warm_imports(*VECTOR_IMPORTS)
+    return False
 
 
 def warm_imports(*items: str | Callable[[], Any]) -> None:
