@@ -41,7 +41,7 @@ from arborag import phases
 from arborag.env import offline_env
 from arborag.errors import ConfigError, IngestError
 from arborag.hashing import hash_json
-from arborag.flows.common import RUNNERS, config_overrides, current_flow_run_id, dask_task_runner, install_fanout, new_run_id, plain_json, VECTOR_IMPORTS, warm_imports, warm_vectors
+from arborag.flows.common import RUNNERS, config_overrides, current_flow_run_id, dask_task_runner, install_fanout, new_run_id, plain_json, warm_imports
 from arborag.flows.ingest import discover
 from arborag.flows.lazy import lazy_flow
 from arborag.flows.noop import remember
@@ -131,9 +131,6 @@ def build_pipeline(ctx: StageContext, files: list[str] | None, *, use_prefect: b
     status, message = "ok", ""
     try:
         strategy = ctx.config.segment.strategy
-        # the vectors stage's lancedb: a low-priority helper process from the start where one can run
-        # (flows.common.warm_vectors); else on a thread once ingest and segment are done (below)
-        helped = False if dry_run else warm_vectors(thread=False)
         run_pipeline(ctx, INGEST_PIPELINE, use_prefect=use_prefect, out=out, files=files, strategy=strategy)
         leaves = ctx.shared("leaves", lambda: leaves_for(ctx.corpus.read("chunks"), strategy))
         if dry_run:
@@ -143,9 +140,9 @@ def build_pipeline(ctx: StageContext, files: list[str] | None, *, use_prefect: b
             return out
         if leaves.num_rows == 0:
             raise IngestError(str(ctx.corpus.root), "no chunks to build a tree from: ingest at least one readable, non-empty document")
-        # the tree stage's UMAP (numba's cached code), imported while the leaves embed — after
-        # ingest and segment, whose Python work an import thread slows
-        warm_imports(_warm_clustering, *(() if helped else VECTOR_IMPORTS))
+        # the tree stage's UMAP (numba's cached code) and the vectors stage's lancedb, imported while
+        # the leaves embed — after ingest and segment, whose Python work an import thread slows
+        warm_imports(_warm_clustering, "lancedb")
         build_tree(ctx, leaves, use_prefect=use_prefect, out=out)
         out["noop"] = "reused" in out
         message = out.pop("reused", "")

@@ -50,9 +50,7 @@ __all__ = [
     "stat_fingerprint",
     "table_fingerprint",
     "task_options",
-    "VECTOR_IMPORTS",
     "warm_imports",
-    "warm_vectors",
     "was_cached",
 ]
 
@@ -272,31 +270,6 @@ def install_fanout(ctx: Any) -> None:
     fan = prefect_map()
     ctx.resources["map"] = fan
     ctx.resources["embedder"] = Embedder(ctx.config.embed, map=fan)
-
-
-#: What the vectors stage imports (1-2 s of GIL-bound bytecode: lancedb's REST-namespace client).
-VECTOR_IMPORTS = ("lancedb",)
-
-
-def warm_vectors(*, thread: bool = True) -> bool:
-    """The vectors stage's imports (:data:`VECTOR_IMPORTS`): in a low-priority helper process when
-    this process starts them (:func:`arborag.embed_worker.preimport`; the vectors stage then writes
-    the table there: tasks/stages/vectors.py), else — with ``thread`` — on a thread here
-    (:func:`warm_imports`). True when a helper took them.
-
-    A process, not a thread: on a thread the import takes the GIL from the stages beside it (a
-    cold +1% update's links stage 0.31 s beside the helper, 1.63 s beside the thread:
-    benchmarks/results/update_start.md), and in a build it ran beside the leaf embedding, whose
-    two torch threads already fill both cores. At nice 19 the helper takes only what the run
-    leaves idle — in a build the single-core global UMAP, or at 4x the core the worker leaves idle
-    while ingest and segment run (benchmarks/results/build_helper.md)."""
-    from arborag import embed_worker
-
-    if embed_worker.preimport(*VECTOR_IMPORTS) is not None:
-        return True
-    if thread:
-        warm_imports(*VECTOR_IMPORTS)
-    return False
 
 
 def warm_imports(*items: str | Callable[[], Any]) -> None:

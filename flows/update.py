@@ -42,7 +42,7 @@ from arborag import phases
 from arborag.env import offline_env
 from arborag.errors import IngestError
 from arborag.flows.build import build_tree
-from arborag.flows.common import VECTOR_IMPORTS, config_overrides, current_flow_run_id, new_run_id, plain_json, warm_vectors
+from arborag.flows.common import config_overrides, current_flow_run_id, new_run_id, plain_json, warm_imports
 from arborag.flows.ingest import discover
 from arborag.flows.lazy import lazy_flow
 from arborag.flows.noop import quick_noop, remember
@@ -72,9 +72,23 @@ def _writer_lock(ctx: StageContext, wait: bool) -> Iterator[None]:
         yield
 
 
-#: The vectors stage's imports, loaded once the plan and the segmenting are done (:func:`_warm_vectors`).
-_VECTOR_IMPORTS = VECTOR_IMPORTS
-_warm_vectors = warm_vectors
+#: What the vectors stage imports (1-2 s of GIL-bound bytecode), loaded once the plan and the
+#: segmenting are done: by a helper process in an incremental update (:func:`_warm_vectors`), on a
+#: thread here for a full rebuild (:func:`~arborag.flows.common.warm_imports`), whose embed stage
+#: leaves this process idle while it waits for the worker.
+_VECTOR_IMPORTS = ("lancedb",)
+
+
+def _warm_vectors() -> None:
+    """An incremental update's vector imports: in a low-priority helper process when this process
+    starts them (:func:`arborag.embed_worker.preimport`; the vectors stage then writes the table
+    there: tasks/stages/vectors.py) — on a thread here they take the GIL from the stages (a cold
+    +1% update's links stage 0.31 s beside the helper, 1.63 s beside the thread:
+    benchmarks/results/update_start.md) — else on a thread here."""
+    from arborag import embed_worker
+
+    if embed_worker.preimport(*_VECTOR_IMPORTS) is None:
+        warm_imports(*_VECTOR_IMPORTS)
 
 
 def update_pipeline(
@@ -102,7 +116,7 @@ def update_pipeline(
             out["full_rebuild"] = mode == "full"
             out["noop"] = mode == "noop"
             if mode == "full":
-                _warm_vectors()
+                warm_imports(*_VECTOR_IMPORTS)
             if mode == "noop":
                 out["snapshot"] = (ctx.corpus.manifest() or {}).get("snapshot")
             elif mode == "full":
