@@ -190,13 +190,17 @@ def wait_for_quiet(max_load: float, max_wait_s: float, *, poll_s: float = 15.0) 
 
 
 def git_commit() -> str:
-    """The checked-out commit (read-only ``git rev-parse``) and whether the tree is dirty."""
+    """The checked-out commit (read-only ``git rev-parse``), whether tracked files differ from it
+    and whether untracked (not ignored) ``.py`` files lie in the work tree."""
     try:
         head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10, check=False).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10, check=False).stdout.strip()
+        status = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=all"], capture_output=True, text=True, timeout=10, check=False).stdout
     except (OSError, subprocess.SubprocessError):
         return "unknown"
-    return head + (" + uncommitted changes" if dirty else "") + " (plus untracked modules in the work tree)"
+    lines = status.splitlines()
+    dirty = any(not line.startswith("??") for line in lines)
+    untracked = any(line.startswith("??") and line.rstrip().endswith(".py") for line in lines)
+    return head + (" + uncommitted changes" if dirty else "") + (" (plus untracked modules in the work tree)" if untracked else "")
 
 
 # -- formatting ----------------------------------------------------------------------------------
