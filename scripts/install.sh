@@ -14,7 +14,8 @@ python -c "import torch" 2>/dev/null || pip install -q "torch==2.13.0"
 pip install -q -e ".[dev]" 2>&1 | grep -v "is ignored: it is neither" || true
 # Byte-compile the project's modules now, as pip does for a regular (non-editable) install: an
 # editable install leaves that to the first import, and where PYTHONDONTWRITEBYTECODE is set it
-# never happens — every `arborag` process then compiles ~120 modules again (~0.3 s of a 5 s
-# update; benchmarks/results/cold_path.md). compileall skips what is already up to date.
+# never happens — every `arborag` process then compiles ~120 modules again (0.3 s of a cold
+# update's own process in a profile: docs/BENCHMARKS.md, "The cold path"). compileall skips
+# what is already up to date.
 python -m compileall -q arborag flows tasks storage query >/dev/null
 python -c "import arborag.cli, arborag.flows, arborag.tasks, arborag.storage, arborag.query"
