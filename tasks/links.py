@@ -96,17 +96,16 @@ def _mentions(leaves: pl.DataFrame, max_words: int) -> pl.DataFrame:
         .drop_nulls("run")
         .select("node_id", "doc_id", pl.col("run").str.replace_all(r"\s+", " ").str.split(" ").alias("words"))
     )
+    if not runs.height or max_words < 1:
+        return pl.DataFrame(schema={"node_id": pl.String, "doc_id": pl.String, "entity": pl.String})
     n = pl.col("words").list.len()
-    parts = [
+    grams = pl.concat([
         runs.filter(n >= size)
         .with_columns(pl.int_ranges(0, n - size + 1).alias("start"))
         .explode("start")
         .select("node_id", "doc_id", pl.col("words").list.slice(pl.col("start"), size).alias("gram"))
         for size in range(1, max_words + 1)
-    ]
-    if not runs.height or not parts:
-        return pl.DataFrame(schema={"node_id": pl.String, "doc_id": pl.String, "entity": pl.String})
-    grams = pl.concat(parts)
+    ])
     first = _norm(pl.col("gram").list.first())
     last = _norm(pl.col("gram").list.last())
     stop = list(STOPWORDS)
