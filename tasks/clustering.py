@@ -310,9 +310,12 @@ def _raptor_pass(
         return [[(i, 1.0) for i in range(n)]]
     # SPEC's sqrt(n-1), capped (docs/SCALE.md): kNN memory and time grow with n * n_neighbors
     nn = cfg.global_neighbors if cfg.global_neighbors is not None else min(int(math.sqrt(nd - 1)), cfg.max_global_neighbors)
+    t0, umap_before = time.perf_counter(), (stats.umap_s if stats is not None else 0.0)
     global_clusters = _fit_level(xd, nn, cfg, stats, lanes)
     if top and stats is not None:
         stats.global_k = len(global_clusters)
+        stats.global_s += time.perf_counter() - t0
+        stats.global_umap_s += stats.umap_s - umap_before
     out: list[Cluster] = []
     members = [(np.array([r for r, _ in gc], dtype=np.int64), np.array([p for _, p in gc], dtype=np.float64)) for gc in global_clusters]
     if map is None:

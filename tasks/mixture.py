@@ -50,6 +50,12 @@ class ClusterStats:
     cut: int = 0
     umap_s: float = 0.0
     gmm_s: float = 0.0
+    #: wall seconds of the top pass's global fit (its UMAP, then its BIC search): the part of a
+    #: level that nothing else of a build can run beside — the leaves' or the previous level's
+    #: summaries' vectors go in, every local fit and summary of the level waits for it
+    global_s: float = 0.0
+    #: of which the global UMAP (one core: seeded UMAP runs its layout on one thread)
+    global_umap_s: float = 0.0
 
 
 # -- membership ---------------------------------------------------------------------------------

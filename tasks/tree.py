@@ -225,14 +225,14 @@ def _cluster_trees(
         cs = ClusterStats()
         per_tree.append(cluster_level(t.vectors, t.frame["n_tokens"].to_numpy(), cfg, stats=cs, map=map,
                                       fitted=fitted if len(active) == 1 else None))
-        for name in ("gmm_fits", "umap_fits", "reclustered", "cut", "umap_s", "gmm_s"):
+        for name in ("gmm_fits", "umap_fits", "reclustered", "cut", "umap_s", "gmm_s", "global_s", "global_umap_s"):
             setattr(total, name, getattr(total, name) + getattr(cs, name))
         if len(active) == 1:
             st["global_k"] = cs.global_k
             st["local_ks"] = cs.local_ks
     st["cluster_s"] = time.perf_counter() - t0
-    st.update(umap_s=total.umap_s, gmm_s=total.gmm_s, gmm_fits=total.gmm_fits,
-              umap_fits=total.umap_fits, reclustered=total.reclustered, cut=total.cut)
+    st.update(umap_s=total.umap_s, gmm_s=total.gmm_s, gmm_fits=total.gmm_fits, umap_fits=total.umap_fits,
+              reclustered=total.reclustered, cut=total.cut, global_s=total.global_s, global_umap_s=total.global_umap_s)
     return per_tree
 
 

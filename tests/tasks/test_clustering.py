@@ -173,6 +173,8 @@ def test_separated_blobs_give_pure_clusters_and_cover_every_row():
     clusters = cluster_level(x, [50] * len(x), CFG, stats=stats)
     assert _covered(clusters, len(x))
     assert stats.n == 120 and stats.global_k >= 2 and stats.umap_fits >= 1
+    # the global fit is timed on its own (UMAP, then the BIC search); the local fits come after it
+    assert 0.0 < stats.global_umap_s <= stats.global_s and stats.global_umap_s < stats.umap_s
     for c in clusters:
         assert len({labels[r] for r, _ in c}) == 1, "a cluster mixes two blobs"
         for _, p in c:
