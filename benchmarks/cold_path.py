@@ -398,7 +398,9 @@ def markdown(result: dict[str, Any]) -> str:
             elif key == "add":
                 target = f"≤ {UPDATE_TARGET:.0%} of build: {verdict(share <= UPDATE_TARGET, row, r['build'])}"
                 if len(row.get("samples") or []) > 1:
-                    label = f"update +1% added (median of {len(row['samples'])}: " + " / ".join(fmt_s(x) for x in row["samples"]) + " s)"
+                    n = len(row["samples"])  # an even count has no middle run: the row is the upper of the two
+                    which = "median" if n % 2 else "upper middle"
+                    label = f"update +1% added ({which} of {n}: " + " / ".join(fmt_s(x) for x in row["samples"]) + " s)"
             add(label, row, f"{share:.1%} of build", target)
         lines += [md_table(["step", "wall s", "cpu s", "peak MB", "others (cores)", "ratio", "target / detail"], table), ""]
         for key, label in (("build", "cold build"), ("add", "update +1% added")):
