@@ -284,12 +284,15 @@ def one_size(mult: int, work: Path, n_docs: int | None, env: dict[str, str], ext
             "nodes": len(ids_build), "node_ids_hash": __import__("hashlib").sha256("\n".join(ids_build).encode()).hexdigest()[:16]}
 
 
+#: the project's source folders, as scripts/install.sh byte-compiles them (tests/house/test_package_folders.py keeps the lists equal)
+PROJECT_FOLDERS = ("arborag", "flows", "tasks", "storage", "query")
+
+
 def compile_project(env: dict[str, str]) -> str:
     """Byte-compile the project's modules as scripts/install.sh does; what the results file says of it."""
     root = Path(__file__).resolve().parent.parent
-    dirs = ["arborag", "flows", "tasks", "storage", "query"]
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "compileall", "-q", *dirs], cwd=root, env=env, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *PROJECT_FOLDERS], cwd=root, env=env, check=True, stdout=subprocess.DEVNULL)
     flag = "PYTHONDONTWRITEBYTECODE=1 in this environment" if env.get("PYTHONDONTWRITEBYTECODE") else "Python writes bytecode itself here"
     return f"project modules byte-compiled as scripts/install.sh does ({time.perf_counter() - t:.2f} s; {flag})"
 
