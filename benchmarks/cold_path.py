@@ -31,6 +31,16 @@ than half a core is marked *busy*. The per-stage and per-phase seconds of the co
 the +1% update come from the runs table (``runs.counts``: stage seconds and start-up phases);
 an import-time table comes from a separate fresh process.
 
+Speed probes: this VM's speed moves by up to ~1.6x within hours and sometimes within a run, with
+no other process busy and no steal time in ``/proc/stat`` (session 11's 4x run: the build's own
+leaf embedding 53.6 s, the floor's encode of the same leaves after it 72.8 s). It is torch's bf16
+matrix work that moves: on the idle machine a pure-Python loop timed 0.021-0.022 s in 12 tries,
+while the same bf16 block took 0.236-0.350 s on one thread, and medians of 15 such blocks (~2.5 s
+each) taken one after another ranged 0.146-0.236 s (session 11, ad hoc) — the floor is the part
+of a ratio that drifts most. Before every step the benchmark times such a median in its own
+process (:func:`speed_probe`) and the results file lists the probes: they show the drift around
+each step; they are too noisy to correct a ratio with.
+
 The method's serial chain: a tree level cannot start clustering before every vector of the
 level below exists, and its summaries cannot be embedded before its global fit (the global UMAP,
 which seeded UMAP runs on one thread, then the BIC search) has ended — so the leaves' encode,
@@ -172,8 +182,35 @@ def pieces(replicas: int) -> list[tuple[str, str]]:
 
 
 # -- children ------------------------------------------------------------------------------------
+def speed_probe() -> float | None:
+    """Seconds of a fixed bf16 workload of the floor's kind (a MiniLM-shaped feed-forward block, 100
+    times over 256 rows, on two threads; the median of 15, ~2.5 s in all) in this process, or None
+    without torch. Run before every step: this VM's bf16 speed moves (module docs), and the probes
+    show by how much around each step."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(2)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(256, 384, generator=g).to(torch.bfloat16)
+    w1 = (torch.randn(384, 1536, generator=g) / 20).to(torch.bfloat16)
+    w2 = (torch.randn(1536, 384, generator=g) / 40).to(torch.bfloat16)
+    times = []
+    with torch.inference_mode():
+        for _ in range(15):
+            t = time.perf_counter()
+            h = x
+            for _ in range(100):
+                h = torch.nn.functional.gelu(h @ w1) @ w2
+            times.append(time.perf_counter() - t)
+    return sorted(times)[len(times) // 2]
+
+
 def run_child(argv: list[str], label: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-    """One fresh process: wall, CPU (user+sys), peak RSS, other processes' cores meanwhile."""
+    """One fresh process: wall, CPU (user+sys), peak RSS, other processes' cores meanwhile, and the
+    :func:`speed_probe` seconds just before it."""
+    probe = speed_probe()
     load1 = os.getloadavg()[0]
     busy0 = _proc_busy_seconds()
     with tempfile.TemporaryFile("w+") as fout, tempfile.TemporaryFile("w+") as ferr:
@@ -191,7 +228,7 @@ def run_child(argv: list[str], label: str, env: dict[str, str] | None = None) ->
     if code != 0:
         raise SystemExit(f"{label} failed (exit {code}): {' '.join(argv)}\n{out[-3000:]}\n{err[-3000:]}")
     row = {"step": label, "wall": wall, "cpu": cpu, "rss_mb": usage.ru_maxrss / 1024, "other_cores": other, "load1": load1,
-           "busy": bool(other is not None and other > BUSY_CORES), "stdout": out}
+           "busy": bool(other is not None and other > BUSY_CORES), "probe_s": probe, "stdout": out}
     print(f"  {label}: {wall:.2f} s wall, {cpu:.2f} s cpu, {row['rss_mb']:.0f} MB, others {other if other is None else round(other, 2)} cores"
           f"{' (busy)' if row['busy'] else ''}", flush=True)
     return row
@@ -325,6 +362,20 @@ def stage_table(run: dict[str, Any], wall: float) -> list[list[str]]:
     return rows
 
 
+def probe_lines(rows: dict[str, dict[str, Any]]) -> list[str]:
+    """The speed probes of one size's steps (:func:`speed_probe`), and a warning when they moved."""
+    named = [(label, rows[key].get("probe_s")) for key, label in (("build", "build"), ("floor", "floor"), ("noop", "no-op"),
+             ("add", "+1% (its median run)"), ("delete", "−1%"), ("change", "~1% changed"), ("floor2", "floor after")) if key in rows]
+    got = [p for _, p in named if p]
+    if not got:
+        return []
+    spread = max(got) / min(got) - 1
+    text = ("Speed probe before each step (a fixed bf16 workload of the floor's kind, two threads, median of 15 — lower is faster): "
+            + ", ".join(f"{label} {fmt_s(p)} s" for label, p in named if p)
+            + f"; slowest / fastest − 1 = {spread:.0%} (module docs: the probe's own windows a few seconds apart differ by up to ~±25% on this VM).")
+    return [text, ""]
+
+
 def serial_chain(run: dict[str, Any] | None) -> tuple[float, str] | None:
     """(seconds of every level's global fit, "level 1 a s (UMAP b s), ...") of a build's runs
     record, or None when the record has no ``global_s`` (a build before it was recorded)."""
@@ -406,6 +457,7 @@ def markdown(result: dict[str, Any]) -> str:
                     label = f"update +1% added ({which} of {n}: " + " / ".join(fmt_s(x) for x in row["samples"]) + " s)"
             add(label, row, f"{share:.1%} of build", target)
         lines += [md_table(["step", "wall s", "cpu s", "peak MB", "others (cores)", "ratio", "target / detail"], table), ""]
+        lines += probe_lines(r)
         for key, label in (("build", "cold build"), ("add", "update +1% added")):
             if key in size["runs"]:
                 lines += [f"Where the {label} spends its {fmt_s(r[key]['wall'])} s (runs table of that run):", "",
