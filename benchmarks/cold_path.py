@@ -363,7 +363,7 @@ def stage_table(run: dict[str, Any], wall: float) -> list[list[str]]:
 
 
 def probe_lines(rows: dict[str, dict[str, Any]]) -> list[str]:
-    """The speed probes of one size's steps (:func:`speed_probe`), and a warning when they moved."""
+    """The speed probes of one size's steps (:func:`speed_probe`) as one line, with their spread."""
     named = [(label, rows[key].get("probe_s")) for key, label in (("build", "build"), ("floor", "floor"), ("noop", "no-op"),
              ("add", "+1% (its median run)"), ("delete", "−1%"), ("change", "~1% changed"), ("floor2", "floor after")) if key in rows]
     got = [p for _, p in named if p]
