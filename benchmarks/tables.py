@@ -394,12 +394,7 @@ def old_build_tree(
         for t in active:
             cs = ClusterStats()
             per_tree.append(cluster_level(t.vectors, [x.n_tokens for x in t.current], cfg, stats=cs))
-            cstats.gmm_fits += cs.gmm_fits
-            cstats.umap_fits += cs.umap_fits
-            cstats.reclustered += cs.reclustered
-            cstats.cut += cs.cut
-            cstats.umap_s += cs.umap_s
-            cstats.gmm_s += cs.gmm_s
+            cstats.add(cs)
             if len(active) == 1:
                 st["global_k"] = cs.global_k
                 st["local_ks"] = cs.local_ks

@@ -406,8 +406,7 @@ def _merged(results: Iterable[tuple[Any, ...]], stats: ClusterStats | None) -> I
     ``(local, *rest)`` when there is a rest), in order."""
     for local, st, *rest in results:
         if stats is not None:
-            for name in ("gmm_fits", "umap_fits", "umap_s", "gmm_s"):
-                setattr(stats, name, getattr(stats, name) + getattr(st, name))
+            stats.add(st)
         yield (local, *rest) if rest else local
 
 

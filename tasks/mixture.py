@@ -14,7 +14,7 @@ import math
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -56,6 +56,14 @@ class ClusterStats:
     global_s: float = 0.0
     #: of which the global UMAP (one core: seeded UMAP runs its layout on one thread)
     global_umap_s: float = 0.0
+
+    #: the counters that add up over fits and trees (the sizes, ks and local ks are per call)
+    SUMMED: ClassVar[tuple[str, ...]] = ("gmm_fits", "umap_fits", "reclustered", "cut", "umap_s", "gmm_s", "global_s", "global_umap_s")
+
+    def add(self, other: "ClusterStats") -> None:
+        """Add ``other``'s :data:`SUMMED` counters to these (a local fit's, or another tree's level)."""
+        for name in self.SUMMED:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
 # -- membership ---------------------------------------------------------------------------------

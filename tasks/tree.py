@@ -225,8 +225,7 @@ def _cluster_trees(
         cs = ClusterStats()
         per_tree.append(cluster_level(t.vectors, t.frame["n_tokens"].to_numpy(), cfg, stats=cs, map=map,
                                       fitted=fitted if len(active) == 1 else None))
-        for name in ("gmm_fits", "umap_fits", "reclustered", "cut", "umap_s", "gmm_s", "global_s", "global_umap_s"):
-            setattr(total, name, getattr(total, name) + getattr(cs, name))
+        total.add(cs)
         if len(active) == 1:
             st["global_k"] = cs.global_k
             st["local_ks"] = cs.local_ks
