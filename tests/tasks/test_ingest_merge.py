@@ -80,3 +80,27 @@ def test_rows_without_metadata_are_completed_and_unknown_status_passes_through(t
     assert filled == {"source_sha": {"/corpus/f00001.txt": None}}
     assert rows[("/corpus/f00002.txt", "pending")]["doc_id"] == "pending-1"
     assert out.num_rows == 5
+
+
+def test_a_moved_folder_finds_every_document_by_content_past_the_lookup_dict(tmp_path: Path, monkeypatch) -> None:
+    """Every file of a moved folder is new by uri and found by content: past
+    ``LOOKUPS_BEFORE_DICT`` lookups a dict answers them; the table is the same as the search's."""
+    old_root, new_root = tmp_path / "old", tmp_path / "new"
+    old_root.mkdir()
+    n = ExistingDocuments.LOOKUPS_BEFORE_DICT + 30
+    for i in range(n):
+        (old_root / f"f{i:03d}.txt").write_text(f"Document number {i} about the river.")
+    first, _ = build_documents([old_root], CFG, now=NOW)
+    old_root.rename(new_root)
+    (new_root / "f000.txt").write_text("Changed: not found by content.")
+    moved, report = build_documents([new_root], CFG, existing=first, now=NOW)
+    monkeypatch.setattr(ExistingDocuments, "LOOKUPS_BEFORE_DICT", 10**9)  # the search answers every lookup
+    searched, report_searched = build_documents([new_root], CFG, existing=first, now=NOW)
+    assert moved.equals(searched)
+    assert len(report.duplicates) == n - 1 == len(report_searched.duplicates)  # found by content, past the dict's start
+    assert report.counts()["added"] == 1
+    by_uri = {r["uri"]: r for r in moved.to_pylist()}
+    old_rows = {r["doc_id"]: r for r in first.to_pylist()}
+    row = by_uri[str(old_root / "f050.txt")]  # the document keeps its row; the new uri is a duplicate
+    assert row["text"] == old_rows[row["doc_id"]]["text"]
+    assert str(new_root / "f050.txt") in json.loads(row["metadata"])["duplicate_uris"]
