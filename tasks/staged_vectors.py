@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -23,11 +24,11 @@ from arborag.embedder import Embedder
 from arborag.progress import progress_bar
 from arborag.storage.arrays import arrow_to_vectors, vectors_to_arrow
 from arborag.storage.embedding_cache import EmbeddingCache
-from arborag.storage.tables import atomic_write_parquet
+from arborag.storage.tables import atomic_path
 from arborag.tasks.embeddings import embed_cached
 from arborag.tasks.stage_context import StageContext
 
-__all__ = ["embed_function", "embedder_of", "header_chars", "read_vectors_file", "write_vectors_file"]
+__all__ = ["VECTOR_FILE_OPTIONS", "embed_function", "embedder_of", "header_chars", "read_vectors_file", "write_vectors_file"]
 
 
 def embedder_of(ctx: StageContext) -> tuple[Embedder, EmbeddingCache]:
@@ -63,9 +64,17 @@ def header_chars(leaves: pa.Table) -> list[int]:
     return [int(n) + 2 if n else 0 for n in lengths]
 
 
+#: Parquet options of a staged vector file: float vectors barely compress (2,982 × 384 floats:
+#: 4.9 MB zstd, 5.3 MB plain) and the dictionary a writer tries on every column first costs more
+#: than the write (43 ms with the defaults and zstd, 17 ms with these; the file lives until the
+#: snapshot is published).
+VECTOR_FILE_OPTIONS: dict[str, Any] = {"compression": "none", "use_dictionary": False, "write_statistics": False}
+
+
 def write_vectors_file(path: Path, ids: pa.Array | pa.ChunkedArray, vectors: np.ndarray) -> None:
     """Stage ``vectors`` (rows aligned with ``ids``) as a Parquet file, atomically."""
-    atomic_write_parquet(pa.table({"node_id": ids, "vector": vectors_to_arrow(vectors)}), path)
+    with atomic_path(path) as tmp:
+        pq.write_table(pa.table({"node_id": ids, "vector": vectors_to_arrow(vectors)}), tmp, **VECTOR_FILE_OPTIONS)
 
 
 def read_vectors_file(path: Path) -> tuple[pa.ChunkedArray, np.ndarray]:

@@ -18,7 +18,7 @@ from arborag.storage.tables import atomic_path
 from arborag.tasks.embeddings import embed_cached
 from arborag.tasks.leaves import load_leaves
 from arborag.tasks.stage_context import StageContext
-from arborag.tasks.staged_vectors import embed_function, embedder_of, header_chars, write_vectors_file
+from arborag.tasks.staged_vectors import VECTOR_FILE_OPTIONS, embed_function, embedder_of, header_chars, write_vectors_file
 from arborag.tasks.tree import leaf_embed_texts
 
 __all__ = ["OUTPUTS", "STREAM_ROWS", "run_leaf_vectors"]
@@ -61,7 +61,7 @@ def _stream_leaf_vectors(ctx: StageContext, leaves: pa.Table, path: Path) -> Non
                 ctx.counters.embedded_texts += n_new
                 table = pa.table({"node_id": part.column("chunk_id"), "vector": vectors_to_arrow(vectors)})
                 if writer is None:
-                    writer = pq.ParquetWriter(str(tmp), table.schema, compression="zstd")
+                    writer = pq.ParquetWriter(str(tmp), table.schema, **VECTOR_FILE_OPTIONS)
                 writer.write_table(table)
         finally:
             if writer is not None:
