@@ -135,7 +135,7 @@ def solve(key, red, cfg, select_k, ClusterStats, curves: bool = False) -> dict:
     loose_bics: dict[int, float] = {}
     loose_s: dict[int, float] = {}
     if curves:  # the loose-fit curve over every k, for tuning the search offline
-        from arborag.tasks import clustering
+        from arborag.tasks import mixture
 
         for k in range(1, max_k + 1):
             t0 = time.perf_counter()
@@ -179,7 +179,7 @@ def summary_line(r: dict) -> str:
 
 
 def report(records: list[dict], args, coarse_grid) -> None:
-    from arborag.tasks import clustering
+    from arborag.tasks import mixture
 
     lines = [
         "# BIC search: coarse-to-fine vs exhaustive",

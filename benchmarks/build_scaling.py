@@ -109,7 +109,7 @@ def replica_docs(units: list[tuple[str, list[str]]], replica: int, seed: int) ->
         by_src: dict[str, list[str]] = defaultdict(list)
         for src, sents in units:
             by_src[src].append(" ".join(sents))
-        for src, paras in by_src.items():
+        for paras in by_src.values():
             for i in range(0, len(paras), 10):
                 docs.append("\n\n".join(paras[i : i + 10]))
         return docs

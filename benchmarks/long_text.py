@@ -72,7 +72,7 @@ def main() -> None:
 
     # sentences of each window, with the quarter they start in
     sents: list[tuple[int, int, str]] = []  # (window row, quarter, sentence)
-    for row, (_, start, end, w) in enumerate(wins):
+    for row, (_, _start, _end, w) in enumerate(wins):
         for m in _SENT.finditer(w):
             sents.append((row, min(3, 4 * m.start() // max(1, len(w))), m.group()))
     sent_vecs = base.embed([s for _, _, s in sents])

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
 import socket
 import subprocess
 import sys
@@ -315,8 +313,8 @@ def main() -> None:
         f"- date: {started:%Y-%m-%d %H:%M} UTC; {machine_line()}",
         f"- busy processes at the end: {', '.join(busy_processes()) or 'none over 20% CPU'}",
         f"- commit: {git_commit()}",
-        f"- corpora: synthetic published snapshots (88% leaves, 10% level 1, 2% level 2; random unit 384-d vectors; "
-        f"texts = 3 or 6 HotpotQA sentences recombined; sparse = the embedded tantivy index); 100k nodes use the ANN index (LanceDB IVF_HNSW_SQ)",
+        "- corpora: synthetic published snapshots (88% leaves, 10% level 1, 2% level 2; random unit 384-d vectors; "
+        "texts = 3 or 6 HotpotQA sentences recombined; sparse = the embedded tantivy index); 100k nodes use the ANN index (LanceDB IVF_HNSW_SQ)",
         f"- requests: budget 2000, k 5, {len(questions)} HotpotQA questions in rotation; each (variant, clients) run bounded by "
         f"{args.requests} requests and {args.seconds:g} s; async httpx clients on 127.0.0.1, one uvicorn worker (sync routes in its thread pool)",
         f"- 'server' = the server embeds the question (MiniLM-L6, bf16, resident, {args.embed_threads} torch thread(s), as `arborag serve` defaults); "

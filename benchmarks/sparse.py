@@ -68,7 +68,7 @@ def hotpot_nodes(corpus_json: Path, *, max_tokens: int = 100) -> pa.Table:
         size = 0
         ordinal = 0
 
-        def flush() -> None:
+        def flush(title: str = title) -> None:
             nonlocal chunk, size, ordinal
             if chunk:
                 text = "".join(chunk).strip()

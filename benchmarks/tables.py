@@ -436,7 +436,7 @@ def old_build_tree(
                 summarizer=name,
                 status=r.status,
             )
-            for (row, p), ch in zip(c, children):
+            for (_row, p), ch in zip(c, children):
                 edges.append((node.node_id, ch.node_id, float(p), level))
             new_by_tree.setdefault(ti, []).append((node, new_vecs[j]))
         n_new = 0

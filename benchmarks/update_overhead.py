@@ -177,7 +177,7 @@ def markdown(result: dict[str, Any]) -> str:
                      *(f"{med([r['stages'].get(s, 0) for r in mine]):.3f}" for s in ORDER), f"{rest:.3f}"])
     lines += [md_table(head, rows), ""]
     hashes = sorted({r["published"] for r in runs})
-    lines.append(f"Published content (nodes without created_by_run, edges, links, chunks): "
+    lines.append("Published content (nodes without created_by_run, edges, links, chunks): "
                  + ("**identical** for every run and variant" if len(hashes) == 1 else f"**differs**: {', '.join(hashes)}")
                  + f" (`{hashes[0]}`)." if hashes else "")
     if in_process:
