@@ -14,7 +14,8 @@ fresh ``arborag`` process as a user's shell (or a cron job) starts it:
   whole process (imports + model load + encode). Build / floor is computed against the encode
   seconds of the same run;
 - **updates** (each a fresh ``arborag update SRC --corpus C``): no-op (nothing changed), +1%
-  documents added, −1% deleted, ~1% changed (a sentence appended) — one after the other, each
+  documents added, −1% deleted, ~1% changed (a sentence appended), then the source folder moved
+  (renamed: every uri is new, no content changed; the tree must stay) — one after the other, each
   against the cold build of the same run. The +1% update runs ``--add-repeats`` times (3) from
   the same state — the corpus restored from a copy, the added files removed — and its row is the
   median run (one fresh process varies by about ±10% on this machine).
@@ -313,6 +314,15 @@ def one_size(mult: int, work: Path, n_docs: int | None, env: dict[str, str], ext
         path.write_text(path.read_text(encoding="utf-8") + f"Revised in edition {i + 2}.\n", encoding="utf-8")
     rows["change"] = run_child(upd, "update ~1% changed", env)
     runs["change"] = last_run(corpus)
+    # the source folder moved (a new disk, a renamed folder): every uri is new, no content is
+    ids_before = node_ids(corpus)
+    moved = work / f"src-{mult}x-moved"
+    shutil.rmtree(moved, ignore_errors=True)
+    src.rename(moved)
+    rows["move"] = run_child(ARBORAG + ["update", str(moved), "--corpus", str(corpus), *extra], "update, source folder moved", env)
+    runs["move"] = last_run(corpus)
+    rows["move"]["tree_unchanged"] = node_ids(corpus) == ids_before
+    moved.rename(src)
     floor2 = run_child([sys.executable, "-c", FLOOR, str(corpus), "light"], "embedding floor (after updates)", env)
     rows["floor2"] = {**floor2, **json.loads(floor2["stdout"].strip().splitlines()[-1])}
     for r in rows.values():
@@ -443,7 +453,10 @@ def markdown(result: dict[str, Any]) -> str:
             table.append(["the method's serial chain: encode floor + every level's global fit (as timed in this build)", fmt_s(floor_enc + fits),
                           "—", "—", "—", f"{(floor_enc + fits) / floor_enc:.2f}× encode floor",
                           f"a lower bound for a build of this method here (module docs); global fits {detail}"])
-        for key, label in (("noop", "no-op update"), ("add", "update +1% added"), ("delete", "update −1% deleted"), ("change", "update ~1% changed")):
+        for key, label in (("noop", "no-op update"), ("add", "update +1% added"), ("delete", "update −1% deleted"), ("change", "update ~1% changed"),
+                           ("move", "update, source folder moved (every uri new, no content)")):
+            if key not in r:  # results written before the moved-folder step existed
+                continue
             row = r[key]
             share = row["wall"] / build
             target = ""
@@ -455,6 +468,9 @@ def markdown(result: dict[str, Any]) -> str:
                     n = len(row["samples"])  # an even count has no middle run: the row is the upper of the two
                     which = "median" if n % 2 else "upper middle"
                     label = f"update +1% added ({which} of {n}: " + " / ".join(fmt_s(x) for x in row["samples"]) + " s)"
+            if key == "move":
+                plan = (size["runs"].get("move") or {}).get("counts", {}).get("seconds", {}).get("plan")
+                target = ("tree unchanged" if row.get("tree_unchanged") else "TREE CHANGED") + (f"; plan stage {fmt_s(plan)} s" if plan else "")
             add(label, row, f"{share:.1%} of build", target)
         lines += [md_table(["step", "wall s", "cpu s", "peak MB", "others (cores)", "ratio", "target / detail"], table), ""]
         lines += probe_lines(r)
