@@ -186,6 +186,10 @@ class ClusterConfig(_Stage):
         None, ge=10, description="SGD epochs of every UMAP fit (global, local, the guard's re-clustering); None = UMAP's own "
         "rule (500 below 10,000 points, 200 above). Fewer epochs cost less; docs/BENCHMARKS.md measures what it does to retrieval."
     )
+    umap_layout_blocks: int = Field(
+        1, ge=1, le=64, description="UMAP's SGD layout in this many vertex blocks that run side by side, deterministic whatever the "
+        "cores (arborag/tasks/umap_layout.py); 1 = UMAP's own one-thread layout. The tree depends on it, not on the machine."
+    )
     bic_search: Literal["exhaustive", "coarse_to_fine"] = Field(
         "coarse_to_fine", description="How k is searched: all of 1..K, or a coarse grid refined around its best."
     )
@@ -364,6 +368,8 @@ class ArboragConfig(BaseSettings):
                 data["embed"].pop(key, None)
         if data["cluster"].get("umap_epochs") is None:  # UMAP's own rule: tree configs and hashes stay those of before the knob
             data["cluster"].pop("umap_epochs", None)
+        if data["cluster"].get("umap_layout_blocks") == 1:  # UMAP's own layout: hashes stay those of before the knob
+            data["cluster"].pop("umap_layout_blocks", None)
         return data
 
     def config_hash(self) -> str:

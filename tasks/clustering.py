@@ -66,6 +66,7 @@ from arborag.config import ClusterConfig
 from arborag.errors import SchemaError
 from arborag.tasks import mixture
 from arborag.tasks.lanes import Lanes, helper_lanes
+from arborag.tasks.umap_layout import block_layout
 from arborag.tasks.umap_runtime import EXACT_KNN_MAX, UMAP_EXACT_BELOW, cosine_knn, import_umap, usable_cores
 from arborag.tasks.mixture import (
     LOOSE_MIN_N,
@@ -214,9 +215,12 @@ def _umap_init(x: np.ndarray, n_neighbors: int, dims: int, seed: int) -> str | n
     return np.ascontiguousarray(init * np.where(flip == 0, 1.0, flip), dtype=np.float32)
 
 
-def _reduce(x: np.ndarray, dims: int, n_neighbors: int, seed: int, stats: ClusterStats | None, *, n_epochs: int | None = None) -> np.ndarray:
+def _reduce(x: np.ndarray, dims: int, n_neighbors: int, seed: int, stats: ClusterStats | None, *, n_epochs: int | None = None,
+            layout_blocks: int = 1) -> np.ndarray:
     """UMAP of ``x`` (float32, distinct rows) to ``dims`` dims, cosine, seeded; PCA if UMAP fails.
-    ``n_epochs``: UMAP's SGD epochs (``cluster.umap_epochs``); None = UMAP's own rule."""
+    ``n_epochs``: UMAP's SGD epochs (``cluster.umap_epochs``); None = UMAP's own rule.
+    ``layout_blocks``: the SGD layout in that many vertex blocks (``cluster.umap_layout_blocks``,
+    :mod:`arborag.tasks.umap_layout`); 1 = UMAP's own."""
     n = len(x)
     dims = max(1, min(dims, n - 2))
     n_neighbors = max(2, min(n_neighbors, n - 1))
@@ -226,7 +230,7 @@ def _reduce(x: np.ndarray, dims: int, n_neighbors: int, seed: int, stats: Cluste
         knn: tuple[Any, ...] = (None, None, None)
         if UMAP_EXACT_BELOW <= n <= EXACT_KNN_MAX:  # exact neighbours where UMAP would run NN-descent
             knn = cosine_knn(x, n_neighbors)
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), block_layout(layout_blocks):
             warnings.simplefilter("ignore")
             reducer = umap.UMAP(
                 n_neighbors=n_neighbors,
@@ -277,8 +281,11 @@ def _fit_level(x: np.ndarray, neighbors: int, cfg: ClusterConfig, stats: Cluster
     """One clustering level over the rows of ``x``: UMAP to ``cfg.dims``, a GMM with k by BIC
     (its fits on ``lanes`` when given), soft memberships at ``cfg.threshold`` (one cluster of
     everything when k is 1)."""
-    # the knob is passed only when set, so the default call is the one of before it
-    reduced = _reduce(x, cfg.dims, neighbors, cfg.seed, stats, **({} if cfg.umap_epochs is None else {"n_epochs": cfg.umap_epochs}))
+    # the knobs are passed only when set, so the call without them is the one of before them
+    knobs: dict[str, Any] = {} if cfg.umap_epochs is None else {"n_epochs": cfg.umap_epochs}
+    if cfg.umap_layout_blocks > 1:
+        knobs["layout_blocks"] = cfg.umap_layout_blocks
+    reduced = _reduce(x, cfg.dims, neighbors, cfg.seed, stats, **knobs)
     fit_on = reduced
     if len(reduced) > cfg.gmm_max_fit:  # bounded GMM/BIC cost: fit a seeded sample, predict_proba for all
         pick = np.sort(np.random.default_rng(cfg.seed).choice(len(reduced), cfg.gmm_max_fit, replace=False))

@@ -27,7 +27,9 @@ removed without changing a single number it computes.
    call to sklearn unchanged.
 
 Everything else (kNN graph, spectral init, the SGD layout and its seed) is UMAP's own; the number of
-SGD epochs is UMAP's own rule unless ``cluster.umap_epochs`` sets it (:mod:`arborag.tasks.clustering`).
+SGD epochs is UMAP's own rule unless ``cluster.umap_epochs`` sets it (:mod:`arborag.tasks.clustering`),
+and the layout runs in vertex blocks only when ``cluster.umap_layout_blocks`` asks for them
+(:mod:`arborag.tasks.umap_layout`; UMAP's module calls its layout through it either way).
 """
 
 from __future__ import annotations
@@ -107,6 +109,7 @@ def import_umap() -> Any:
                     import umap
                     import umap.umap_  # noqa: F401
             _install_pairwise(umap.umap_)
+            _install_layout(umap.umap_)
             _UMAP = umap
     return _UMAP
 
@@ -118,6 +121,14 @@ def _install_pairwise(module: Any) -> None:
         return
     _SKLEARN_PAIRWISE = current
     module.pairwise_distances = pairwise_distances
+
+
+def _install_layout(module: Any) -> None:
+    """UMAP's fits call :func:`arborag.tasks.umap_layout.optimize_layout_blocks`, which is UMAP's
+    own layout (the same call) unless :func:`~arborag.tasks.umap_layout.block_layout` asks for blocks."""
+    from arborag.tasks.umap_layout import optimize_layout_blocks
+
+    module.optimize_layout_euclidean = optimize_layout_blocks
 
 
 def _cosine_matrix_fn() -> Any:
