@@ -1,5 +1,9 @@
 """UMAP's SGD epochs (``cluster.umap_epochs``): what fewer epochs save, and what they change (issue 26).
 
+``--knob umap_layout_blocks`` compares the layout in vertex blocks (``cluster.umap_layout_blocks``,
+:mod:`arborag.tasks.umap_layout`) the same way: values are block counts against 1 (UMAP's own
+layout), results in ``umap_layout.md`` / ``umap_layout_eval.md``.
+
 UMAP runs 500 SGD epochs below 10,000 points and 200 above (its own rule, arborag's default:
 ``cluster.umap_epochs: null``). The SGD layout is most of a UMAP fit's time on one core, so this
 script measures, for a few settings of the knob side by side:
@@ -52,6 +56,7 @@ CHILD = r"""
 import json, sys, time
 import numpy as np
 epochs, seed, vec_path, tok_path, out_path = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+knob = sys.argv[6] if len(sys.argv) > 6 else "umap_epochs"
 t0 = time.perf_counter()
 from arborag.config import ClusterConfig
 from arborag.tasks import clustering
@@ -60,7 +65,7 @@ from arborag.tasks.umap_runtime import import_umap
 import_umap()
 t_import = time.perf_counter() - t0
 x, tok = np.load(vec_path), np.load(tok_path)
-cfg = ClusterConfig(seed=seed, umap_epochs=None if epochs == "default" else int(epochs))
+cfg = ClusterConfig(seed=seed, **({} if epochs == "default" else {knob: int(epochs)}))
 calls = []
 inner = clustering._reduce
 def timed(x, *a, **k):  # every UMAP fit's size, seconds and CPU seconds of its thread (the first one of the level is the global fit)
@@ -113,7 +118,7 @@ def run(argv: list[str], label: str) -> tuple[str, float]:
     return proc.stdout, time.perf_counter() - t
 
 
-def level_part(corpus: Path, work: Path, settings: list[str], seeds: list[int], rounds: int) -> dict[str, Any]:
+def level_part(corpus: Path, work: Path, settings: list[str], seeds: list[int], rounds: int, knob: str = "umap_epochs") -> dict[str, Any]:
     import numpy as np
     from sklearn.metrics import adjusted_rand_score
 
@@ -127,7 +132,7 @@ def level_part(corpus: Path, work: Path, settings: list[str], seeds: list[int], 
         for seed in seeds:
             for ep in settings:
                 key = f"{ep}/s{seed}"
-                out, wall = run([sys.executable, "-c", CHILD, ep, str(seed), str(work / "leaves.npy"), str(work / "tokens.npy"), str(work / f"{ep}-s{seed}")], key)
+                out, wall = run([sys.executable, "-c", CHILD, ep, str(seed), str(work / "leaves.npy"), str(work / "tokens.npy"), str(work / f"{ep}-s{seed}"), knob], key)
                 row = {**json.loads(out.strip().splitlines()[-1]), "process_s": wall, "load1": os.getloadavg()[0]}
                 print(f"  round {rnd + 1}", key, {k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
                 if key in runs:  # a fit is deterministic: the clusters are the same; keep every round's seconds
@@ -147,17 +152,17 @@ def level_part(corpus: Path, work: Path, settings: list[str], seeds: list[int], 
     base = settings[0]
     for seed in seeds:  # epochs vs the default, one seed
         for ep in settings[1:]:
-            pairs.append({"pair": f"{base} vs {ep} epochs, seed {seed}", "kind": "epochs",
+            pairs.append({"pair": f"{base} vs {ep}{UNIT[knob]}, seed {seed}", "kind": KIND[knob],
                           "global": ari(f"{base}/s{seed}", f"{ep}/s{seed}", "global"), "final": ari(f"{base}/s{seed}", f"{ep}/s{seed}", "final")})
     if len(seeds) > 1:  # seed vs seed, one setting: the noise
         for ep in settings:
             if f"{ep}/s{seeds[1]}" in runs:
-                pairs.append({"pair": f"seed {seeds[0]} vs {seeds[1]}, {ep} epochs", "kind": "seed",
+                pairs.append({"pair": f"seed {seeds[0]} vs {seeds[1]}, {ep}{UNIT[knob]}", "kind": "seed",
                               "global": ari(f"{ep}/s{seeds[0]}", f"{ep}/s{seeds[1]}", "global"), "final": ari(f"{ep}/s{seeds[0]}", f"{ep}/s{seeds[1]}", "final")})
-    return {"corpus": str(corpus), "snapshot": snap, "leaves": len(x), "rounds": rounds, "runs": runs, "ari": pairs}
+    return {"corpus": str(corpus), "snapshot": snap, "leaves": len(x), "rounds": rounds, "runs": runs, "ari": pairs, "knob": knob}
 
 
-def build_part(src: Path, work: Path, settings: list[str]) -> dict[str, Any]:
+def build_part(src: Path, work: Path, settings: list[str], knob: str = "umap_epochs") -> dict[str, Any]:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from cold_path import last_run
 
@@ -166,8 +171,8 @@ def build_part(src: Path, work: Path, settings: list[str]) -> dict[str, Any]:
     for ep in settings:
         corpus, cfg = work / f"build-{ep}", work / f"build-{ep}.yaml"
         shutil.rmtree(corpus, ignore_errors=True)
-        cfg.write_text("cluster:\n  umap_epochs: null\n" if ep == "default" else f"cluster:\n  umap_epochs: {int(ep)}\n", encoding="utf-8")
-        print(f"build {ep} epochs: {src} -> {corpus}", flush=True)
+        cfg.write_text("cluster: {}\n" if ep == "default" else f"cluster:\n  {knob}: {int(ep)}\n", encoding="utf-8")
+        print(f"build {ep}{UNIT[knob]}: {src} -> {corpus}", flush=True)
         _, wall = run([*arborag, "build", str(src), "--corpus", str(corpus), "--config", str(cfg), "--no-prefect"], f"build {ep}")
         rec = last_run(corpus)
         counts = rec["counts"]
@@ -180,6 +185,19 @@ def build_part(src: Path, work: Path, settings: list[str]) -> dict[str, Any]:
         shutil.rmtree(corpus, ignore_errors=True)
     return out
 
+
+#: per knob of ClusterConfig this script can compare: the unit after a value, the kind of an ARI pair,
+#: the report's title, its word for a setting and for the default, its column head
+UNIT = {"umap_epochs": " epochs", "umap_layout_blocks": " blocks"}
+KIND = {"umap_epochs": "epochs", "umap_layout_blocks": "layout"}
+SHORT = {"umap_epochs": " ep", "umap_layout_blocks": " blocks"}
+TITLE = {"umap_epochs": "UMAP's SGD epochs (`cluster.umap_epochs`): cost and what it changes",
+         "umap_layout_blocks": "UMAP's layout in vertex blocks (`cluster.umap_layout_blocks`): cost and what it changes"}
+SETTING = {"umap_epochs": "an epoch setting", "umap_layout_blocks": "a block count"}
+DEFAULT = {"umap_epochs": "default epochs", "umap_layout_blocks": "UMAP's own layout"}
+DEFAULT_RULE = {"umap_epochs": "Default = UMAP's own rule (500 epochs below 10,000 points, 200 above).",
+                "umap_layout_blocks": "Default = UMAP's own one-thread layout (1 block); epochs by UMAP's own rule."}
+HEAD = {"umap_epochs": "epochs", "umap_layout_blocks": "blocks"}
 
 #: systems that read only leaves (their Δ must be 0: the same leaves and vectors in every run); every other one can move with the tree
 LEAF_ONLY = ("flat", "bm25")
@@ -239,8 +257,9 @@ def _f(v: Any, signed: bool = False) -> str:
 
 
 def markdown(result: dict[str, Any]) -> str:
+    knob = result.get("knob", "umap_epochs")
     md = [
-        *report_header("UMAP's SGD epochs (`cluster.umap_epochs`): cost and what it changes", command=result["command"],
+        *report_header(TITLE[knob], command=result["command"],
                        date=result["date"], commit=result["commit"], machine_start=result["machine_start"],
                        machine_end=result["machine_end"], busy_end=result["busy_at_end"], wall_s=result["wall_s"]),
         "",
@@ -253,15 +272,15 @@ def markdown(result: dict[str, Any]) -> str:
     lv = result.get("level")
     if lv:
         md += [f"## Level 1 over {lv['leaves']:,} leaves (`{lv['corpus']}`, {lv['snapshot']}), fresh process per setting", "",
-               f"Default = UMAP's own rule (500 epochs below 10,000 points, 200 above). Local fits on two threads as in a build. "
+               f"{DEFAULT_RULE[knob]} Local fits on two threads as in a build. "
                f"Seconds: the minimum of {lv.get('rounds', 1)} rounds (settings interleaved; every round's seconds are in the .json).", ""]
         rows = [[k, r["n_distinct"], fmt_s(r["level_s"]), fmt_s(r.get("level_cpu_s")), fmt_s(r["global_umap_s"]), fmt_s(r.get("global_umap_cpu_s")),
                  f"{fmt_s(r['umap_s'])} / {r['umap_fits']}", fmt_s(r["gmm_s"]), r["global_k"], r["clusters"]] for k, r in lv["runs"].items()]
-        md += [md_table(["epochs / seed", "points", "level 1 s", "level 1 CPU s", "global UMAP s", "global UMAP CPU s (its thread)",
+        md += [md_table([f"{HEAD[knob]} / seed", "points", "level 1 s", "level 1 CPU s", "global UMAP s", "global UMAP CPU s (its thread)",
                          "all UMAP fits s / fits", "GMM/BIC s", "global k", "clusters"], rows), "",
                "CPU seconds (the process's for the level, the fitting thread's for the global UMAP, which runs on one thread) "
                "depend much less on the other processes than wall seconds do: compare settings by them.", ""]
-        md += ["Agreement of the clusterings (adjusted Rand index; 1 = identical partitions): an epoch setting against the "
+        md += [f"Agreement of the clusterings (adjusted Rand index; 1 = identical partitions): {SETTING[knob]} against the "
                "default at one seed, beside the default against itself under another seed (the method's own noise).", "",
                md_table(["pair", "kind", "ARI global clusters", "ARI final clusters (argmax membership)"],
                         [[p["pair"], p["kind"], f"{p['global']:.3f}", f"{p['final']:.3f}"] for p in lv["ari"]]), ""]
@@ -273,16 +292,16 @@ def markdown(result: dict[str, Any]) -> str:
             l1 = b["levels"].get(1) or b["levels"].get("1") or {}
             rows.append([ep, fmt_s(b["wall_s"]), fmt_s(b["embed_s"]), fmt_s(b["tree_s"]), fmt_s(l1.get("cluster_s")),
                          f"{fmt_s(l1.get('umap_s'))} / {l1.get('umap_fits')}", b["nodes"] or "–"])
-        md += [md_table(["epochs", "build wall s", "stage embed s", "stage tree s", "level 1 cluster s", "level 1 UMAP s / fits", "nodes"], rows), ""]
+        md += [md_table([HEAD[knob], "build wall s", "stage embed s", "stage tree s", "level 1 cluster s", "level 1 UMAP s / fits", "nodes"], rows), ""]
     for ev in result.get("eval") or []:
         eps = ev["epochs"]
         md += [f"## Retrieval: {ev['dataset']} ({ev['questions']} questions)", ""]
         md += [f"- {k}: `{d}` (build {ev['build_s'].get(k)} s, nodes per level {ev['nodes_per_level'].get(k)})" for k, d in ev["dirs"].items()]
-        md += ["", "Δ = the setting's mean minus the default's (first run); *seed* = the second run (the other seed, default epochs) "
+        md += ["", f"Δ = the setting's mean minus the default's (first run); *seed* = the second run (the other seed, {DEFAULT[knob]}) "
                "minus the first. Hit: answer-in-context hit rate; recall: gold-evidence recall at budget; strategy `sentence`.", ""]
         head = ["system", "budget"]
         for m in ("hit", "recall"):
-            head += [f"{m} default", f"Δ {m} seed"] + [f"Δ {m} {ep} ep" for ep in eps]
+            head += [f"{m} default", f"Δ {m} seed"] + [f"Δ {m} {ep}{SHORT[knob]}" for ep in eps]
         rows = []
         for r in ev["rows"]:
             row = [r["system"], r["budget"]]
@@ -295,7 +314,7 @@ def markdown(result: dict[str, Any]) -> str:
                   f"mean seed Δ over those cells: hit {_f(nz['hit_mean_tree'], True)}, recall {_f(nz['recall_mean_tree'], True)}")
         for ep, v in ev["verdicts"].items():
             w = v["worst_delta"]
-            md.append(f"- {ep} epochs: largest drop hit {_f(w['hit'], True)}, recall {_f(w['recall'], True)}; mean Δ over the tree's cells "
+            md.append(f"- {ep}{UNIT[knob]}: largest drop hit {_f(w['hit'], True)}, recall {_f(w['recall'], True)}; mean Δ over the tree's cells "
                       f"hit {_f(w['hit_mean_tree'], True)}, recall {_f(w['recall_mean_tree'], True)} "
                       f"→ **{'within noise' if v['within_noise'] else 'OUTSIDE noise'}** (largest drop ≤ largest seed |Δ|)")
         md.append("")
@@ -306,35 +325,42 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", type=Path, default=Path("/tmp/arborag-bench-cold/corpus-1x"), help="a built corpus (its published leaves are clustered)")
     ap.add_argument("--src", type=Path, default=Path("/tmp/arborag-bench-cold/src-1x"), help="sources the --builds part builds from")
-    ap.add_argument("--epochs", default="200", help="comma-separated epoch settings measured against the default (default: 200)")
-    ap.add_argument("--build-epochs", default=None, help="epoch settings of the --builds part (default: those of --epochs)")
+    ap.add_argument("--knob", choices=sorted(UNIT), default="umap_epochs", help="the ClusterConfig setting compared (default: umap_epochs)")
+    ap.add_argument("--values", "--epochs", dest="values", default=None,
+                    help="comma-separated values of the knob measured against the default (default: 200 epochs, 2 blocks)")
+    ap.add_argument("--build-values", "--build-epochs", dest="build_values", default=None, help="values of the --builds part (default: those of --values)")
     ap.add_argument("--seeds", default="224,225", help="seeds of the level part (the second one gives the noise)")
     ap.add_argument("--rounds", type=int, default=2, help="level part: run every setting this many times, report each timing's minimum")
     ap.add_argument("--level", action=argparse.BooleanOptionalAction, default=True, help="level-1 part")
     ap.add_argument("--builds", action=argparse.BooleanOptionalAction, default=True, help="whole-tree part (a fresh build per setting)")
     ap.add_argument("--eval", action="append", default=[], metavar="LABEL=DEFAULT,OTHER_SEED,EPOCHS:DIR")
     ap.add_argument("--note", action="append", default=[], help="a line for the report (e.g. how the --eval runs were made)")
-    ap.add_argument("--work", type=Path, default=Path("/tmp/arborag-bench-epochs"))
-    ap.add_argument("--name", default=None, help="results file stem (default umap_epochs, or umap_epochs_eval with only --eval)")
+    ap.add_argument("--work", type=Path, default=None, help="scratch folder (default /tmp/arborag-bench-epochs, -layout for blocks)")
+    ap.add_argument("--name", default=None, help="results file stem (default umap_epochs / umap_layout, with _eval when only --eval runs)")
     args = ap.parse_args()
     setup_env()
-    settings = ["default", *[e.strip() for e in args.epochs.split(",") if e.strip()]]
+    blocks = args.knob == "umap_layout_blocks"
+    work = args.work or Path("/tmp/arborag-bench-layout" if blocks else "/tmp/arborag-bench-epochs")
+    values = args.values or ("2" if blocks else "200")
+    settings = ["default", *[e.strip() for e in values.split(",") if e.strip()]]
     seeds = [int(s) for s in args.seeds.split(",")]
     started = time.perf_counter()
     result: dict[str, Any] = {
         "command": "python benchmarks/umap_epochs.py " + " ".join(sys.argv[1:]),
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": git_commit(), "machine_start": machine_line(), "notes": args.note,
+        **({"knob": args.knob} if blocks else {}),  # an epochs run's JSON as before the knob option
     }
-    args.work.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
     if args.level:
-        result["level"] = level_part(args.corpus, args.work, settings, seeds, args.rounds)
+        result["level"] = level_part(args.corpus, work, settings, seeds, args.rounds, args.knob)
     if args.builds:
-        result["builds"] = build_part(args.src, args.work, settings if args.build_epochs is None else ["default", *args.build_epochs.split(",")])
+        result["builds"] = build_part(args.src, work, settings if args.build_values is None else ["default", *args.build_values.split(",")], args.knob)
     if args.eval:
         result["eval"] = eval_part(args.eval)
     result.update(machine_end=machine_line(), busy_at_end=busy_processes(), wall_s=time.perf_counter() - started)
-    name = args.name or ("umap_epochs_eval" if args.eval and not (args.level or args.builds) else "umap_epochs")
+    stem = "umap_layout" if blocks else "umap_epochs"
+    name = args.name or (f"{stem}_eval" if args.eval and not (args.level or args.builds) else stem)
     RESULTS.mkdir(parents=True, exist_ok=True)
     md = markdown(result)
     (RESULTS / f"{name}.md").write_text(md, encoding="utf-8")

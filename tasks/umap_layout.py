@@ -26,8 +26,10 @@ one-thread SGD: a vertex sees another block's vertices up to 1/SUBSTEPS epoch la
 staleness UMAP's own parallel layout has, without its races. B = 1 is UMAP's own layout,
 unchanged (and the default's trees are those of before this module).
 
-Threads: a fit of at least :data:`THREADED_MIN` points runs its blocks on min(B, usable cores)
-threads; smaller fits (the local fits, which already run side by side) on one.
+Which fits: those of at least :data:`BLOCKS_MIN` points — a level's global fit on a corpus of a
+few thousand leaves, the one on the critical path — run their blocks on min(B, usable cores)
+threads. Smaller fits (the local fits, which already run side by side, and the upper levels) keep
+UMAP's own layout: blocks would give them nothing to run in parallel.
 """
 
 from __future__ import annotations
@@ -39,12 +41,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SUBSTEPS", "THREADED_MIN", "block_layout", "optimize_layout_blocks"]
+__all__ = ["BLOCKS_MIN", "SUBSTEPS", "block_layout", "current_blocks", "optimize_layout_blocks"]
 
 #: Sub-steps per epoch: how often the blocks exchange coordinates (1/SUBSTEPS epoch of staleness).
 SUBSTEPS = 8
-#: From this many points a fit's blocks run on threads (below it, threads cost more than they save).
-THREADED_MIN = 1024
+#: Fits of fewer points keep UMAP's own layout (module docs).
+BLOCKS_MIN = 1024
 
 _STATE = threading.local()
 _KERNELS: Any = None
@@ -139,8 +141,23 @@ def _kernels() -> Any:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 # fastmath as UMAP's own layout kernel; nogil so the blocks run on threads
-                _KERNELS = (numba.njit(fastmath=True, nogil=True, cache=True)(_substep),
-                            numba.njit(fastmath=True, nogil=True, cache=True)(_merge))
+                substep = numba.njit(fastmath=True, nogil=True, cache=True)(_substep)
+                merge = numba.njit(fastmath=True, nogil=True, cache=True)(_merge)
+
+                def _all_epochs(emb, snap, delta, head, tail, n_vertices, eps, a, b, rng, gamma, move_other, alphas,
+                                epns, eonns, eons, e_lo, e_hi, v_lo, v_hi, substeps):  # pragma: no cover - compiled
+                    # one thread: every epoch's sub-steps, block after block, in one call (the threads'
+                    # order of work, without a Python call per block and sub-step)
+                    for n in range(alphas.shape[0]):
+                        for s in range(substeps):
+                            for blk in range(e_lo.shape[0]):
+                                lo = e_lo[blk] + (e_hi[blk] - e_lo[blk]) * s // substeps
+                                hi = e_lo[blk] + (e_hi[blk] - e_lo[blk]) * (s + 1) // substeps
+                                substep(emb, snap, delta[blk], head, tail, n_vertices, eps, a, b, rng, gamma, move_other,
+                                        alphas[n], epns, eonns, eons, n, lo, hi, v_lo[blk], v_hi[blk])
+                            merge(emb, snap, delta)
+
+                _KERNELS = (substep, merge, numba.njit(fastmath=True, nogil=True, cache=True)(_all_epochs))
     return _KERNELS
 
 
@@ -166,19 +183,20 @@ def optimize_layout_blocks(
     *, blocks: int | None = None, threads: int | None = None,
 ) -> Any:
     """``umap.layouts.optimize_layout_euclidean`` (same arguments, same result type) laid out in
-    ``blocks`` vertex blocks (module docs; default: :func:`current_blocks`). Falls back to UMAP's
-    own layout for one block, densMAP, a list of epochs or a transform (head and tail differ)."""
+    ``blocks`` vertex blocks (module docs; default: :func:`current_blocks`). UMAP's own layout for
+    one block, fewer than :data:`BLOCKS_MIN` points, densMAP, a list of epochs or a transform
+    (head and tail embeddings differ). ``threads``: default min(blocks, usable cores)."""
     from umap.layouts import optimize_layout_euclidean
 
     blocks = current_blocks() if blocks is None else int(blocks)
     n_vertices = int(n_vertices)
-    if (blocks <= 1 or densmap or isinstance(n_epochs, list) or head_embedding is not tail_embedding
-            or n_vertices < 2 * blocks or len(head) == 0):
+    if (blocks <= 1 or n_vertices < max(BLOCKS_MIN, 2 * blocks) or densmap or isinstance(n_epochs, list)
+            or head_embedding is not tail_embedding or len(head) == 0):
         return optimize_layout_euclidean(
             head_embedding, tail_embedding, head, tail, n_epochs, n_vertices, epochs_per_sample, a, b, rng_state,
             gamma, initial_alpha, negative_sample_rate, parallel=parallel, verbose=verbose, densmap=densmap,
             densmap_kwds=densmap_kwds, tqdm_kwds=tqdm_kwds, move_other=move_other)
-    substep, merge = _kernels()
+    substep, merge, all_epochs = _kernels()
     emb = head_embedding
     if np.any(np.diff(head) < 0):  # UMAP's COO graph is sorted by row; kept stable if one is not
         order = np.argsort(head, kind="stable")
@@ -197,21 +215,19 @@ def optimize_layout_blocks(
     n_epochs = int(n_epochs)
     from arborag.tasks.umap_runtime import usable_cores
 
-    workers = max(1, min(blocks, threads if threads is not None else usable_cores())) if n_vertices >= THREADED_MIN else 1
-    alphas = [initial_alpha * (1.0 - float(n - 1) / float(n_epochs)) if n else initial_alpha for n in range(n_epochs)]
+    workers = max(1, min(blocks, threads if threads is not None else usable_cores()))
+    # UMAP's learning rate: initial_alpha in epoch 0, then initial_alpha * (1 - (n - 1) / n_epochs)
+    alphas = np.asarray([initial_alpha * (1.0 - float(n - 1) / float(n_epochs)) if n else initial_alpha for n in range(n_epochs)])
 
     def run_block(blk: int, n: int, s: int) -> None:
         lo = int(e_lo[blk] + (e_hi[blk] - e_lo[blk]) * s // SUBSTEPS)
         hi = int(e_lo[blk] + (e_hi[blk] - e_lo[blk]) * (s + 1) // SUBSTEPS)
-        substep(emb, snap, delta[blk], head, tail, n_vertices, eps, a, b, rng, gamma, move_other, alphas[n],
+        substep(emb, snap, delta[blk], head, tail, n_vertices, eps, a, b, rng, gamma, move_other, float(alphas[n]),
                 epns, eonns, eons, n, lo, hi, int(v_lo[blk]), int(v_hi[blk]))
 
     if workers == 1:
-        for n in range(n_epochs):
-            for s in range(SUBSTEPS):
-                for blk in range(blocks):
-                    run_block(blk, n, s)
-                merge(emb, snap, delta)
+        all_epochs(emb, snap, delta, head, tail, n_vertices, eps, a, b, rng, gamma, move_other, alphas,
+                   epns, eonns, eons, e_lo, e_hi, v_lo, v_hi, SUBSTEPS)
         return emb
     # one thread per group of blocks; a barrier after every sub-step, whose action merges
     groups = [list(range(w, blocks, workers)) for w in range(workers)]

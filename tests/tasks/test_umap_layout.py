@@ -60,10 +60,10 @@ def test_one_block_is_umaps_own_layout():
 def test_blocks_give_the_same_coordinates_on_any_number_of_threads(monkeypatch):
     """No block reads what another writes during a sub-step: one thread, two or three, bit for bit."""
     x, _ = _blobs([60, 50, 40], seed=1)
-    monkeypatch.setattr(umap_layout, "THREADED_MIN", 0)  # thread even this small fit
+    monkeypatch.setattr(umap_layout, "BLOCKS_MIN", 0)  # blocks even for this small fit
     got = {}
+    real = umap_layout.optimize_layout_blocks
     for threads in (1, 2, 3):
-        real = umap_layout.optimize_layout_blocks
 
         def with_threads(*args, _threads=threads, **kw):
             return real(*args, threads=_threads, **kw)
@@ -79,9 +79,10 @@ def test_blocks_give_the_same_coordinates_on_any_number_of_threads(monkeypatch):
     assert not np.array_equal(got[1], _fit(x))  # it is not UMAP's own one-thread layout
 
 
-def test_block_layout_keeps_neighbours_and_clusters_as_umaps_own():
-    """The layout's quality: the share of input neighbours kept, and k-means-free cluster purity,
-    within a few points of UMAP's own layout on the same data and seed."""
+def test_block_layout_keeps_neighbours_and_clusters_as_umaps_own(monkeypatch):
+    """The layout's quality: the share of input neighbours kept, and how many of each point's
+    layout neighbours come from its own blob, within a few points of UMAP's own layout."""
+    monkeypatch.setattr(umap_layout, "BLOCKS_MIN", 0)
     x, labels = _blobs([120, 100, 80, 60], seed=2)
     own = _fit(x, epochs=200)
     with umap_layout.block_layout(2):
@@ -98,6 +99,7 @@ def test_block_layout_keeps_neighbours_and_clusters_as_umaps_own():
 
 
 def test_the_knob_reaches_the_fits_of_a_level_and_the_default_stays(monkeypatch):
+    """Every fit of a level is asked for the blocks (those under BLOCKS_MIN points decline)."""
     seen: list[int] = []
     real = umap_layout.optimize_layout_blocks
 
@@ -118,7 +120,8 @@ def test_the_knob_reaches_the_fits_of_a_level_and_the_default_stays(monkeypatch)
 
 
 def test_a_small_fit_falls_back_to_umaps_own(monkeypatch):
-    """Fewer vertices than two per block (also: densMAP, a transform): UMAP's own function does the work."""
+    """Fewer than BLOCKS_MIN points, or than two per block (also: densMAP, a transform): UMAP's own
+    function does the work."""
     import umap.layouts
 
     calls: list[int] = []
@@ -129,12 +132,15 @@ def test_a_small_fit_falls_back_to_umaps_own(monkeypatch):
         return real(*args, **kw)
 
     monkeypatch.setattr(umap.layouts, "optimize_layout_euclidean", own)
-    x, _ = _blobs([3, 3], seed=5)
-    red = _reduce(x, 2, 3, 224, None, layout_blocks=4)  # 6 points < 2 x 4 blocks
-    assert red.shape == (6, 2) and np.isfinite(red).all() and calls == [6]
     x, _ = _blobs([20, 20], seed=5)
     _reduce(x, 2, 5, 224, None, layout_blocks=4)
-    assert calls == [6]  # 40 points: the blocks
+    assert calls == [40]  # below BLOCKS_MIN (the local fits' size): UMAP's own layout
+    monkeypatch.setattr(umap_layout, "BLOCKS_MIN", 0)
+    small, _ = _blobs([3, 3], seed=5)
+    red = _reduce(small, 2, 3, 224, None, layout_blocks=4)  # 6 points < 2 x 4 blocks
+    assert red.shape == (6, 2) and np.isfinite(red).all() and calls == [40, 6]
+    _reduce(x, 2, 5, 224, None, layout_blocks=4)
+    assert calls == [40, 6]  # 40 points in 4 blocks: arborag's layout
 
 
 def test_config_hash_only_changes_when_blocks_are_asked_for():
