@@ -196,7 +196,8 @@ TITLE = {"umap_epochs": "UMAP's SGD epochs (`cluster.umap_epochs`): cost and wha
 SETTING = {"umap_epochs": "an epoch setting", "umap_layout_blocks": "a block count"}
 DEFAULT = {"umap_epochs": "default epochs", "umap_layout_blocks": "UMAP's own layout"}
 DEFAULT_RULE = {"umap_epochs": "Default = UMAP's own rule (500 epochs below 10,000 points, 200 above).",
-                "umap_layout_blocks": "Default = UMAP's own one-thread layout (1 block); epochs by UMAP's own rule."}
+                "umap_layout_blocks": "Default = UMAP's own one-thread layout (1 block); epochs by UMAP's own rule. In blocks the layout "
+                                      "runs on threads of its own: the fitting thread's CPU seconds leave it out (compare the wall seconds)."}
 HEAD = {"umap_epochs": "epochs", "umap_layout_blocks": "blocks"}
 
 #: systems that read only leaves (their Δ must be 0: the same leaves and vectors in every run); every other one can move with the tree
@@ -265,8 +266,11 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         *(f"{n}  " for n in result.get("notes") or []),
         "",
-        "**The machine was shared** (2 cores, other engineers' builds and tests running; see the load averages above): "
-        "seconds are those of a loaded box and vary run to run; clusterings and retrieval metrics do not depend on load.",
+        ("**The machine was shared** (2 cores, other engineers' builds and tests running; see the load averages above): "
+         "seconds are those of a loaded box and vary run to run; clusterings and retrieval metrics do not depend on load."
+         if result.get("shared", True) else
+         "**Idle machine** (2 cores, nothing else running; load averages above): seconds still move run to run (this VM's speed "
+         "drifts), so settings are interleaved; clusterings and retrieval metrics do not depend on load."),
         "",
     ]
     lv = result.get("level")
@@ -335,6 +339,8 @@ def main() -> None:
     ap.add_argument("--builds", action=argparse.BooleanOptionalAction, default=True, help="whole-tree part (a fresh build per setting)")
     ap.add_argument("--eval", action="append", default=[], metavar="LABEL=DEFAULT,OTHER_SEED,EPOCHS:DIR")
     ap.add_argument("--note", action="append", default=[], help="a line for the report (e.g. how the --eval runs were made)")
+    ap.add_argument("--shared", action=argparse.BooleanOptionalAction, default=None,
+                    help="say in the report whether other work shared the machine (default: the 1-min load at the start is over 1.5)")
     ap.add_argument("--work", type=Path, default=None, help="scratch folder (default /tmp/arborag-bench-epochs, -layout for blocks)")
     ap.add_argument("--name", default=None, help="results file stem (default umap_epochs / umap_layout, with _eval when only --eval runs)")
     args = ap.parse_args()
@@ -350,6 +356,7 @@ def main() -> None:
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": git_commit(), "machine_start": machine_line(), "notes": args.note,
         **({"knob": args.knob} if blocks else {}),  # an epochs run's JSON as before the knob option
+        "shared": args.shared if args.shared is not None else os.getloadavg()[0] > 1.5,
     }
     work.mkdir(parents=True, exist_ok=True)
     if args.level:
