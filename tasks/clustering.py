@@ -230,7 +230,7 @@ def _reduce(x: np.ndarray, dims: int, n_neighbors: int, seed: int, stats: Cluste
         knn: tuple[Any, ...] = (None, None, None)
         if UMAP_EXACT_BELOW <= n <= EXACT_KNN_MAX:  # exact neighbours where UMAP would run NN-descent
             knn = cosine_knn(x, n_neighbors)
-        with warnings.catch_warnings(), block_layout(layout_blocks):
+        with warnings.catch_warnings(), block_layout(layout_blocks, usable_cores()):
             warnings.simplefilter("ignore")
             reducer = umap.UMAP(
                 n_neighbors=n_neighbors,

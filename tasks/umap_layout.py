@@ -27,8 +27,8 @@ staleness UMAP's own parallel layout has, without its races. B = 1 is UMAP's own
 unchanged (and the default's trees are those of before this module).
 
 Which fits: those of at least :data:`BLOCKS_MIN` points — a level's global fit on a corpus of a
-few thousand leaves, the one on the critical path — run their blocks on min(B, usable cores)
-threads. Smaller fits (the local fits, which already run side by side, and the upper levels) keep
+few thousand leaves, the one on the critical path — run their blocks on min(B, the cores this
+process may use) threads (:func:`block_layout`'s caller says how many). Smaller fits (the local fits, which already run side by side, and the upper levels) keep
 UMAP's own layout: blocks would give them nothing to run in parallel.
 """
 
@@ -54,14 +54,15 @@ _KERNEL_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
-def block_layout(blocks: int) -> Iterator[None]:
-    """UMAP fits on this thread inside the block lay out in ``blocks`` vertex blocks (1: UMAP's own)."""
-    before = getattr(_STATE, "blocks", 1)
-    _STATE.blocks = int(blocks)
+def block_layout(blocks: int, threads: int = 1) -> Iterator[None]:
+    """UMAP fits on this thread inside the block lay out in ``blocks`` vertex blocks (1: UMAP's
+    own) on up to ``threads`` threads (the coordinates do not depend on it)."""
+    before = (getattr(_STATE, "blocks", 1), getattr(_STATE, "threads", 1))
+    _STATE.blocks, _STATE.threads = int(blocks), max(1, int(threads))
     try:
         yield
     finally:
-        _STATE.blocks = before
+        _STATE.blocks, _STATE.threads = before
 
 
 def current_blocks() -> int:
@@ -185,7 +186,7 @@ def optimize_layout_blocks(
     """``umap.layouts.optimize_layout_euclidean`` (same arguments, same result type) laid out in
     ``blocks`` vertex blocks (module docs; default: :func:`current_blocks`). UMAP's own layout for
     one block, fewer than :data:`BLOCKS_MIN` points, densMAP, a list of epochs or a transform
-    (head and tail embeddings differ). ``threads``: default min(blocks, usable cores)."""
+    (head and tail embeddings differ). ``threads``: default the :func:`block_layout` block's, at most ``blocks``."""
     from umap.layouts import optimize_layout_euclidean
 
     blocks = current_blocks() if blocks is None else int(blocks)
@@ -213,9 +214,7 @@ def optimize_layout_blocks(
     snap = emb.copy()
     delta = np.zeros((blocks, n_vertices, emb.shape[1]), dtype=emb.dtype)
     n_epochs = int(n_epochs)
-    from arborag.tasks.umap_runtime import usable_cores
-
-    workers = max(1, min(blocks, threads if threads is not None else usable_cores()))
+    workers = max(1, min(blocks, threads if threads is not None else int(getattr(_STATE, "threads", 1))))
     # UMAP's learning rate: initial_alpha in epoch 0, then initial_alpha * (1 - (n - 1) / n_epochs)
     alphas = np.asarray([initial_alpha * (1.0 - float(n - 1) / float(n_epochs)) if n else initial_alpha for n in range(n_epochs)])
 
