@@ -19,6 +19,11 @@ chain), so that one thread is most of what stands between a build and its embedd
   other blocks' vertices (an edge's tail) go to its own buffer;
 - after each sub-step the buffers are added in block order and the snapshot is renewed.
 
+The per-edge update (attraction, negative samples, clipping, the sampling schedule) is the one of
+``umap.layouts._optimize_layout_euclidean_single_epoch`` (umap-learn, BSD-3-Clause), written out
+here with the two changes above and calling UMAP's own compiled ``rdist``, ``clip`` and
+``tau_rand_int``.
+
 No block reads anything another block writes during a sub-step, so the blocks may run on as many
 threads as there are cores (the kernel runs without the GIL) and the layout is the same, bit for
 bit, on one thread or B — it depends on B, not on the machine's cores. What differs from UMAP's
