@@ -6,7 +6,8 @@ update shared coordinates as they race, so the result would change from run to r
 global fit is on the build's critical path (``benchmarks/cold_path.py``: the method's serial
 chain), so that one thread is most of what stands between a build and its embedding floor.
 
-``cluster.umap_layout_blocks: B`` (B >= 2) replaces the layout of every UMAP fit by this one:
+``cluster.umap_layout_blocks: B`` (B >= 2) replaces the layout of every UMAP fit of at least
+:data:`BLOCKS_MIN` points (below) by this one:
 
 - the vertices are cut into B contiguous ranges of about equal edge counts (UMAP's edges are
   sorted by their head vertex, so each block owns a contiguous range of edges: those whose head
@@ -33,8 +34,9 @@ unchanged (and the default's trees are those of before this module).
 
 Which fits: those of at least :data:`BLOCKS_MIN` points — a level's global fit on a corpus of a
 few thousand leaves, the one on the critical path — run their blocks on min(B, the cores this
-process may use) threads (:func:`block_layout`'s caller says how many). Smaller fits (the local fits, which already run side by side, and the upper levels) keep
-UMAP's own layout: blocks would give them nothing to run in parallel.
+process may use) threads (:func:`block_layout`'s caller says how many). Smaller fits (the local
+fits, which already run side by side, and the upper levels) keep UMAP's own layout: blocks would
+give them nothing to run in parallel.
 """
 
 from __future__ import annotations
@@ -191,7 +193,8 @@ def optimize_layout_blocks(
     """``umap.layouts.optimize_layout_euclidean`` (same arguments, same result type) laid out in
     ``blocks`` vertex blocks (module docs; default: :func:`current_blocks`). UMAP's own layout for
     one block, fewer than :data:`BLOCKS_MIN` points, densMAP, a list of epochs or a transform
-    (head and tail embeddings differ). ``threads``: default the :func:`block_layout` block's, at most ``blocks``."""
+    (head and tail embeddings differ). ``threads``: default the :func:`block_layout` block's,
+    at most ``blocks``."""
     from umap.layouts import optimize_layout_euclidean
 
     blocks = current_blocks() if blocks is None else int(blocks)
