@@ -187,8 +187,9 @@ class ClusterConfig(_Stage):
         "rule (500 below 10,000 points, 200 above). Fewer epochs cost less; docs/BENCHMARKS.md measures what it does to retrieval."
     )
     umap_layout_blocks: int = Field(
-        1, ge=1, le=64, description="UMAP's SGD layout in this many vertex blocks that run side by side, deterministic whatever the "
-        "cores (arborag/tasks/umap_layout.py); 1 = UMAP's own one-thread layout. The tree depends on it, not on the machine."
+        1, ge=1, le=64, description="UMAP's SGD layout of fits of >= 1,024 points (a level's global fit) in this many vertex blocks "
+        "that run side by side, deterministic whatever the cores (arborag/tasks/umap_layout.py); 1 = UMAP's own one-thread layout. "
+        "The tree depends on it, not on the machine; docs/BENCHMARKS.md measures speed and retrieval (an opt-in: not within noise everywhere)."
     )
     bic_search: Literal["exhaustive", "coarse_to_fine"] = Field(
         "coarse_to_fine", description="How k is searched: all of 1..K, or a coarse grid refined around its best."
