@@ -270,7 +270,8 @@ def markdown(result: dict[str, Any]) -> str:
          "seconds are those of a loaded box and vary run to run; clusterings and retrieval metrics do not depend on load."
          if result.get("shared", True) else
          "**Idle machine** (2 cores, nothing else running; load averages above): seconds still move run to run (this VM's speed "
-         "drifts), so settings are interleaved; clusterings and retrieval metrics do not depend on load."),
+         "drifts): the level part interleaves the settings, the builds part runs one build per setting, default first; "
+         "clusterings and retrieval metrics do not depend on load."),
         "",
     ]
     lv = result.get("level")
