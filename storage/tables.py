@@ -106,10 +106,11 @@ def atomic_write_json(path: str | Path, obj: Any) -> None:
     atomic_write_bytes(path, json.dumps(obj, indent=2, sort_keys=True).encode())
 
 
-def atomic_write_parquet(table: pa.Table, path: str | Path) -> Path:
-    """Write ``table`` to ``path`` (zstd) through a temporary file in the same folder + rename."""
+def atomic_write_parquet(table: pa.Table, path: str | Path, **options: Any) -> Path:
+    """Write ``table`` to ``path`` (zstd) through a temporary file in the same folder + rename;
+    ``options`` go to ``pyarrow.parquet.write_table`` (e.g. another ``compression``)."""
     with atomic_path(path) as tmp:
-        pq.write_table(table, tmp, compression="zstd")
+        pq.write_table(table, tmp, **{"compression": "zstd", **options})
     return Path(path)
 
 

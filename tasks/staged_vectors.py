@@ -24,7 +24,7 @@ from arborag.embedder import Embedder
 from arborag.progress import progress_bar
 from arborag.storage.arrays import arrow_to_vectors, vectors_to_arrow
 from arborag.storage.embedding_cache import EmbeddingCache
-from arborag.storage.tables import atomic_path
+from arborag.storage.tables import atomic_write_parquet
 from arborag.tasks.embeddings import embed_cached
 from arborag.tasks.stage_context import StageContext
 
@@ -73,8 +73,7 @@ VECTOR_FILE_OPTIONS: dict[str, Any] = {"compression": "none", "use_dictionary": 
 
 def write_vectors_file(path: Path, ids: pa.Array | pa.ChunkedArray, vectors: np.ndarray) -> None:
     """Stage ``vectors`` (rows aligned with ``ids``) as a Parquet file, atomically."""
-    with atomic_path(path) as tmp:
-        pq.write_table(pa.table({"node_id": ids, "vector": vectors_to_arrow(vectors)}), tmp, **VECTOR_FILE_OPTIONS)
+    atomic_write_parquet(pa.table({"node_id": ids, "vector": vectors_to_arrow(vectors)}), path, **VECTOR_FILE_OPTIONS)
 
 
 def read_vectors_file(path: Path) -> tuple[pa.ChunkedArray, np.ndarray]:
