@@ -153,25 +153,24 @@ def _kernels() -> Any:
                 merge = numba.njit(fastmath=True, nogil=True, cache=True)(_merge)
 
                 def _all_epochs(emb, snap, delta, head, tail, n_vertices, eps, a, b, rng, gamma, move_other, alphas,
-                                epns, eonns, eons, e_lo, e_hi, v_lo, v_hi, substeps):  # pragma: no cover - compiled
+                                epns, eonns, eons, bounds, v_lo, v_hi):  # pragma: no cover - compiled
                     # one thread: every epoch's sub-steps, block after block, in one call (the threads'
                     # order of work, without a Python call per block and sub-step)
                     for n in range(alphas.shape[0]):
-                        for s in range(substeps):
-                            for blk in range(e_lo.shape[0]):
-                                lo = e_lo[blk] + (e_hi[blk] - e_lo[blk]) * s // substeps
-                                hi = e_lo[blk] + (e_hi[blk] - e_lo[blk]) * (s + 1) // substeps
+                        for s in range(bounds.shape[1] - 1):
+                            for blk in range(bounds.shape[0]):
                                 substep(emb, snap, delta[blk], head, tail, n_vertices, eps, a, b, rng, gamma, move_other,
-                                        alphas[n], epns, eonns, eons, n, lo, hi, v_lo[blk], v_hi[blk])
+                                        alphas[n], epns, eonns, eons, n, bounds[blk, s], bounds[blk, s + 1], v_lo[blk], v_hi[blk])
                             merge(emb, snap, delta)
 
                 _KERNELS = (substep, merge, numba.njit(fastmath=True, nogil=True, cache=True)(_all_epochs))
     return _KERNELS
 
 
-def _blocks_of(head: np.ndarray, n_vertices: int, blocks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(first vertex, end vertex, first edge, end edge) of each block: contiguous vertex ranges
-    holding about equal numbers of edges (``head`` sorted)."""
+def _blocks_of(head: np.ndarray, n_vertices: int, blocks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(first vertex, end vertex, sub-step edge bounds) of each block: contiguous vertex ranges
+    holding about equal numbers of edges (``head`` sorted); block ``b``'s sub-step ``s`` runs the
+    edges ``bounds[b, s]:bounds[b, s + 1]``."""
     cum = np.cumsum(np.bincount(head, minlength=n_vertices))
     cuts = [0]
     for q in range(1, blocks):
@@ -180,7 +179,11 @@ def _blocks_of(head: np.ndarray, n_vertices: int, blocks: int) -> tuple[np.ndarr
     cuts.append(n_vertices)
     v_lo = np.asarray(cuts[:-1], dtype=np.int64)
     v_hi = np.asarray(cuts[1:], dtype=np.int64)
-    return v_lo, v_hi, np.searchsorted(head, v_lo, side="left").astype(np.int64), np.searchsorted(head, v_hi, side="left").astype(np.int64)
+    e_lo = np.searchsorted(head, v_lo, side="left").astype(np.int64)
+    e_hi = np.searchsorted(head, v_hi, side="left").astype(np.int64)
+    steps = np.arange(SUBSTEPS + 1, dtype=np.int64)
+    bounds = e_lo[:, None] + (e_hi - e_lo)[:, None] * steps[None, :] // SUBSTEPS
+    return v_lo, v_hi, np.ascontiguousarray(bounds)
 
 
 def optimize_layout_blocks(
@@ -188,16 +191,16 @@ def optimize_layout_blocks(
     n_vertices: int, epochs_per_sample: np.ndarray, a: float, b: float, rng_state: np.ndarray, gamma: float = 1.0,
     initial_alpha: float = 1.0, negative_sample_rate: float = 5.0, parallel: bool = False, verbose: bool = False,
     densmap: bool = False, densmap_kwds: Any = None, tqdm_kwds: Any = None, move_other: bool = False,
-    *, blocks: int | None = None, threads: int | None = None,
+    *, threads: int | None = None,
 ) -> Any:
     """``umap.layouts.optimize_layout_euclidean`` (same arguments, same result type) laid out in
-    ``blocks`` vertex blocks (module docs; default: :func:`current_blocks`). UMAP's own layout for
+    :func:`current_blocks` vertex blocks (module docs). UMAP's own layout for
     one block, fewer than :data:`BLOCKS_MIN` points, densMAP, a list of epochs or a transform
     (head and tail embeddings differ). ``threads``: default the :func:`block_layout` block's,
     at most ``blocks``."""
     from umap.layouts import optimize_layout_euclidean
 
-    blocks = current_blocks() if blocks is None else int(blocks)
+    blocks = current_blocks()
     n_vertices = int(n_vertices)
     if (blocks <= 1 or n_vertices < max(BLOCKS_MIN, 2 * blocks) or densmap or isinstance(n_epochs, list)
             or head_embedding is not tail_embedding or len(head) == 0):
@@ -218,7 +221,7 @@ def optimize_layout_blocks(
     eons = eps.copy()
     # UMAP's per-vertex random states (umap.layouts.optimize_layout_euclidean)
     rng = np.full((emb.shape[0], len(rng_state)), rng_state, dtype=np.int64) + emb[:, 0].astype(np.float64).view(np.int64).reshape(-1, 1)
-    v_lo, v_hi, e_lo, e_hi = _blocks_of(head, n_vertices, blocks)
+    v_lo, v_hi, bounds = _blocks_of(head, n_vertices, blocks)
     snap = emb.copy()
     delta = np.zeros((blocks, n_vertices, emb.shape[1]), dtype=emb.dtype)
     n_epochs = int(n_epochs)
@@ -226,15 +229,9 @@ def optimize_layout_blocks(
     # UMAP's learning rate: initial_alpha in epoch 0, then initial_alpha * (1 - (n - 1) / n_epochs)
     alphas = np.asarray([initial_alpha * (1.0 - float(n - 1) / float(n_epochs)) if n else initial_alpha for n in range(n_epochs)])
 
-    def run_block(blk: int, n: int, s: int) -> None:
-        lo = int(e_lo[blk] + (e_hi[blk] - e_lo[blk]) * s // SUBSTEPS)
-        hi = int(e_lo[blk] + (e_hi[blk] - e_lo[blk]) * (s + 1) // SUBSTEPS)
-        substep(emb, snap, delta[blk], head, tail, n_vertices, eps, a, b, rng, gamma, move_other, float(alphas[n]),
-                epns, eonns, eons, n, lo, hi, int(v_lo[blk]), int(v_hi[blk]))
-
     if workers == 1:
         all_epochs(emb, snap, delta, head, tail, n_vertices, eps, a, b, rng, gamma, move_other, alphas,
-                   epns, eonns, eons, e_lo, e_hi, v_lo, v_hi, SUBSTEPS)
+                   epns, eonns, eons, bounds, v_lo, v_hi)
         return emb
     # one thread per group of blocks; a barrier after every sub-step, whose action merges
     groups = [list(range(w, blocks, workers)) for w in range(workers)]
@@ -246,7 +243,8 @@ def optimize_layout_blocks(
             for n in range(n_epochs):
                 for s in range(SUBSTEPS):
                     for blk in mine:
-                        run_block(blk, n, s)
+                        substep(emb, snap, delta[blk], head, tail, n_vertices, eps, a, b, rng, gamma, move_other, float(alphas[n]),
+                                epns, eonns, eons, n, int(bounds[blk, s]), int(bounds[blk, s + 1]), int(v_lo[blk]), int(v_hi[blk]))
                     barrier.wait()
         except threading.BrokenBarrierError:
             pass
