@@ -55,6 +55,10 @@ Bytecode: before anything runs, the project's modules are byte-compiled exactly 
 ``scripts/install.sh`` does (``python -m compileall``; a no-op when they are up to date) and
 the results file says so — a shell with ``PYTHONDONTWRITEBYTECODE=1`` would otherwise make
 every fresh process compile ~120 modules again (~0.3 s), which no installed user pays.
+UMAP's numba code: compiled into arborag's user-level cache the same way, as
+``scripts/install.sh`` does (``clustering.warm_up()`` in a fresh process; ~2 s when the machine
+has compiled it, ~33 s when it has not) — on a machine that had never compiled it, the first cold
+build paid that compile itself (52.6 s against 40.2 s once compiled, session 13's runs).
 
 Run::
 
@@ -344,6 +348,14 @@ def compile_project(env: dict[str, str]) -> str:
     return f"project modules byte-compiled as scripts/install.sh does ({time.perf_counter() - t:.2f} s; {flag})"
 
 
+def warm_numba(env: dict[str, str]) -> str:
+    """UMAP's numba code compiled into the user-level cache as scripts/install.sh does; what the results file says of it."""
+    row = run_child([sys.executable, "-c", "from arborag.tasks.clustering import warm_up; print(warm_up())"], "numba warm-up (as install.sh)", env)
+    seconds = float(row["stdout"].strip().splitlines()[-1])
+    state = "the cache was already there" if seconds < 10 else "this machine compiled it now"
+    return f"UMAP's numba code warmed as scripts/install.sh does ({seconds:.1f} s; {state})"
+
+
 def import_table(env: dict[str, str]) -> list[list[Any]]:
     row = run_child([sys.executable, "-c", IMPORTS], "import times", env)
     return json.loads(row["stdout"].strip().splitlines()[-1])
@@ -417,6 +429,7 @@ def markdown(result: dict[str, Any]) -> str:
                        machine_end=result["machine_end"], busy_end=result["busy_end"], wall_s=result.get("wall_s", 0)),
         "",
         *([f"Bytecode: {result['bytecode']}.", ""] if result.get("bytecode") else []),
+        *([f"Numba: {result['numba']}.", ""] if result.get("numba") else []),
         "Every step is a fresh process (`arborag build|update ...`, default settings). \"others\" = average cores",
         "other processes kept busy during the step (/proc/stat); *busy* marks a step where that exceeded "
         f"{BUSY_CORES} of the 2 cores. Ratios are within one size of one round.",
@@ -517,6 +530,7 @@ def main() -> None:
     load = wait_for_quiet(args.max_load, args.max_wait)
     result["load_at_start"] = load
     result["bytecode"] = compile_project(env)
+    result["numba"] = warm_numba(env)
     print(f"load at start {load:.2f}", flush=True)
     result["imports"] = import_table(env)
     for rnd in range(1, args.rounds + 1):
