@@ -599,7 +599,7 @@ def render(args: argparse.Namespace, results: dict[str, dict[str, Any]], *, orig
     busy = busy_processes()
     if busy:
         L.append(f"- Other busy processes at the end: {', '.join(busy)}.")
-    L.append(f"- arborag: {git_commit()}; RAPTOR: {origin}.")
+    L.append(f"- arborag: commit {git_commit()}; RAPTOR: {origin}.")
     L.append(f"- torch intra-op threads: {args.torch_threads or 'torch default'} for both sides (`--threads {args.threads}`; on this "
              "busy 2-core box 2 threads made single-text encodes 15-30x slower than 1 thread).")
     L.append(f"- Same embedder on both sides: packaged all-MiniLM-L6-v2, dtype {cfg.embed.dtype} (arborag's EmbedConfig default), "
