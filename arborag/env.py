@@ -15,11 +15,14 @@ unwritable folder) leaves numba's own default.
 
 from __future__ import annotations
 
+import functools
 import os
+import platform
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-__all__ = ["OFFLINE_ENV", "numba_cache_dir", "offline_env", "prefect_api_url", "user_cache_path"]
+__all__ = ["NUMERIC_PACKAGES", "OFFLINE_ENV", "numba_cache_dir", "numeric_environment", "offline_env", "prefect_api_url", "user_cache_path"]
 
 #: The defaults, by variable name.
 OFFLINE_ENV: Mapping[str, str] = {
@@ -40,6 +43,46 @@ def offline_env() -> None:
         folder = numba_cache_dir()
         if folder is not None:
             os.environ["NUMBA_CACHE_DIR"] = str(folder)
+
+
+#: The installed packages a tree's numbers come from: the embedder's (vectors) and the clustering's.
+NUMERIC_PACKAGES = ("torch", "transformers", "sentence-transformers", "tokenizers", "numpy", "scipy", "scikit-learn",
+                    "umap-learn", "pynndescent", "numba", "llvmlite")
+#: CPU instruction sets that choose the float kernels (bf16 and fused multiply-add paths of torch,
+#: numba's fastmath code): the ones of them a CPU has are recorded.
+_CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_bf16", "neon", "asimd", "sve")
+
+
+@functools.lru_cache(maxsize=1)
+def numeric_environment() -> dict[str, Any]:
+    """What a tree's numbers depend on besides its inputs and config: Python, the versions of
+    :data:`NUMERIC_PACKAGES` (None: not installed) and the CPU (model name, the flags of
+    :data:`_CPU_FLAGS` it has). A snapshot's ``info.json`` records it (``environment``): the same
+    code, inputs and config gave other node ids on an AMD EPYC VM with a fresh install than on the
+    Intel Xeon VM before it (docs/BENCHMARKS.md, "The cold path"), and this is what tells two such
+    trees apart. Read from package metadata and ``/proc/cpuinfo``: nothing is imported."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    packages: dict[str, str | None] = {}
+    for name in NUMERIC_PACKAGES:
+        try:
+            packages[name] = version(name)
+        except PackageNotFoundError:
+            packages[name] = None
+    model, flags = "", set()
+    try:  # the first core's lines (x86: "model name", "flags"; arm64: "Features")
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key == "model name" and not model:
+                model = value.strip()
+            elif key in ("flags", "Features") and not flags:
+                flags = set(value.split())
+    except OSError:
+        pass
+    cpu = model or platform.processor() or platform.machine()
+    return {"python": platform.python_version(), "machine": platform.machine(), "cpu": cpu,
+            "cpu_flags": [f for f in _CPU_FLAGS if f in flags], "packages": packages}
 
 
 def user_cache_path(name: str, switch: str) -> Path | None:

@@ -356,6 +356,12 @@ def warm_numba(env: dict[str, str]) -> str:
     return f"UMAP's numba code warmed as scripts/install.sh does ({seconds:.1f} s; {state})"
 
 
+def env_line(e: dict[str, Any]) -> str:
+    """The numeric environment (arborag.env.numeric_environment) as one line of the report."""
+    pkgs = ", ".join(f"{k} {v}" for k, v in e["packages"].items() if v)
+    return f"Numeric environment (a snapshot's info.json records the same): Python {e['python']}, {e['cpu']} ({', '.join(e['cpu_flags'])}); {pkgs}."
+
+
 def import_table(env: dict[str, str]) -> list[list[Any]]:
     row = run_child([sys.executable, "-c", IMPORTS], "import times", env)
     return json.loads(row["stdout"].strip().splitlines()[-1])
@@ -430,6 +436,7 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         *([f"Bytecode: {result['bytecode']}.", ""] if result.get("bytecode") else []),
         *([f"Numba: {result['numba']}.", ""] if result.get("numba") else []),
+        *([env_line(result["environment"]), ""] if result.get("environment") else []),
         "Every step is a fresh process (`arborag build|update ...`, default settings). \"others\" = average cores",
         "other processes kept busy during the step (/proc/stat); *busy* marks a step where that exceeded "
         f"{BUSY_CORES} of the 2 cores. Ratios are within one size of one round.",
@@ -531,6 +538,9 @@ def main() -> None:
     result["load_at_start"] = load
     result["bytecode"] = compile_project(env)
     result["numba"] = warm_numba(env)
+    from arborag.env import numeric_environment
+
+    result["environment"] = numeric_environment()  # what the trees' numbers come from (node-id hashes differ across these)
     print(f"load at start {load:.2f}", flush=True)
     result["imports"] = import_table(env)
     for rnd in range(1, args.rounds + 1):

@@ -39,8 +39,9 @@ def level_counts(nodes: pa.Table) -> dict[int, int]:
 
 def write_tree_info(stage_dir: Path, ctx: StageContext, models: list[LevelModel], *, fitted: int, changed: int, **extra: Any) -> None:
     """Stage the fitted clusters (``clusters/``) and ``tree_info.json``, which publish merges into
-    the snapshot's ``info.json``: the tree config, and the drift since the last full fit
-    (``fitted`` leaves then, ``changed`` leaves added or removed incrementally since)."""
+    the snapshot's ``info.json``: the tree config, the drift since the last full fit
+    (``fitted`` leaves then, ``changed`` leaves added or removed incrementally since), and the
+    numeric environment of this run (:func:`arborag.env.numeric_environment`)."""
     import shutil
 
     from arborag.storage.tables import atomic_write_json
@@ -50,8 +51,10 @@ def write_tree_info(stage_dir: Path, ctx: StageContext, models: list[LevelModel]
     if clusters.exists():
         shutil.rmtree(clusters)
     save_models(clusters, models)
+    from arborag.env import numeric_environment
+
     info = {"tree_config": tree_config(ctx.config), "drift": {"fitted": int(fitted), "changed": int(changed)},
-            "clusters": {"levels": sorted(m.level for m in models)}, **extra}
+            "clusters": {"levels": sorted(m.level for m in models)}, "environment": numeric_environment(), **extra}
     atomic_write_json(stage_dir / "tree_info.json", info)
 
 

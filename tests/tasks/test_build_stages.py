@@ -61,6 +61,12 @@ def test_runners_build_and_publish_a_small_tree(tmp_path: Path) -> None:
     assert set(nodes.column("created_by_run").to_pylist()) == {"run-xyz"}
     info = json.loads((published / "info.json").read_text())
     assert info["run_id"] == "run-xyz" and info["build_key"] == key and info["counts"] == {"nodes": leaves.num_rows, "levels": {"0": leaves.num_rows}}
+    # what the tree's numbers came from besides inputs and config: library versions and the CPU
+    import numpy
+
+    env = info["environment"]
+    assert env["packages"]["numpy"] == numpy.__version__ and env["packages"]["umap-learn"] is not None
+    assert env["cpu"] and env["machine"] and isinstance(env["cpu_flags"], list)
     assert not ctx.staging_dir(key).exists()  # staging is removed once published
     assert estimate_cost(leaves, ctx.config) == []  # too few leaves for a summary level
 
