@@ -36,10 +36,12 @@ the first) can differ between threads=1 and threads=2 builds.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +67,8 @@ log = logging.getLogger(__name__)
 EmbedFn = Callable[[list[str]], np.ndarray]
 MapFn = Callable[[Callable[..., Any], Iterable[Any]], Iterator[Any]]
 TreeProgress = Callable[[dict[str, Any]], None] | None
+#: ``bar(description, total)`` -> a context giving ``advance(n)``: :func:`arborag.progress.progress_bar`'s shape
+LevelBar = Callable[[str, int | None], AbstractContextManager[Callable[[int], None]]]
 
 
 @dataclass
@@ -213,22 +217,35 @@ def _check_vectors(vectors: np.ndarray, n: int, what: str, dim: int | None = Non
     return v
 
 
+def _no_bar(description: str, total: int | None) -> AbstractContextManager[Callable[[int], None]]:
+    return contextlib.nullcontext(lambda n=1: None)
+
+
 def _cluster_trees(
-    active: list[Level], cfg: ClusterConfig, st: dict[str, Any], map: MapFn | None = None, fitted: list[Any] | None = None
+    active: list[Level], cfg: ClusterConfig, st: dict[str, Any], map: MapFn | None = None, fitted: list[Any] | None = None,
+    bar: LevelBar | None = None,
 ) -> list[list[list[tuple[int, float]]]]:
     """Cluster every active tree's current level; add the clustering counters to ``st``.
-    ``fitted`` receives the level's fits when there is one tree (corpus scope)."""
+    ``fitted`` receives the level's fits when there is one tree (corpus scope). ``bar`` shows the
+    level's clustering (one step per tree; a running clock for one tree, whose fits are one step)."""
+    from arborag.tasks.umap_runtime import layout_compiled
+
     t0 = time.perf_counter()
     per_tree: list[list[list[tuple[int, float]]]] = []
     total = ClusterStats()
-    for t in active:
-        cs = ClusterStats()
-        per_tree.append(cluster_level(t.vectors, t.frame["n_tokens"].to_numpy(), cfg, stats=cs, map=map,
-                                      fitted=fitted if len(active) == 1 else None))
-        total.add(cs)
-        if len(active) == 1:
-            st["global_k"] = cs.global_k
-            st["local_ks"] = cs.local_ks
+    what = f"cluster level {st['level']} ({st['n_input']:,} nodes" + (f" in {len(active):,} trees)" if len(active) > 1 else ")")
+    if bar is not None and not layout_compiled():
+        what += " — compiling UMAP's code for this machine, once"
+    with (bar or _no_bar)(what, len(active) if len(active) > 1 else None) as advance:
+        for t in active:
+            cs = ClusterStats()
+            per_tree.append(cluster_level(t.vectors, t.frame["n_tokens"].to_numpy(), cfg, stats=cs, map=map,
+                                          fitted=fitted if len(active) == 1 else None))
+            total.add(cs)
+            advance(1)
+            if len(active) == 1:
+                st["global_k"] = cs.global_k
+                st["local_ks"] = cs.local_ks
     st["cluster_s"] = time.perf_counter() - t0
     st.update(umap_s=total.umap_s, gmm_s=total.gmm_s, gmm_fits=total.gmm_fits, umap_fits=total.umap_fits,
               reclustered=total.reclustered, cut=total.cut, global_s=total.global_s, global_umap_s=total.global_umap_s)
@@ -246,11 +263,13 @@ def build_tree(
     run_id: str,
     progress: TreeProgress = None,
     map: MapFn | None = None,
+    bar: LevelBar | None = None,
 ) -> TreeResult:
     """Build the RAPTOR tree over ``leaves`` (a CHUNKS table; rows aligned with ``leaf_vectors``).
 
     ``embed(texts) -> float32 (len(texts), dim)`` embeds summaries (the same model as the
-    leaves). ``progress(level_stats)`` is called after each level with its stats dict.
+    leaves). ``progress(level_stats)`` is called after each level with its stats dict; ``bar``
+    (:func:`arborag.progress.progress_bar`'s shape) shows each level's clustering as it runs.
     ``run_id`` is written to every node's ``created_by_run``. ``map`` (None: all in this
     process) fans out the per-cluster local clusterings and the summarization calls (e.g. to
     Dask workers through Prefect); the tables are the same either way.
@@ -288,7 +307,7 @@ def build_tree(
         st: dict[str, Any] = {"level": level, "n_trees": len(active), "n_input": sum(len(t) for t in active)}
         # 1. cluster every active tree; 2. the children of every cluster in document order
         fitted: list[Any] = []
-        per_tree = _cluster_trees(active, cfg, st, map, fitted if len(trees) == 1 else None)
+        per_tree = _cluster_trees(active, cfg, st, map, fitted if len(trees) == 1 else None, bar)
         members, first = [], 0
         for t, clusters in zip(active, per_tree):
             members.append(cluster_members(t.frame, clusters, first))

@@ -43,7 +43,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["EXACT_KNN_MAX", "UMAP_EXACT_BELOW", "cosine_knn", "cosine_matrix", "import_umap", "pairwise_distances", "usable_cores"]
+__all__ = ["EXACT_KNN_MAX", "UMAP_EXACT_BELOW", "cosine_knn", "cosine_matrix", "import_umap", "layout_compiled", "pairwise_distances",
+           "usable_cores"]
 
 _LOCK = threading.Lock()
 _UMAP: Any = None
@@ -84,6 +85,18 @@ def _ensure_cache_dir() -> None:
         folder = numba_cache_dir()
         if folder is not None:
             numba.config.CACHE_DIR = str(folder)
+
+
+def layout_compiled() -> bool:
+    """False when arborag's numba cache folder (``NUMBA_CACHE_DIR``) holds no compiled UMAP SGD
+    layout yet: the next fit compiles it (15-50 s, once per machine; ``scripts/install.sh`` does it
+    at install). True when it is there or the folder is not known (nothing to say). No import."""
+    import glob
+
+    folder = os.environ.get("NUMBA_CACHE_DIR")
+    if not folder or not os.path.isdir(folder):
+        return True
+    return bool(glob.glob(os.path.join(glob.escape(folder), "umap_*", "layouts._optimize_layout_euclidean_single_epoch-*.nbi")))
 
 
 def import_umap() -> Any:

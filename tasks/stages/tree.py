@@ -9,12 +9,14 @@ summarizer's counters.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pyarrow as pa
 
+from arborag.progress import progress_bar
 from arborag.storage.tables import write_table
 from arborag.tasks.stage_context import StageContext
 from arborag.tasks.staged_vectors import embed_function, embedder_of, read_vectors_file, write_vectors_file
@@ -74,6 +76,7 @@ def run_tree(ctx: StageContext, key: str) -> dict[str, Any]:
         tree_cfg=ctx.config.tree,
         run_id=ctx.run_id,
         map=ctx.resources.get("map"),  # a fan-out (Dask through Prefect) set by the flow, or None
+        bar=functools.partial(progress_bar, enabled=ctx.progress),
     )
     summaries = sum(int(st.get("n_clusters", 0)) for st in result.stats)
     ctx.counters.summaries += summaries

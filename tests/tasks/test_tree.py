@@ -110,7 +110,7 @@ def topic_docs(n_docs: int = 4, per_doc: int = 18, seed: int = 0) -> list[tuple[
     return docs
 
 
-def build(chunks: pa.Table, *, summarizer=None, cfg=CFG, tree_cfg=CORPUS, embedder=None):
+def build(chunks: pa.Table, *, summarizer=None, cfg=CFG, tree_cfg=CORPUS, embedder=None, bar=None):
     embedder = embedder or FakeEmbedder()
     vectors = embedder(leaf_embed_texts(chunks))
     return build_tree(
@@ -121,7 +121,57 @@ def build(chunks: pa.Table, *, summarizer=None, cfg=CFG, tree_cfg=CORPUS, embedd
         cfg=cfg,
         tree_cfg=tree_cfg,
         run_id="run-test",
+        bar=bar,
     )
+
+
+class RecordingBar:
+    """A stand-in for arborag.progress.progress_bar that records what a person would see."""
+
+    def __init__(self) -> None:
+        self.shown: list[tuple[str, int | None, int]] = []  # (description, total, steps advanced)
+
+    def __call__(self, description: str, total: int | None):
+        import contextlib
+
+        entry = [description, total, 0]
+
+        @contextlib.contextmanager
+        def ctx():
+            def advance(n: int = 1) -> None:
+                entry[2] += n
+
+            yield advance
+            self.shown.append((entry[0], entry[1], entry[2]))
+
+        return ctx()
+
+
+def test_each_level_shows_its_clustering_and_the_tree_is_the_same_with_a_bar(corpus_tree):
+    chunks, plain = corpus_tree
+    bar = RecordingBar()
+    res = build(chunks, bar=bar)
+    assert res.nodes.equals(plain.nodes) and res.edges.equals(plain.edges)
+    clustered = [st for st in res.stats if "cluster_s" in st]
+    assert [d.split(" (")[0] for d, _, _ in bar.shown] == [f"cluster level {st['level']}" for st in clustered]
+    first = bar.shown[0]
+    assert f"({chunks.num_rows:,} nodes" in first[0] and first[1] is None and first[2] == 1  # one tree: a clock, one step
+    per_doc = RecordingBar()
+    docs = make_chunks(topic_docs(n_docs=3, per_doc=16))
+    build(docs, tree_cfg=PER_DOC, bar=per_doc)
+    assert per_doc.shown[0][1] == 3 == per_doc.shown[0][2] and "in 3 trees" in per_doc.shown[0][0]  # a step per document tree
+
+
+def test_layout_compiled_reads_the_numba_cache_folder(tmp_path, monkeypatch):
+    from arborag.tasks.umap_runtime import layout_compiled
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    assert not layout_compiled()  # an empty cache: the next fit compiles
+    (tmp_path / "umap_0123").mkdir()
+    (tmp_path / "umap_0123" / "layouts._optimize_layout_euclidean_single_epoch-63.py311.nbi").write_bytes(b"")
+    assert layout_compiled()
+    monkeypatch.delenv("NUMBA_CACHE_DIR")
+    assert layout_compiled()  # no folder known: nothing to say
 
 
 @pytest.fixture(scope="module")
