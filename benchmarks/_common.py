@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -142,14 +141,9 @@ def timed(label: str) -> Iterator[Timing]:
 
 
 def machine_line() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from arborag.env import numeric_environment  # the CPU model as a snapshot's info.json names it
+
+    cpu = numeric_environment()["cpu"]
     la = os.getloadavg()
     return f"{cpu}, {os.cpu_count()} cores; load average now {la[0]:.2f} / {la[1]:.2f} / {la[2]:.2f} (1/5/15 min)"
 
