@@ -95,13 +95,10 @@ def _terms(sentence: str) -> list[str]:
     global _STOP
     if _STOP is None:
         _STOP = _stop_words()
-    words = _WORD.findall(sentence.lower())
-    if not CJK_CHAR.search(sentence):  # no CJK anywhere: no word needs the bigram rule (one search, not one per word)
-        stop = _STOP
-        return [w for w in words if len(w) > 1 and w not in stop]
+    cjk = CJK_CHAR.search(sentence) is not None  # no CJK anywhere: no word needs the search (one per sentence, not per word)
     out: list[str] = []
-    for w in words:
-        if CJK_CHAR.search(w):
+    for w in _WORD.findall(sentence.lower()):
+        if cjk and CJK_CHAR.search(w):
             chars = [c for c in w if not c.isspace()]
             out.extend(chars[i] + chars[i + 1] for i in range(len(chars) - 1))
             if len(chars) == 1:
