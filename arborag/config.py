@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from arborag.env import resolve_dtype
 from arborag.errors import ConfigError
 from arborag.hashing import hash_json
 
@@ -140,9 +141,13 @@ class EmbedConfig(_Stage):
     timeout_s: float = Field(60.0, gt=0, description="openai: per-request timeout.")
     retries: int = Field(3, ge=0, description="openai: retries per request (429/5xx/timeouts), with backoff or Retry-After.")
     concurrency: int = Field(4, ge=1, description="openai: requests in flight at once.")
-    dtype: Literal["float32", "bfloat16"] = Field(
-        "bfloat16", description="Model weights dtype on CPU; bf16 measured 1.1-2.1x faster than fp32 here (by load), cosine 0.99995."
-    )
+    dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        "auto", validate_default=True,
+        description="Model weights dtype on CPU. auto (resolved when the config is read, so snapshots and caches record the "
+        "dtype itself): bfloat16 where the CPU has bf16 dot products in hardware (x86 avx512_bf16 or amx_bf16, arm64 bf16), "
+        "else float32 — bf16 measured 1.1-2.1x faster than fp32 with them (cosine 0.99995), slower than fp32 without "
+        "(benchmarks/results/embed_isa.md). A corpus moved to a CPU that resolves differently is rebuilt in full on its next "
+        "update (the embedder changed); set the dtype itself to keep one.")
     batch_size: int = Field(32, ge=1, description="Texts per forward pass (local) or per request (openai).")
     device: str = Field("cpu", description="torch device.")
     threads: int | Literal["auto"] | None = Field(
@@ -153,6 +158,11 @@ class EmbedConfig(_Stage):
         "of that length (re-normalized), or truncate (the model's own behaviour; vectors of long texts then ignore their end)."
     )
     long_text_overlap: int = Field(32, ge=0, description="mean: tokens shared by consecutive windows of a long text.")
+
+    @field_validator("dtype", mode="before")
+    @classmethod
+    def _resolve_dtype(cls, value: Any) -> Any:
+        return resolve_dtype(value) if value == "auto" else value
 
     @model_validator(mode="after")
     def _check(self) -> "EmbedConfig":

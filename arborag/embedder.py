@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from arborag.embed_windows import l2_normalise, long_text_windows, text_windows
-from arborag.env import offline_env
+from arborag.env import offline_env, resolve_dtype
 from arborag.errors import ConfigError
 
 if TYPE_CHECKING:  # the embedding worker runs without arborag.config's models (~0.17 s of imports on its way to ready)
@@ -154,7 +154,7 @@ def max_seq_length(path: Path) -> int:
 def model_id_for(name: str, cfg: EmbedConfig, max_len: int) -> str:
     """The cache identity of a model + dtype + long-text policy: ``name@dtype`` for ``truncate``
     (the id vectors always had), ``name@dtype+mean<max_len>o<overlap>`` for ``mean``."""
-    base = f"{name}@{cfg.dtype}"
+    base = f"{name}@{resolve_dtype(cfg.dtype)}"  # (a config made without validation may still say auto)
     return base if cfg.long_text == "truncate" else f"{base}+mean{max_len}o{cfg.long_text_overlap}"
 
 
@@ -228,7 +228,7 @@ class Embedder:
         with self._lock, _MODELS_LOCK:
             if self._model is not None:
                 return self._model
-            key = (str(self.path), self.cfg.dtype, str(self.cfg.device), self._threads)
+            key = (str(self.path), resolve_dtype(self.cfg.dtype), str(self.cfg.device), self._threads)
             if key in _MODELS:
                 return self._use(_MODELS[key])
             offline_env()
@@ -246,7 +246,7 @@ class Embedder:
                 hf_logging.disable_progress_bar()
             except Exception:  # pragma: no cover - optional nicety
                 pass
-            dtype = torch.bfloat16 if self.cfg.dtype == "bfloat16" else torch.float32
+            dtype = torch.bfloat16 if resolve_dtype(self.cfg.dtype) == "bfloat16" else torch.float32
             with phases.phase("embedding model load"):
                 model = SentenceTransformer(
                     str(self.path), device=self.cfg.device, model_kwargs={"dtype": dtype}
@@ -420,7 +420,7 @@ def describe_embedder(cfg: EmbedConfig) -> str:
     if cfg.backend == "openai":
         dims = f", dimensions {cfg.dimensions}" if cfg.dimensions is not None else ""
         return f"model {cfg.api_model!r}{dims} of an OpenAI-compatible server"
-    return f"the local model {cfg.model!r} ({cfg.dtype})"
+    return f"the local model {cfg.model!r} ({resolve_dtype(cfg.dtype)})"
 
 
 def snapshot_embedder(recorded: dict[str, Any] | None, current: EmbedConfig, *, snapshot: str = "this snapshot") -> EmbedConfig:

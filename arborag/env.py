@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["NUMERIC_PACKAGES", "OFFLINE_ENV", "numba_cache_dir", "numeric_environment", "offline_env", "prefect_api_url", "user_cache_path"]
+__all__ = ["NUMERIC_PACKAGES", "OFFLINE_ENV", "cpu_info", "native_bf16", "numba_cache_dir", "numeric_environment", "offline_env",
+           "prefect_api_url", "resolve_dtype", "user_cache_path"]
 
 #: The defaults, by variable name.
 OFFLINE_ENV: Mapping[str, str] = {
@@ -50,7 +51,54 @@ NUMERIC_PACKAGES = ("torch", "transformers", "sentence-transformers", "tokenizer
                     "umap-learn", "pynndescent", "numba", "llvmlite")
 #: CPU instruction sets that choose the float kernels (bf16 and fused multiply-add paths of torch,
 #: numba's fastmath code): the ones of them a CPU has are recorded.
-_CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_bf16", "neon", "asimd", "sve")
+_CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_bf16", "neon", "asimd", "sve", "bf16")
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_info() -> tuple[str, frozenset[str]]:
+    """(model name, instruction-set flags) of this machine's first core, from ``/proc/cpuinfo``
+    (x86: "model name" and "flags"; arm64: "Features"); ("", {}) where there is none to read."""
+    model, flags = "", frozenset()
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key == "model name" and not model:
+                model = value.strip()
+            elif key in ("flags", "Features") and not flags:
+                flags = frozenset(value.split())
+    except OSError:
+        pass
+    return model, flags
+
+
+def native_bf16(machine: str | None = None, flags: frozenset[str] | set[str] | None = None) -> bool | None:
+    """Whether the CPU computes bfloat16 dot products in hardware — x86: ``avx512_bf16`` or
+    ``amx_bf16``; arm64: ``bf16`` — or None when its flags cannot be read (not Linux). Without them
+    bf16 is converted in software: the packaged model encoded **2.0x (no avx512_bf16) to 4.3x (no
+    AVX-512) slower in bf16 than in fp32**, against 1.7x faster with them (this machine with oneDNN
+    capped, benchmarks/results/embed_isa.md), so ``embed.dtype: auto`` picks fp32 there.
+    ``machine``/``flags`` default to this machine's."""
+    machine = (machine if machine is not None else platform.machine()).lower()
+    flags = flags if flags is not None else cpu_info()[1]
+    if not flags:
+        return None
+    if machine in ("x86_64", "amd64", "i686", "x86"):
+        return bool({"avx512_bf16", "amx_bf16"} & set(flags))
+    if machine in ("aarch64", "arm64"):
+        return "bf16" in flags
+    return False
+
+
+def resolve_dtype(dtype: str) -> str:
+    """``embed.dtype`` as the embedder runs it: ``auto`` is bfloat16 where the CPU has bf16 dot
+    products in hardware (:func:`arborag.env.native_bf16`), else float32 (also where the CPU's
+    flags cannot be read: fp32 is never far from the faster choice, bf16 without hardware support is)."""
+    if dtype in ("float32", "bfloat16"):
+        return dtype
+    if dtype != "auto":
+        raise ValueError(f"embed.dtype must be auto, float32 or bfloat16, not {dtype!r}")
+    return "bfloat16" if native_bf16() else "float32"
 
 
 @functools.lru_cache(maxsize=1)
@@ -59,20 +107,11 @@ def numeric_environment() -> dict[str, Any]:
     :data:`NUMERIC_PACKAGES` (None: not installed) and the CPU (model name, the flags of
     :data:`_CPU_FLAGS` it has). A snapshot's ``info.json`` records it (``environment``): the same
     code, inputs and config gave other node ids on an AMD EPYC VM with a fresh install than on the
-    Intel Xeon VM before it (docs/BENCHMARKS.md, "The cold path"), and this is what tells two such
-    trees apart. Read from the dist-info folders on ``sys.path`` and ``/proc/cpuinfo`` (~8 ms; nothing imported)."""
+    Intel Xeon VM before it (docs/BENCHMARKS.md, "The cold path"), and the CPU alone is enough for
+    that (benchmarks/results/embed_isa.md): this is what tells two such trees apart. Read from the
+    dist-info folders on ``sys.path`` and ``/proc/cpuinfo`` (~8 ms; nothing imported)."""
     packages = _installed_versions(NUMERIC_PACKAGES)
-    model, flags = "", set()
-    try:  # the first core's lines (x86: "model name", "flags"; arm64: "Features")
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
-            key, _, value = line.partition(":")
-            key = key.strip()
-            if key == "model name" and not model:
-                model = value.strip()
-            elif key in ("flags", "Features") and not flags:
-                flags = set(value.split())
-    except OSError:
-        pass
+    model, flags = cpu_info()
     cpu = model or platform.processor() or platform.machine()
     return {"python": platform.python_version(), "machine": platform.machine(), "cpu": cpu,
             "cpu_flags": [f for f in _CPU_FLAGS if f in flags], "packages": packages}

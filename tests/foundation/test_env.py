@@ -38,3 +38,35 @@ def test_numeric_environment_reads_the_installed_versions_and_the_cpu() -> None:
     assert env["packages"]["numpy"] is not None and env["packages"]["scikit-learn"] is not None
     assert _installed_versions(("numpy", "no-such-package-arborag")) == {"numpy": meta("numpy"), "no-such-package-arborag": None}
     assert env["cpu"] and env["machine"] and env["python"].count(".") == 2
+
+
+def test_native_bf16_reads_the_instruction_sets_that_compute_bf16_in_hardware() -> None:
+    """x86 needs avx512_bf16 or amx_bf16 (AVX2 and plain AVX-512 convert in software), arm64 its
+    bf16 feature; flags that cannot be read say nothing (None)."""
+    from arborag.env import native_bf16
+
+    assert native_bf16("x86_64", {"avx2", "fma", "avx512f", "avx512_bf16"}) is True
+    assert native_bf16("x86_64", {"avx2", "amx_tile", "amx_bf16"}) is True
+    assert native_bf16("x86_64", {"avx2", "fma", "avx512f", "avx512_vnni"}) is False
+    assert native_bf16("aarch64", {"asimd", "sve", "bf16"}) is True
+    assert native_bf16("aarch64", {"asimd", "sve"}) is False
+    assert native_bf16("x86_64", set()) is None
+
+
+@pytest.mark.parametrize(("native", "expected"), [(True, "bfloat16"), (False, "float32"), (None, "float32")])
+def test_embed_dtype_auto_resolves_when_the_config_is_read(monkeypatch: pytest.MonkeyPatch, native: bool | None, expected: str) -> None:
+    """``embed.dtype: auto`` (the default) becomes the dtype itself when the config is read — bf16
+    only on a CPU with bf16 in hardware — so the tree config, the snapshot's info.json and the
+    embedding cache's model id name a dtype, never "auto"; a dtype that is set is kept."""
+    import arborag.env as env
+    from arborag.config import EmbedConfig, load_config
+    from arborag.embedder import model_id_for
+
+    monkeypatch.setattr(env, "native_bf16", lambda *a, **k: native)
+    assert EmbedConfig().dtype == expected
+    assert load_config(None, overrides={"embed": {"dtype": "auto"}}).embed.dtype == expected
+    assert EmbedConfig(dtype="bfloat16").dtype == "bfloat16" and EmbedConfig(dtype="float32").dtype == "float32"
+    unvalidated = EmbedConfig().model_copy(update={"dtype": "auto"})  # a copy is not validated again
+    assert model_id_for("m", unvalidated, 256).startswith(f"m@{expected}")
+    with pytest.raises(ValueError, match="auto, float32 or bfloat16"):
+        env.resolve_dtype("fp16")
