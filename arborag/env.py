@@ -75,7 +75,7 @@ def cpu_info() -> tuple[str, frozenset[str]]:
 def native_bf16(machine: str | None = None, flags: frozenset[str] | set[str] | None = None) -> bool | None:
     """Whether the CPU computes bfloat16 dot products in hardware — x86: ``avx512_bf16`` or
     ``amx_bf16``; arm64: ``bf16`` — or None when its flags cannot be read (not Linux). Without them
-    bf16 is converted in software: the packaged model encoded **2.0x (no avx512_bf16) to 4.3x (no
+    bf16 is converted in software: the packaged model encoded **2.0x (no avx512_bf16) to 4.0x (no
     AVX-512) slower in bf16 than in fp32**, against 1.7x faster with them (this machine with oneDNN
     capped, benchmarks/results/embed_isa.md), so ``embed.dtype: auto`` picks fp32 there.
     ``machine``/``flags`` default to this machine's."""

@@ -24,13 +24,12 @@ words gets a 400, as a server past its token limit does. Every request is record
 from __future__ import annotations
 
 import hashlib
-import json
 import math
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from fake_http import JsonHandler, ScriptedServer
 
 __all__ = ["FakeEmbedServer", "RecordedRequest", "Step", "empty", "error", "fake_vector", "reply", "slow", "wrong_dim"]
 
@@ -97,54 +96,39 @@ class RecordedRequest:
         return [raw] if isinstance(raw, str) else list(raw or [])
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        pass
-
+class _Handler(JsonHandler):
     def do_GET(self) -> None:  # noqa: N802
         fake = self.server.fake
         fake._record(RecordedRequest("GET", self.path, self._headers(), None, None))
         if self.path.rstrip("/").endswith("/models"):
             self._send_json(200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "fake"} for m in fake.models]})
         else:
-            self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+            self._no_route()
 
     def do_POST(self) -> None:  # noqa: N802
         fake = self.server.fake
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        try:
-            body = json.loads(raw or b"null")
-        except json.JSONDecodeError:
-            body = None
+        body = self._read_json()
         if not self.path.rstrip("/").endswith("/embeddings") or not isinstance(body, dict):
             fake._record(RecordedRequest("POST", self.path, self._headers(), body, None))
-            self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+            self._no_route()
             return
         req = RecordedRequest("POST", self.path, self._headers(), body, None)
-        step = fake._next_step(req.inputs)
+        step = fake._next_step(*req.inputs)
         fake._record(RecordedRequest("POST", self.path, req.headers, body, step))
         fake._enter()
         try:
-            if step.delay_s and fake._stopping.wait(step.delay_s):
+            if fake._stopped_during(step.delay_s):
                 return
             if step.status >= 400:
-                kind = "server_error" if step.status >= 500 else "invalid_request_error"
-                self._send_json(step.status, {"error": {"message": step.message or f"scripted error {step.status}", "type": kind}},
-                                step.headers)
+                self._send_error(step.status, step.message or f"scripted error {step.status}", step.headers)
                 return
             model = body.get("model")
             if model not in fake.models:
-                self._send_json(404, {"error": {"message": f"The model `{model}` does not exist", "type": "invalid_request_error",
-                                                "code": "model_not_found"}})
+                self._send_error(404, f"The model `{model}` does not exist", code="model_not_found")
                 return
             too_long = [len(t.split()) for t in req.inputs if len(t.split()) > fake.max_input_words]
             if too_long:
-                self._send_json(400, {"error": {"message": f"input of {too_long[0]} tokens is over the limit of "
-                                                           f"{fake.max_input_words}", "type": "invalid_request_error"}})
+                self._send_error(400, f"input of {too_long[0]} tokens is over the limit of {fake.max_input_words}")
                 return
             self._send_json(200, fake._reply(body, req.inputs, step))
         except (BrokenPipeError, ConnectionResetError):
@@ -152,105 +136,22 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             fake._leave()
 
-    def _headers(self) -> dict[str, str]:
-        return {k.lower(): v for k, v in self.headers.items()}
 
-    def _send_json(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode("utf-8")
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(data)
-        self.wfile.flush()
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    fake: FakeEmbedServer
-
-
-class FakeEmbedServer:
+class FakeEmbedServer(ScriptedServer[Step, RecordedRequest]):
     """Test double of an OpenAI-compatible embeddings endpoint. Use as a context manager."""
+
+    handler = _Handler
 
     def __init__(self, *, models: Sequence[str] = ("fake-embed",), dim: int = 64, max_input_words: int = 10_000,
                  honour_dimensions: bool = True, default: Step | None = None) -> None:
+        super().__init__(default or reply())
         self.models = list(models)
         self.dim = dim
         self.max_input_words = max_input_words
         self.honour_dimensions = honour_dimensions
-        self.default = default or reply()
-        self._rules: list[tuple[str, list[Step]]] = []
-        self._lock = threading.Lock()
-        self._requests: list[RecordedRequest] = []
-        self._in_flight = 0
-        self.max_in_flight = 0
-        self._stopping = threading.Event()
-        self._httpd: _Server | None = None
-
-    def start(self) -> FakeEmbedServer:
-        httpd = _Server(("127.0.0.1", 0), _Handler)
-        httpd.fake = self
-        self._httpd = httpd
-        threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        self._stopping.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> FakeEmbedServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def base_url(self) -> str:
-        assert self._httpd is not None, "server not started"
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
-
-    def script(self, match: str, *steps: Step) -> None:
-        """Requests with an input containing ``match`` take ``steps`` in order; the last repeats."""
-        if not steps:
-            raise ValueError("script() needs at least one step")
-        with self._lock:
-            self._rules.append((match, list(steps)))
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        with self._lock:
-            return list(self._requests)
 
     def embedding_requests(self) -> list[RecordedRequest]:
         return [r for r in self.requests if r.method == "POST" and r.path.rstrip("/").endswith("/embeddings")]
-
-    # -- internals -------------------------------------------------------------------------
-    def _record(self, req: RecordedRequest) -> None:
-        with self._lock:
-            self._requests.append(req)
-
-    def _next_step(self, inputs: list[str]) -> Step:
-        with self._lock:
-            for match, steps in self._rules:
-                if any(match in t for t in inputs):
-                    return steps.pop(0) if len(steps) > 1 else steps[0]
-            return self.default
-
-    def _enter(self) -> None:
-        with self._lock:
-            self._in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self._in_flight)
-
-    def _leave(self) -> None:
-        with self._lock:
-            self._in_flight -= 1
 
     def _reply(self, body: dict[str, Any], inputs: list[str], step: Step) -> dict[str, Any]:
         dim = self.dim

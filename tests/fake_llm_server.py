@@ -19,13 +19,12 @@ were in flight at once (:attr:`FakeLLMServer.max_in_flight`).
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from fake_http import JsonHandler, ScriptedServer
 
 __all__ = ["FakeLLMServer", "RecordedRequest", "Step", "error", "reply", "slow"]
 
@@ -94,54 +93,34 @@ class RecordedRequest:
             return ""
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        pass  # keep test output clean
-
+class _Handler(JsonHandler):
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
         fake = self.server.fake
         fake._record(RecordedRequest("GET", self.path, self._headers(), None, time.monotonic(), None))
         if self.path.rstrip("/").endswith("/models"):
             self._send_json(200, {"object": "list", "data": [{"id": fake.model, "object": "model", "owned_by": "fake"}]})
         else:
-            self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+            self._no_route()
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib name
         fake = self.server.fake
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        try:
-            body = json.loads(raw or b"null")
-        except json.JSONDecodeError:
-            body = None
+        body = self._read_json()
         if not self.path.rstrip("/").endswith("/chat/completions"):
             fake._record(RecordedRequest("POST", self.path, self._headers(), body, time.monotonic(), None))
-            self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+            self._no_route()
             return
-        last = ""
-        if isinstance(body, dict):
-            try:
-                last = str(body["messages"][-1]["content"])
-            except (KeyError, IndexError, TypeError):
-                last = ""
+        last = RecordedRequest("POST", self.path, {}, body, 0.0, None).last_message
         step = fake._next_step(last)
         fake._record(RecordedRequest("POST", self.path, self._headers(), body, time.monotonic(), step))
         fake._enter()
         try:
-            if step.delay_s and fake._stopping.wait(step.delay_s):
+            if fake._stopped_during(step.delay_s):
                 return
             if step.status >= 400:
                 msg = step.message or f"scripted error {step.status}"
                 if step.echo_auth:
                     msg += f" (you sent {self.headers.get('Authorization')})"
-                self._send_json(
-                    step.status,
-                    {"error": {"message": msg, "type": "server_error" if step.status >= 500 else "invalid_request_error"}},
-                    step.headers,
-                )
+                self._send_error(step.status, msg, step.headers)
                 return
             self._send_json(200, fake._completion(body if isinstance(body, dict) else {}, last, step), step.headers)
         except (BrokenPipeError, ConnectionResetError):
@@ -149,91 +128,15 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             fake._leave()
 
-    def _headers(self) -> dict[str, str]:
-        return {k.lower(): v for k, v in self.headers.items()}
 
-    def _send_json(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode("utf-8")
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(data)
-        self.wfile.flush()
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    fake: FakeLLMServer
-
-
-class FakeLLMServer:
+class FakeLLMServer(ScriptedServer[Step, RecordedRequest]):
     """Test double of an OpenAI-compatible endpoint. Use as a context manager."""
 
+    handler = _Handler
+
     def __init__(self, *, model: str = "fake-model", default: Step | None = None) -> None:
+        super().__init__(default or reply())
         self.model = model
-        self.default = default or reply()
-        self._rules: list[tuple[str, list[Step]]] = []
-        self._lock = threading.Lock()
-        self._requests: list[RecordedRequest] = []
-        self._in_flight = 0
-        self.max_in_flight = 0
-        self._stopping = threading.Event()
-        self._httpd: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle ---------------------------------------------------------------------------
-    def start(self) -> FakeLLMServer:
-        httpd = _Server(("127.0.0.1", 0), _Handler)
-        httpd.fake = self
-        self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stopping.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> FakeLLMServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        assert self._httpd is not None, "server not started"
-        return int(self._httpd.server_address[1])
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    # -- scripting ---------------------------------------------------------------------------
-    def script(self, match: str, *steps: Step) -> None:
-        """Requests whose last message contains ``match`` take ``steps`` in order; the last repeats."""
-        if not steps:
-            raise ValueError("script() needs at least one step")
-        with self._lock:
-            self._rules.append((match, list(steps)))
-
-    def clear_scripts(self) -> None:
-        """Drop every rule: requests take the ``default`` step again (an endpoint that recovered)."""
-        with self._lock:
-            self._rules.clear()
-
-    # -- what happened -----------------------------------------------------------------------
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        with self._lock:
-            return list(self._requests)
 
     def completions(self, match: str | None = None) -> list[RecordedRequest]:
         """Recorded chat-completion requests, optionally only those whose last message has ``match``."""
@@ -242,27 +145,6 @@ class FakeLLMServer:
             for r in self.requests
             if r.path.rstrip("/").endswith("/chat/completions") and (match is None or match in r.last_message)
         ]
-
-    # -- internals (called from handler threads) ---------------------------------------------
-    def _record(self, req: RecordedRequest) -> None:
-        with self._lock:
-            self._requests.append(req)
-
-    def _next_step(self, last_message: str) -> Step:
-        with self._lock:
-            for match, steps in self._rules:
-                if match in last_message:
-                    return steps.pop(0) if len(steps) > 1 else steps[0]
-            return self.default
-
-    def _enter(self) -> None:
-        with self._lock:
-            self._in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self._in_flight)
-
-    def _leave(self) -> None:
-        with self._lock:
-            self._in_flight -= 1
 
     def _completion(self, body: dict[str, Any], last: str, step: Step) -> dict[str, Any]:
         text = step.text if step.text is not None else f"fake summary of: {last[-60:]}"
