@@ -35,7 +35,7 @@ from itertools import pairwise
 import numpy as np
 import numpy.typing as npt
 
-from arborag.text import CLAUSE_PATTERN, SENTENCE_PATTERN
+from arborag.text import CLAUSE_PATTERN, SENTENCE_PATTERN, sentence_ends
 
 __all__ = [
     "CLAUSE_PATTERN",
@@ -220,7 +220,8 @@ def sentence_windows(
 ) -> tuple[IntArray, IntArray]:
     """RAPTOR leaves: sentences packed greedily into chunks of at most ``max_tokens`` tokens.
 
-    1. Sentence boundaries from :data:`SENTENCE_PATTERN` (one regex pass, mapped to tokens).
+    1. Sentence boundaries from :func:`~arborag.text.sentence_ends` (one regex pass, mapped to
+       tokens): :data:`SENTENCE_PATTERN`'s ends but those after an abbreviation or an initial.
     2. A sentence longer than the limit is cut at clause boundaries (:data:`CLAUSE_PATTERN`),
        and a clause still longer than the limit at token boundaries. Its pieces are packed
        among themselves: an over-long sentence starts a new chunk and the sentence after it
@@ -236,7 +237,7 @@ def sentence_windows(
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     clean = clean_cuts(starts, ends)
-    sent = unit_bounds(starts, clean, delimiter_cuts(text, SENTENCE_PATTERN))
+    sent = unit_bounds(starts, clean, np.asarray(sentence_ends(text), dtype=np.int64))
     sizes = np.diff(sent)
     long_ids = np.flatnonzero(sizes > max_tokens)
     pieces = sent

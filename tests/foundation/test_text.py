@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from arborag.text import CJK_CHAR, CJK_RUN, CLAUSE_PATTERN, SENTENCE_PATTERN, split_sentences
+from arborag.text import CJK_CHAR, CJK_RUN, CLAUSE_PATTERN, SENTENCE_PATTERN, sentence_ends, split_sentences
 
 
 def _cuts(pattern, text: str) -> list[int]:
@@ -21,6 +21,14 @@ def test_abbreviations_and_initials_are_glued_back() -> None:
         "Dr. Smith met J. K. Rowling, e.g. in 1999.",
         "It rained.",
     ]
+
+
+def test_the_chunkers_sentence_ends_skip_abbreviations_and_initials_but_not_line_breaks() -> None:
+    text = "Dr. Smith met J. K. Rowling, e.g. in 1999. It rained.\nSee Apple Inc.\nNext"
+    # the pattern cuts after "Dr.", "J.", "K.", "e.g." and "Inc." too
+    assert _cuts(SENTENCE_PATTERN, text) == [3, 16, 19, 33, 42, 53, 54, 68, 69]
+    assert sentence_ends(text) == [42, 53, 54, 69]  # "... 1999." | " It rained." | "\n" | "See Apple Inc.\n"
+    assert sentence_ends("Why? Because! Done.") == [4, 13]  # (the text's end is no cut)
 
 
 def test_clauses_and_cjk_ranges() -> None:

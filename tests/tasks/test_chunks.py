@@ -362,6 +362,15 @@ def test_sentence_packing_and_long_sentences(tok: Tokenizer) -> None:
     assert [s.n_tokens for s in spans] == [3, 3, 4, 4, 4, 2]
 
 
+def test_sentence_chunks_do_not_end_after_an_initial_or_abbreviation(tok: Tokenizer) -> None:
+    """A leaf of HotpotQA ended "... Merian C." and the next began "Cooper, the co-directors":
+    the chunker's sentences go on after an initial or a common abbreviation (arborag.text)."""
+    text = "The film was made by Ernest B. Schoedsack and Merian C. Cooper. It was a hit. Mr. Cooper smiled."
+    spans = segment_text(text, "sentence", SegmentConfig(sentence_max_tokens=20), tokenizer=tok)
+    assert _texts_of(text, spans) == ["The film was made by Ernest B. Schoedsack and Merian C. Cooper.", "It was a hit. Mr. Cooper smiled."]
+    check_structure(text, spans, "sentence", tok)
+
+
 def test_chinese_text(tok: Tokenizer) -> None:
     text = "今天天气很好。我们去公园散步，然后吃午饭。\n下午下雨了！"
     spans = segment_text(text, "sentence", SegmentConfig(sentence_max_tokens=8), tokenizer=tok)
