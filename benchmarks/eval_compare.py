@@ -54,6 +54,8 @@ def main() -> None:
     ap.add_argument("--before-label", required=True)
     ap.add_argument("--after-label", required=True)
     ap.add_argument("--name", default="readable")
+    ap.add_argument("--runs-load", default="not recorded by the runs (the load average now is above)",
+                    help="what the machine's load was while the two eval runs ran (their metrics do not depend on it, their timings do)")
     args = ap.parse_args()
     setup_env()
     from arborag.tasks.evaluation.readability import corpus_readability
@@ -65,8 +67,7 @@ def main() -> None:
         f"- command: `{command}`",
         f"- date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; machine now: {machine_line()}",
         f"- commit of this checkout: {git_commit()}; the runs' code is named by the labels",
-        "- the runs were made on the shared 2-core machine (load averages 10-16 from other engineers' work); "
-        "their metrics do not depend on load, their timings do",
+        f"- load while the runs ran: {args.runs_load}; their metrics do not depend on load, their timings do",
         "- hit = answer-in-context hit rate (only questions whose answer occurs verbatim in the evidence); "
         "recall = gold-evidence recall at budget; strategy `sentence`",
         "",
