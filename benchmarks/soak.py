@@ -9,7 +9,7 @@ What one run does (all state in ``--work``, so ``--resume`` continues it, now or
    from (a deleted piece goes back to the pool).
 2. **Cold build** through the real CLI (``arborag build SRC --corpus C --no-prefect``).
 3. **Server.** ``arborag serve`` on 127.0.0.1 (a real process); a client thread sends one
-   ``POST /search`` (HotpotQA questions; auto / collapsed / traversal in turn) every
+   ``POST /search`` (HotpotQA questions; hop / auto / collapsed / traversal in turn) every
    ``--client-interval`` seconds for the whole run and counts every answer that is not a 200.
 4. **Cycles.** Each cycle draws (seeded by ``--seed`` and the cycle number: the same run gives the
    same edits) adds, changes and deletes of 1-5 % of the documents each, applies them to the
@@ -25,7 +25,8 @@ What one run does (all state in ``--work``, so ``--resume`` continues it, now or
    answers and errors during the cycle.
 6. **At the end** (``--cycles`` reached, or the file ``WORK/STOP`` exists): query errors, documents
    lost, the slope of update seconds over the cycles, the size after cycle 10 vs the last, and
-   retrieval against a full rebuild of the final sources (``auto``, ``collapsed``, ``traversal``
+   retrieval against a full rebuild of the final sources (``hop`` — the default mode, whose links
+   table every update rewrites —, ``auto``, ``collapsed``, ``traversal``
    on the 100 HotpotQA questions, hit rate and recall at ``--budget`` through the eval code:
    :func:`arborag.tasks.evaluation.retrieve.run_queries` + :func:`~arborag.tasks.evaluation.score.score_hits`).
    A gold paragraph counts as found when any of its pieces is in the context.
@@ -69,7 +70,7 @@ from _common import RESULTS, git_commit, hotpot_paragraphs, hotpot_questions, ma
 
 setup_env()
 
-MODES = ("auto", "collapsed", "traversal")
+MODES = ("hop", "auto", "collapsed", "traversal")
 PIECE_SENTENCES = 2
 
 
