@@ -583,11 +583,11 @@ def markdown(summary: dict[str, Any], cycles: list[dict[str, Any]]) -> str:
         "",
         f"- command: `{s['command']}`",
         f"- date: {s['when']} (started {s['started']})",
-        f"- commit: {s['commit']} (this invocation); the cycles' writers ran {', '.join(s.get('commits_run') or [])} "
-        "(the branch moved while the soak ran; each cycle records its own in the JSONL)",
+        f"- commit: {s['commit']} (this invocation); the cycles' writers ran {', '.join(s.get('commits_run') or [])}"
+        + (" (the branch moved while the soak ran; each cycle records its own in the JSONL)" if len(s.get("commits_run") or []) > 1 else ""),
         f"- machine: {s['machine']}",
-        f"- load average during the run: mean {s.get('load_mean', '—')}, max {s.get('load_max', '—')} (1-min) — "
-        "**the machine was shared** with other engineers' builds and tests; seconds are upper bounds",
+        f"- load average during the run: mean {s.get('load_mean', '—')}, max {s.get('load_max', '—')} (1-min), the soak's own "
+        "writer, server and client included" + (f" — {s['machine_note']}" if s.get("machine_note") else "") + "; seconds are upper bounds",
         f"- corpus: {s['docs']} documents to start (HotpotQA 2-sentence pieces), seed {s['seed']}, writer `{s['writer']}`, "
         f"edits {s['edit_lo'] * 100:.0f}-{s['edit_hi'] * 100:.0f}% each of adds / changes / deletes per cycle, default retention",
         "- updates run with `--no-prefect` (what `arborag update` does without a Prefect server), so the Prefect-records part "
@@ -617,6 +617,12 @@ def markdown(summary: dict[str, Any], cycles: list[dict[str, Any]]) -> str:
     lines += ["", "## Retrieval after the cycles vs a full rebuild of the final sources", ""]
     if ev:
         lines.append(f"{ev['questions']} HotpotQA questions, budget {ev['budget']} tokens; target: within 0.02 hit and recall.")
+        last = next((c for c in reversed(cycles) if c.get("completed")), None)
+        last_mode = (last or {}).get("run", {}).get("mode")
+        if last is not None:
+            lines.append(f"The soaked tree is the one of cycle {last['cycle']}, a **{last_mode}** update"
+                         + (": a full re-fit of the final sources, so the tree modes match the rebuild by construction."
+                            if last_mode == "full" else "."))
         lines.append("")
         lines.append(md_table(["mode", "hit soaked", "hit rebuild", "diff", "recall soaked", "recall rebuild", "diff"], [
             [r["mode"], _f(r["soaked"].get("hit")), _f(r["rebuild"].get("hit")), _f(r["hit_diff"], sign=True),
@@ -666,6 +672,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--update-timeout", type=float, default=3600)
     ap.add_argument("--resume", action="store_true", help="continue the run in --work (a fresh run when there is none)")
     ap.add_argument("--out", type=Path, default=RESULTS / "soak", help="results prefix: writes .json, .md and -cycles.jsonl")
+    ap.add_argument("--machine-note", default="", help="what else ran on the machine meanwhile (written beside the load average)")
     args = ap.parse_args(argv)
 
     work: Path = args.work
@@ -694,7 +701,7 @@ def main(argv: list[str] | None = None) -> int:
     seed, lo, hi = state["seed"], state["edit_lo"], state["edit_hi"]
     meta = {"command": "python " + " ".join(["benchmarks/soak.py", *(argv if argv is not None else sys.argv[1:])]),
             "machine": machine_line(), "commit": git_commit(), "docs": state["docs"], "seed": seed, "edit_lo": lo, "edit_hi": hi,
-            "writer": args.writer, "started": state["started"], "cycles_target": args.cycles}
+            "writer": args.writer, "started": state["started"], "cycles_target": args.cycles, "machine_note": args.machine_note}
     loads: list[float] = [os.getloadavg()[0]]
 
     def write_results(cycles: list[dict[str, Any]], evaluation: dict[str, Any] | None) -> dict[str, Any]:
