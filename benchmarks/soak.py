@@ -620,7 +620,7 @@ def markdown(summary: dict[str, Any], cycles: list[dict[str, Any]]) -> str:
         last = next((c for c in reversed(cycles) if c.get("completed")), None)
         last_mode = (last or {}).get("run", {}).get("mode")
         if last is not None:
-            lines.append(f"The soaked tree is the one of cycle {last['cycle']}, a **{last_mode}** update"
+            lines.append(f"The soaked tree is the one of cycle {last['cycle']}, whose update was **{last_mode}**"
                          + (": a full re-fit of the final sources, so the tree modes match the rebuild by construction."
                             if last_mode == "full" else "."))
         lines.append("")
