@@ -7,7 +7,8 @@ end of :data:`arborag.text.SENTENCE_PATTERN` (the RAPTOR reference code's rule, 
 before session 14), a leaf can end "... Merian C." and the next begin "Cooper, the co-directors".
 The chunker now cuts at :func:`arborag.text.sentence_ends` (no end after a common abbreviation or
 an initial). This counts, on the shared corpora (HotpotQA paragraphs, NarrativeQA passages, the
-RAPTOR Cinderella text; each text segmented on its own, no reading view or headers), the leaves
+RAPTOR Cinderella text, the FinanceBench PDFs' text through pypdf and the reading-order view the
+segment stage cuts; each text segmented on its own, no sections or headers), the leaves
 whose end is right after such a word under both rules, with examples. Writes ``--out``.
 """
 
@@ -22,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, busy_processes, cinderella_text, git_commit, hotpot_paragraphs, machine_line, md_table, narrativeqa_passages, report_header, setup_env  # noqa: E402
+from _common import RESULTS, busy_processes, cinderella_text, financebench_texts, git_commit, hotpot_paragraphs, machine_line, md_table, narrativeqa_passages, report_header, setup_env  # noqa: E402
 
 setup_env()
 
@@ -53,6 +54,7 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=100, help="the chunker's leaf size (segment.sentence_max_tokens)")
     ap.add_argument("--out", type=Path, default=RESULTS / "abbreviations.md")
     args = ap.parse_args()
+    from arborag.tasks.ingest.reading import reading_view
     from arborag.tokenizer import get_tokenizer
 
     t0 = time.perf_counter()
@@ -63,6 +65,7 @@ def main() -> None:
         "HotpotQA paragraphs": [f"{title}\n{' '.join(s)}" for title, s in hotpot_paragraphs()],
         "NarrativeQA passages": narrativeqa_passages(),
         "Cinderella (RAPTOR)": [cinderella_text()],
+        "FinanceBench PDFs (reading view)": [reading_view(t).text for _, t in financebench_texts()],
     }
     rows, examples = [], []
     for name, texts in corpora.items():
@@ -74,7 +77,7 @@ def main() -> None:
                 bad = [e for _, e in spans[:-1] if _after_abbreviation(text, e)]
                 counts[every_end][0] += len(spans)
                 counts[every_end][1] += len(bad)
-                if every_end and len(examples) < 12:
+                if every_end and sum(e.startswith(name) for e in examples) < 4:
                     examples += [f"{name}: “…{text[max(0, e - 45):e]}” | “{text[e:e + 35].strip()}…”".replace("\n", " ") for e in bad[:2]]
         rows.append([name, len(texts), counts[True][0], counts[True][1], counts[False][0], counts[False][1]])
     cmd = "python benchmarks/abbreviations.py" + "".join(f" {a}" for a in sys.argv[1:])
