@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # the embedding worker runs without arborag.config's models (
     from arborag.config import EmbedConfig
 
 __all__ = [
-    "PACKAGED_MODEL", "RUNTIME_EMBED_KEYS", "Embedder", "MapFn", "describe_embedder", "preload", "snapshot_embedder", "Progress", "long_text_windows", "max_seq_length", "model_id_for", "resolve_model_path",
+    "PACKAGED_MODEL", "RUNTIME_EMBED_KEYS", "Embedder", "MapFn", "describe_embedder", "preload", "snapshot_embedder", "Progress", "long_text_windows", "max_seq_length", "model_id_for", "resolve_model_path", "torch_dtype",
 ]
 
 log = logging.getLogger(__name__)
@@ -158,6 +158,13 @@ def model_id_for(name: str, cfg: EmbedConfig, max_len: int) -> str:
     return base if cfg.long_text == "truncate" else f"{base}+mean{max_len}o{cfg.long_text_overlap}"
 
 
+def torch_dtype(cfg: EmbedConfig) -> Any:
+    """The torch dtype of the model weights for ``cfg.dtype`` (``auto`` resolved: :func:`arborag.env.resolve_dtype`)."""
+    import torch
+
+    return torch.bfloat16 if resolve_dtype(cfg.dtype) == "bfloat16" else torch.float32
+
+
 _l2_normalise = l2_normalise  # the name embedder_light imports
 
 
@@ -246,7 +253,7 @@ class Embedder:
                 hf_logging.disable_progress_bar()
             except Exception:  # pragma: no cover - optional nicety
                 pass
-            dtype = torch.bfloat16 if resolve_dtype(self.cfg.dtype) == "bfloat16" else torch.float32
+            dtype = torch_dtype(self.cfg)
             with phases.phase("embedding model load"):
                 model = SentenceTransformer(
                     str(self.path), device=self.cfg.device, model_kwargs={"dtype": dtype}

