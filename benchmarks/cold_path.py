@@ -51,6 +51,14 @@ runs record, ``tasks/clustering.py``) is therefore a lower bound for a cold buil
 on this machine; the table prints it beside the build. It leaves out the local fits, the
 summarizer and the start-up, which a perfect overlap could hide.
 
+The method's CPU: the chain assumes free cores beside it; this machine has two. The encode floor's
+CPU seconds (``time.process_time`` around its encode, both threads) plus the seconds of every UMAP
+and GMM fit of the build (``umap_s`` and ``gmm_s`` of each level: each fit runs on one thread in the
+default, so its wall seconds are its CPU seconds), divided by the cores, is the wall time of a
+build that did nothing but encode and fit, perfectly spread over the cores: a second lower bound.
+It also leaves out start-up, imports, segmentation, summarizing and table writes. Not printed when
+settings come from the environment (``umap_layout_blocks`` runs a layout on several threads).
+
 Bytecode: before anything runs, the project's modules are byte-compiled exactly as
 ``scripts/install.sh`` does (``python -m compileall``; a no-op when they are up to date) and
 the results file says so — a shell with ``PYTHONDONTWRITEBYTECODE=1`` would otherwise make
@@ -139,14 +147,14 @@ else:
     import torch, sentence_transformers  # noqa: F401  (what loading the model imports)
 t_import = time.perf_counter()
 emb.embed(texts[:64])  # model load + first batches (kernels warmed)
-t_load = time.perf_counter()
+t_load, cpu_load = time.perf_counter(), time.process_time()
 emb.embed(texts, prefix_chars=prefix)
 t_leaves = time.perf_counter()
 emb.embed(summaries)
-t_end = time.perf_counter()
+t_end, cpu_end = time.perf_counter(), time.process_time()
 print(json.dumps({"leaves": len(texts), "summaries": len(summaries), "read_s": t_read - t0, "import_s": t_import - t_read,
                   "load_s": t_load - t_import, "leaves_s": t_leaves - t_load, "summaries_s": t_end - t_leaves,
-                  "encode_s": t_end - t_load, "threads": torch.get_num_threads()}))
+                  "encode_s": t_end - t_load, "encode_cpu_s": cpu_end - cpu_load, "threads": torch.get_num_threads()}))
 '''
 
 # What a cold process imports, group by group (each group's own seconds: earlier groups are loaded).
@@ -415,6 +423,17 @@ def serial_chain(run: dict[str, Any] | None) -> tuple[float, str] | None:
     return total, detail
 
 
+def method_cpu(run: dict[str, Any] | None) -> tuple[float, str] | None:
+    """(seconds of every UMAP and GMM fit of a build, "UMAP a s, GMM b s") from its runs record, or
+    None without them. Each fit runs on one thread in the default (seeded UMAP's layout, and the
+    fits under a one-thread BLAS limit), so these wall seconds are its CPU seconds too."""
+    stats = [st for st in (((run or {}).get("counts") or {}).get("tree") or {}).get("stats") or [] if st.get("level", 0) >= 1]
+    if not stats or any(st.get("umap_s") is None or st.get("gmm_s") is None for st in stats):
+        return None
+    umap, gmm = sum(float(st["umap_s"]) for st in stats), sum(float(st["gmm_s"]) for st in stats)
+    return umap + gmm, f"UMAP {fmt_s(umap)} s, GMM {fmt_s(gmm)} s"
+
+
 def verdict(ok: bool, *steps: dict[str, Any], absolute: bool = False) -> str:
     """MET / MISSED — or, when any step it compares ran while other processes kept more than
     BUSY_CORES busy, the same word marked as no verdict: a shared machine slows torch's encode
@@ -437,7 +456,9 @@ def markdown(result: dict[str, Any]) -> str:
         *([f"Bytecode: {result['bytecode']}.", ""] if result.get("bytecode") else []),
         *([f"Numba: {result['numba']}.", ""] if result.get("numba") else []),
         *([env_line(result["environment"]), ""] if result.get("environment") else []),
-        "Every step is a fresh process (`arborag build|update ...`, default settings). \"others\" = average cores",
+        ("Every step is a fresh process (`arborag build|update ...`, default settings). \"others\" = average cores" if not result.get("settings") else
+         "Every step is a fresh process (`arborag build|update ...`) with these settings from the environment, the rest default: "
+         + ", ".join(f"`{k}={v}`" for k, v in sorted(result["settings"].items())) + ". \"others\" = average cores"),
         "other processes kept busy during the step (/proc/stat); *busy* marks a step where that exceeded "
         f"{BUSY_CORES} of the 2 cores. Ratios are within one size of one round.",
         "",
@@ -473,6 +494,15 @@ def markdown(result: dict[str, Any]) -> str:
             table.append(["the method's serial chain: encode floor + every level's global fit (as timed in this build)", fmt_s(floor_enc + fits),
                           "—", "—", "—", f"{(floor_enc + fits) / floor_enc:.2f}× encode floor",
                           f"a lower bound for a build of this method here (module docs); global fits {detail}"])
+        fits_cpu = method_cpu(size["runs"].get("build"))
+        enc_cpu = min((x for x in (r["floor"].get("encode_cpu_s"), r["floor2"].get("encode_cpu_s")) if x is not None), default=None)
+        cores = result.get("cores") or 2
+        if fits_cpu is not None and enc_cpu is not None and not result.get("settings"):
+            need, detail = fits_cpu
+            bound = (enc_cpu + need) / cores
+            table.append([f"the method's CPU on {cores} cores: (encode floor's CPU + every UMAP and GMM fit of this build) / {cores}", fmt_s(bound),
+                          fmt_s(enc_cpu + need), "—", "—", f"{bound / floor_enc:.2f}× encode floor",
+                          f"a lower bound with perfect overlap and no start-up (module docs); encode CPU {fmt_s(enc_cpu)} s, {detail}"])
         for key, label in (("noop", "no-op update"), ("add", "update +1% added"), ("delete", "update −1% deleted"), ("change", "update ~1% changed"),
                            ("move", "update, source folder moved (every uri new, no content)")):
             if key not in r:  # results written before the moved-folder step existed
@@ -532,7 +562,10 @@ def main() -> None:
     result: dict[str, Any] = {
         "command": "python benchmarks/cold_path.py " + " ".join(sys.argv[1:]),
         "date": f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC", "commit": git_commit(),
-        "machine_start": machine_line(), "sizes": [],
+        "machine_start": machine_line(), "sizes": [], "cores": len(os.sched_getaffinity(0)),
+        # config set through the environment (e.g. ARBORAG_CLUSTER__UMAP_EPOCHS=200): the report names it, and the
+        # CPU bound (one thread per fit) is left out when any is set
+        "settings": {k: v for k, v in os.environ.items() if k.startswith("ARBORAG_") and "__" in k},
     }
     load = wait_for_quiet(args.max_load, args.max_wait)
     result["load_at_start"] = load
