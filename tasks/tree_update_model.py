@@ -23,6 +23,7 @@ dropped from its fit, so nothing the model keeps points at text that is gone.
 from __future__ import annotations
 
 import json
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,13 +43,21 @@ class UpdateResult:
 
     nodes: pa.Table  # NODES
     edges: pa.Table  # EDGES
-    vectors: np.ndarray  # rows aligned with nodes
+    vectors: np.ndarray  # rows aligned with nodes (empty while ``pending``)
     models: list[LevelModel]
     stats: list[dict[str, Any]] = field(default_factory=list)  # one per summary level
+    #: the vectors, still being embedded on a background thread (``update_tree(..., background=True)``)
+    pending: Future[np.ndarray] | None = None
 
     @property
     def summaries(self) -> int:
         return sum(int(s.get("rewritten", 0)) for s in self.stats)
+
+    def wait_vectors(self) -> np.ndarray:
+        """The vectors (rows aligned with ``nodes``), once the pending embedding has ended (it raises what that raised)."""
+        if self.pending is not None:
+            self.vectors, self.pending = self.pending.result(), None
+        return self.vectors
 
 
 @dataclass

@@ -41,6 +41,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,13 +117,24 @@ class _Node:
 
 
 class _Vectors:
-    """Node id -> vector (leaves from the staged matrix, summaries embedded through the cache)."""
+    """Node id -> vector (leaves from the staged matrix, summaries embedded through the cache).
 
-    def __init__(self, dim: int) -> None:
+    New summaries are *deferred* (:meth:`defer`): their texts wait until a vector of one of them
+    is asked for (a dissolved or split cluster's members) or the update ends, and are then
+    embedded in one call (:meth:`flush`) — one round trip to the embedding worker for the whole
+    update instead of one per level, and at the end beside the labels and table writes
+    (:func:`update_tree`'s ``background``)."""
+
+    def __init__(self, dim: int, embed: EmbedFn | None = None) -> None:
         self.dim = dim
+        self.embed = embed
         self.rows: dict[str, int] = {}
         self.blocks: list[np.ndarray] = []
         self.n = 0
+        self.waiting: dict[str, str] = {}  # deferred: node id -> text, in the order deferred
+
+    def __contains__(self, node_id: object) -> bool:
+        return node_id in self.rows or node_id in self.waiting
 
     def add(self, ids: Sequence[str], vecs: np.ndarray) -> None:
         vecs = np.asarray(vecs, np.float32).reshape(len(ids), self.dim)
@@ -132,7 +144,26 @@ class _Vectors:
         self.n += len(ids)
         self._all: np.ndarray | None = None
 
+    def defer(self, ids: Sequence[str], texts: Sequence[str]) -> None:
+        """Embed ``texts`` (the new nodes ``ids``) later, with the other deferred ones."""
+        for node_id, text in zip(ids, texts):
+            if node_id not in self:
+                self.waiting[node_id] = text
+
+    def flush(self) -> None:
+        """Embed every deferred text now, in one call."""
+        if not self.waiting:
+            return
+        if self.embed is None:
+            raise RuntimeError("deferred texts but no embed function")
+        ids, texts = list(self.waiting), list(self.waiting.values())
+        vecs = self.embed(texts)
+        self.waiting = {}
+        self.add(ids, vecs)
+
     def get(self, ids: Sequence[str]) -> np.ndarray:
+        if self.waiting and any(i in self.waiting for i in ids):
+            self.flush()
         if getattr(self, "_all", None) is None:
             self._all = np.concatenate(self.blocks) if self.blocks else np.zeros((0, self.dim), np.float32)
         return self._all[[self.rows[i] for i in ids]] if ids else np.zeros((0, self.dim), np.float32)  # type: ignore[index]
@@ -153,10 +184,15 @@ def update_tree(
     summarizer: Summarizer,
     cfg: ClusterConfig,
     run_id: str,
+    background: bool = False,
 ) -> UpdateResult:
     """The tree ``prev_nodes``/``prev_edges`` updated to the leaves ``leaves`` (rows aligned with
     ``leaf_vectors``); see the module docstring. ``embed`` embeds summaries through the cache
-    (the previous summaries' texts are cache hits)."""
+    (the previous summaries' texts are cache hits); the new summaries are embedded together, in
+    one call, when the update ends (or earlier, when a step needs one of their vectors).
+    ``background``: that last call runs on a thread of its own and the result's vectors are
+    ``pending`` (:meth:`UpdateResult.wait_vectors`), so a caller labels and writes the tables
+    while the embedding worker embeds. The vectors are the same either way."""
     from arborag.tasks.clustering import split_cluster
     from arborag.tasks.tree import _safe_summaries, fallback_reasons, mark_fallbacks, summary_ids
     from arborag.tokenizer import get_tokenizer
@@ -191,7 +227,7 @@ def update_tree(
     lv = pl.from_arrow(leaves.select(["chunk_id", "doc_id", "ordinal", "start_char", "text", "n_tokens"]))
     assert isinstance(lv, pl.DataFrame)
     order = lv.with_row_index("row").sort(["doc_id", "ordinal", "start_char", "chunk_id"])
-    vecs = _Vectors(dim)
+    vecs = _Vectors(dim, embed)
     vecs.add(order["chunk_id"].to_list(), leaf_vectors[order["row"].to_numpy()])
     current: dict[str, _Node] = {}
     for pos, (cid, doc, text, ntok) in enumerate(zip(order["chunk_id"], order["doc_id"], order["text"], order["n_tokens"])):
@@ -302,10 +338,7 @@ def update_tree(
             st["tokens_in"] = sum(r.tokens_in for r in results)
             st["tokens_out"] = sum(r.tokens_out for r in results)
             n_tok = tokenizer.count_many(texts)
-            fresh = [i for i in node_ids.to_list() if i not in vecs.rows]
-            if fresh:
-                want = {i: t for i, t in zip(node_ids.to_list(), texts)}
-                vecs.add(fresh, embed([want[i] for i in fresh]))
+            vecs.defer(node_ids.to_list(), texts)  # embedded with the other levels' new summaries
             for (old_p, kids), nid, so, text, nt, r, who in zip(jobs, node_ids.to_list(), of.to_list(), texts, n_tok, results, names.to_list()):
                 docs = sorted({d for k, _ in kids for d in out_nodes[k].doc_ids})
                 out_nodes[nid] = _Node(level, text, int(nt), docs, min(out_nodes[k].pos for k, _ in kids), so, who, r.status, run_id)
@@ -343,7 +376,7 @@ def update_tree(
     st0 = {"assigned_leaves": n_assigned}
     if stats:
         stats[0].update(st0)
-    return _assemble(out_nodes, out_edges, vecs, out_models, stats)
+    return _assemble(out_nodes, out_edges, vecs, out_models, stats, background)
 
 
 def _assign(
@@ -355,7 +388,7 @@ def _assign(
     x = vecs.get(new)
     out: dict[str, list[tuple[str, float]]] = {c: [] for c in new}
     gf = model.global_fit() if model is not None else None
-    usable = gf is not None and len(gf.train_ids) >= 2 and all(t in vecs.rows for t in gf.train_ids)
+    usable = gf is not None and len(gf.train_ids) >= 2 and all(t in vecs for t in gf.train_ids)
     if not usable:
         for c, v in zip(new, x):
             out[c].append((_nearest(v, vecs, clusters), 1.0))
@@ -398,10 +431,16 @@ def _nearest(v: np.ndarray, vecs: _Vectors, clusters: dict[str, dict[str, float]
     return best
 
 
-def _assemble(nodes: dict[str, _Node], edges: list[tuple[str, str, float, int]], vecs: _Vectors, models: list[LevelModel], stats: list[dict[str, Any]]) -> UpdateResult:
+def _assemble(nodes: dict[str, _Node], edges: list[tuple[str, str, float, int]], vecs: _Vectors, models: list[LevelModel], stats: list[dict[str, Any]],
+              background: bool = False) -> UpdateResult:
     from arborag.tasks.frames import to_table
 
     ids = sorted(nodes, key=lambda i: (nodes[i].level, nodes[i].pos, i))
+    pending: Future[np.ndarray] | None = None
+    if background and vecs.waiting:
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="arborag-summary-vectors")
+        pending = pool.submit(vecs.get, ids)
+        pool.shutdown(wait=False)
     df = pl.DataFrame(
         {
             "node_id": ids,
@@ -421,6 +460,8 @@ def _assemble(nodes: dict[str, _Node], edges: list[tuple[str, str, float, int]],
         {"parent_id": [x[0] for x in edges], "child_id": [x[1] for x in edges], "probability": [x[2] for x in edges], "level": [x[3] for x in edges]},
         schema={"parent_id": pl.String, "child_id": pl.String, "probability": pl.Float32, "level": pl.Int32},
     ).unique(["parent_id", "child_id"], keep="first").sort(["level", "parent_id", "child_id"])
+    if pending is not None:
+        return UpdateResult(to_table(df, "nodes"), to_table(e, "edges"), np.zeros((0, vecs.dim), np.float32), models, stats, pending=pending)
     return UpdateResult(to_table(df, "nodes"), to_table(e, "edges"), vecs.get(ids), models, stats)
 
 
@@ -461,6 +502,7 @@ def run_tree_update(ctx: StageContext, key: str) -> dict[str, Any]:
         result = update_tree(
             read_table("nodes", snap / "nodes.parquet"), read_table("edges", snap / "edges.parquet"), load_models(snap / CLUSTERS_DIR),
             leaves, leaf_vecs, embed=embed_function(ctx, "summaries"), summarizer=summarizer, cfg=ctx.config.cluster, run_id=ctx.run_id,
+            background=True,  # the new summaries embed while the nodes are labelled and written
         )
     ctx.counters.summaries += result.summaries
     ctx.counters.tokens_in += int(getattr(summarizer, "tokens_in", 0) or 0)
@@ -468,7 +510,7 @@ def run_tree_update(ctx: StageContext, key: str) -> dict[str, Any]:
     write_table("nodes", labelled(result.nodes, result.edges, summarizer, read_table("nodes", snap / "nodes.parquet"),
                                   per_document=ctx.config.tree.scope == "document"), stage_dir / "nodes.parquet")
     write_table("edges", result.edges, stage_dir / "edges.parquet")
-    write_vectors_file(stage_dir / "node_vectors.parquet", result.nodes.column("node_id"), result.vectors)
+    write_vectors_file(stage_dir / "node_vectors.parquet", result.nodes.column("node_id"), result.wait_vectors())
     touched = {str(s["level"]): int(s.get("rewritten", 0)) for s in result.stats}
     fallbacks = fallback_summary(result.stats)
     write_tree_info(stage_dir, ctx, result.models, fitted=drift["fitted"], changed=drift["changed"], fallbacks=fallback_nodes(result.nodes),

@@ -9,6 +9,7 @@ summaries is a deterministic stand-in (a hash-seeded vector), so no model loads.
 from __future__ import annotations
 
 import hashlib
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -94,14 +95,36 @@ def built() -> dict:
     return {"centers": centers, "spec": spec, "leaves": leaves, "vecs": vecs, "cfg": cfg, "summ": summ, "res": res}
 
 
-def _update(built: dict, leaves: pa.Table, vecs: np.ndarray, cfg: ClusterConfig | None = None, tmp: Path | None = None):
+def _update(built: dict, leaves: pa.Table, vecs: np.ndarray, cfg: ClusterConfig | None = None, tmp: Path | None = None, *,
+            embed=_embed, background: bool = False):
     res = built["res"]
     models = {m.level: m for m in res.models}
     if tmp is not None:  # through the files the snapshot keeps
         save_models(tmp, res.models)
         models = load_models(tmp)
-    return update_tree(res.nodes, res.edges, models, leaves, vecs, embed=_embed, summarizer=built["summ"],
-                       cfg=cfg or built["cfg"], run_id="r1")
+    else:  # update_tree drops gone children from the models it is given: each test its own copy
+        tmp = Path(tempfile.mkdtemp())
+        save_models(tmp, res.models)
+        models = load_models(tmp)
+    return update_tree(res.nodes, res.edges, models, leaves, vecs, embed=embed, summarizer=built["summ"],
+                       cfg=cfg or built["cfg"], run_id="r1", background=background)
+
+
+def _recording(calls: list[list[str]]):
+    def embed(texts: list[str]) -> np.ndarray:
+        calls.append(list(texts))
+        return _embed(texts)
+    return embed
+
+
+def _check_vectors(up, leaves: pa.Table, leaf_vecs: np.ndarray) -> None:
+    """Every row of the result's vectors is its node's: a leaf's given vector, a summary's text embedded."""
+    rows = {cid: i for i, cid in enumerate(leaves.column("chunk_id").to_pylist())}
+    vectors = up.wait_vectors()
+    assert vectors.shape == (up.nodes.num_rows, DIM)
+    for i, r in enumerate(up.nodes.select(["node_id", "level", "text"]).to_pylist()):
+        want = leaf_vecs[rows[r["node_id"]]] if r["level"] == 0 else _embed([r["text"]])[0]
+        np.testing.assert_array_equal(vectors[i], want)
 
 
 def test_update_tree_add_and_delete_keep_the_invariants(built: dict, tmp_path: Path) -> None:
@@ -165,3 +188,47 @@ def test_update_tree_dissolves_a_cluster_left_with_one_child(built: dict) -> Non
     singles_before = {p for p, c in kids.items() if len(c) == 1}
     assert all(len(after[p]) > 1 or p in singles_before for p in holding)
     assert sum(s.get("dissolved", 0) + s.get("emptied", 0) for s in up.stats) >= 1
+
+
+def test_update_tree_embeds_the_new_summaries_of_every_level_in_one_call(built: dict) -> None:
+    """One round trip to the embedder for all new summaries (not one per level), and each
+    node's vector is still its own."""
+    spec = [s for s in built["spec"] if s[0] != "d03"] + [("new1", 2, 3)]
+    leaves, vecs = _leaves(spec, built["centers"], 1)
+    calls: list[list[str]] = []
+    up = _update(built, leaves, vecs, embed=_recording(calls))
+    _check(up.nodes, up.edges, built["summ"].name)
+    new = [r for r in up.nodes.to_pylist() if r["level"] > 0 and r["created_by_run"] == "r1"]
+    assert len({r["level"] for r in new}) >= 2, "the change should reach more than one level"
+    previous = [r["text"] for r in built["res"].nodes.to_pylist() if r["level"] > 0]
+    assert calls[0] == previous  # the previous summaries (cache hits in a run)
+    assert len(calls) == 2 and sorted(calls[1]) == sorted(r["text"] for r in new)  # each new summary once (texts may repeat)
+    _check_vectors(up, leaves, vecs)
+
+
+def test_update_tree_in_the_background_returns_the_same_tree_and_vectors(built: dict) -> None:
+    spec = [s for s in built["spec"] if s[0] not in ("d03", "d10")] + [("new1", 2, 3), ("new2", 5, 2)]
+    leaves, vecs = _leaves(spec, built["centers"], 1)
+    here = _update(built, leaves, vecs)
+    beside = _update(built, leaves, vecs, background=True)
+    assert here.pending is None and beside.pending is not None
+    assert beside.nodes.equals(here.nodes) and beside.edges.equals(here.edges)
+    np.testing.assert_array_equal(beside.wait_vectors(), here.vectors)
+    assert beside.pending is None
+    _check_vectors(beside, leaves, vecs)
+
+
+def test_update_tree_embeds_deferred_summaries_first_when_a_step_needs_their_vectors(built: dict) -> None:
+    """A split at level 2 clusters new level-1 summaries by their vectors: those are embedded
+    then (an extra call), and every vector is still its node's."""
+    spec = list(built["spec"]) + [(f"grow{i}", 4, 4) for i in range(8)]
+    leaves, vecs = _leaves(spec, built["centers"], 1)
+    cfg = built["cfg"].model_copy(update={"max_cluster_tokens": 160})
+    calls: list[list[str]] = []
+    up = _update(built, leaves, vecs, cfg, embed=_recording(calls), background=True)
+    _check(up.nodes, up.edges, built["summ"].name)
+    _check_vectors(up, leaves, vecs)
+    assert len(calls) >= 3, "the level-2 split should have embedded the deferred level-1 summaries first"
+    embedded = sorted(t for c in calls[1:] for t in c)
+    new = sorted(r["text"] for r in up.nodes.to_pylist() if r["level"] > 0 and r["created_by_run"] == "r1")
+    assert embedded == new  # every new summary embedded once
