@@ -307,3 +307,15 @@ def report_header(title: str, *, command: str, date: str, commit: str, machine_s
         f"Other busy processes at end: {busy or 'none above 20% CPU'}  ",
         f"Wall time of the whole benchmark: {wall_s:.0f} s",
     ]
+
+
+def script_command() -> str:
+    """The running benchmark's command line as typed: ``python benchmarks/<script> <args>``."""
+    return f"python benchmarks/{Path(sys.argv[0]).name}" + "".join(f" {a}" for a in sys.argv[1:])
+
+
+def run_header(title: str, *, date: str, machine_start: str, started: float) -> list[str]:
+    """:func:`report_header` of the benchmark running now: its command line, this commit, the
+    machine now, and the wall time since ``started`` (a ``time.perf_counter()`` reading)."""
+    return report_header(title, command=script_command(), date=date, commit=git_commit(), machine_start=machine_start,
+                         machine_end=machine_line(), busy_end=busy_processes(), wall_s=time.perf_counter() - started)

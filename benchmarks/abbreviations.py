@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, busy_processes, cinderella_text, financebench_texts, git_commit, hotpot_paragraphs, machine_line, md_table, narrativeqa_passages, report_header, setup_env  # noqa: E402
+from _common import RESULTS, cinderella_text, financebench_texts, hotpot_paragraphs, machine_line, md_table, narrativeqa_passages, run_header, setup_env  # noqa: E402
 
 setup_env()
 
@@ -80,9 +80,7 @@ def main() -> None:
                 if every_end and sum(e.startswith(name) for e in examples) < 4:
                     examples += [f"{name}: “…{text[max(0, e - 45):e]}” | “{text[e:e + 35].strip()}…”".replace("\n", " ") for e in bad[:2]]
         rows.append([name, len(texts), counts[True][0], counts[True][1], counts[False][0], counts[False][1]])
-    cmd = "python benchmarks/abbreviations.py" + "".join(f" {a}" for a in sys.argv[1:])
-    lines = report_header("Leaves that end after an abbreviation or an initial", command=cmd, date=date, commit=git_commit(),
-                          machine_start=m_start, machine_end=machine_line(), busy_end=busy_processes(), wall_s=time.perf_counter() - t0)
+    lines = run_header("Leaves that end after an abbreviation or an initial", date=date, machine_start=m_start, started=t0)
     lines += [
         "",
         f"The `sentence` chunker at {args.max_tokens} tokens over each text on its own. *Every end*: cut at every end of "

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO, RESULTS, busy_processes, git_commit, hotpot_paragraphs, machine_line, md_table, report_header, setup_env  # noqa: E402
+from _common import REPO, RESULTS, git_commit, hotpot_paragraphs, machine_line, md_table, run_header, script_command, setup_env  # noqa: E402
 
 setup_env()
 
@@ -132,9 +132,8 @@ def main() -> None:
         rows.append([r["dtype"], r["cpu"], f"{r['encode_s']:.2f}", "(reference)" if first else f"{r['rows_differ']} of {len(texts)}",
                      "—" if first else f"{r['max_abs']:.3g}", "—" if first else f"{r['min_cos']:.6f}", r["clusters"],
                      "—" if first else ("yes" if r["same_clusters"] else "**no**"), "—" if first else f"{r['ari']:.3f}"])
-    cmd = "python benchmarks/embed_isa.py" + "".join(f" {a}" for a in sys.argv[1:])
-    lines = report_header("Leaf vectors and trees across CPU instruction sets", command=cmd, date=date, commit=git_commit(),
-                          machine_start=m_start, machine_end=machine_line(), busy_end=busy_processes(), wall_s=time.perf_counter() - t_start)
+    cmd = script_command()
+    lines = run_header("Leaf vectors and trees across CPU instruction sets", date=date, machine_start=m_start, started=t_start)
     lines += [
         "",
         f"{len(texts)} HotpotQA corpus paragraphs (title + sentences), embedded in a fresh process per row by the embedding "
