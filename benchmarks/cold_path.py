@@ -175,7 +175,7 @@ imp("arborag.flows.build (tasks, storage)", "import arborag.flows.build")
 imp("torch", "import torch")
 imp("sentence_transformers (transformers, sklearn)", "import sentence_transformers")
 imp("umap (numba, pynndescent, scipy)", "import umap")
-imp("lancedb", "import lancedb")
+imp("lancedb (as the build imports it: arborag.storage.lancedb_import)", "import arborag.storage.lancedb_import")
 imp("tantivy", "import tantivy")
 print(json.dumps(out))
 '''

@@ -142,7 +142,7 @@ def build_pipeline(ctx: StageContext, files: list[str] | None, *, use_prefect: b
             raise IngestError(str(ctx.corpus.root), "no chunks to build a tree from: ingest at least one readable, non-empty document")
         # the tree stage's UMAP (numba's cached code) and the vectors stage's lancedb, imported while
         # the leaves embed — after ingest and segment, whose Python work an import thread slows
-        warm_imports(_warm_clustering, "lancedb")
+        warm_imports(_warm_clustering, "arborag.storage.lancedb_import")
         build_tree(ctx, leaves, use_prefect=use_prefect, out=out)
         out["noop"] = "reused" in out
         message = out.pop("reused", "")

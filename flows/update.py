@@ -72,11 +72,12 @@ def _writer_lock(ctx: StageContext, wait: bool) -> Iterator[None]:
         yield
 
 
-#: What the vectors stage imports (1-2 s of GIL-bound bytecode), loaded once the plan and the
+#: What the vectors stage imports (lancedb: 1-2 s of GIL-bound bytecode, half that through
+#: :mod:`arborag.storage.lancedb_import`), loaded once the plan and the
 #: segmenting are done: by a helper process in an incremental update (:func:`_warm_vectors`), on a
 #: thread here for a full rebuild (:func:`~arborag.flows.common.warm_imports`), whose embed stage
 #: leaves this process idle while it waits for the worker.
-_VECTOR_IMPORTS = ("lancedb",)
+_VECTOR_IMPORTS = ("arborag.storage.lancedb_import",)  # lancedb, its REST client's API modules left out
 
 
 def _warm_vectors() -> None:

@@ -52,7 +52,7 @@ def _vector_table(nodes: pa.Table, vectors: np.ndarray) -> pa.Table:
 
 def write_vectors(directory: Path, nodes: pa.Table, vectors: np.ndarray) -> dict[str, int | bool]:
     """Write the vector table for a snapshot into ``directory`` (a new LanceDB database)."""
-    import lancedb
+    from arborag.storage.lancedb_import import lancedb  # without the REST namespace client's API modules
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -196,6 +196,6 @@ class VectorStore:
 
 
 def _open_lance(directory: Path) -> object:
-    import lancedb
+    from arborag.storage.lancedb_import import lancedb
 
     return lancedb.connect(str(directory)).open_table(TABLE_NAME)

@@ -4,7 +4,8 @@ Written under ``vectors.partial`` and renamed on success, so its existence means
 build that failed later resumes after it).
 
 Where lancedb is loaded: importing it costs ~1.6 s of Python bytecode (its REST-namespace client's
-pydantic models), and on a thread of the run it takes the GIL from the stages beside it (a cold
+pydantic models; about half of that is left out by :mod:`arborag.storage.lancedb_import`, which is
+how the build and the update import it), and on a thread of the run it takes the GIL from the stages beside it (a cold
 +1% update's links stage: 0.31 s beside the helper, 1.63 s beside the import on a thread;
 benchmarks/results/update_start.md).
 An incremental update therefore has a helper process import lancedb at low priority — on the
@@ -41,7 +42,7 @@ def _write(directory: Path, nodes: pa.Table, vectors: np.ndarray) -> dict[str, A
     from arborag import embed_worker
     from arborag.storage.vectors import write_vectors
 
-    worker = embed_worker.holding("lancedb")
+    worker = embed_worker.holding("arborag.storage.lancedb_import")  # flows/update.py's _VECTOR_IMPORTS
     if worker is not None:
         try:
             return {**worker.call(write_vectors, directory, nodes, vectors), "writer": "helper process"}

@@ -38,7 +38,7 @@ _WRITE_BOTH = textwrap.dedent("""
                       "doc_ids": [[f"d{i % 7}"] for i in range(n)], "n_tokens": list(range(n)),
                       "text": [f"text number {i}" for i in range(n)]})
     vectors = np.random.default_rng(7).standard_normal((n, 8)).astype(np.float32)
-    helper = embed_worker.preimport("lancedb")
+    helper = embed_worker.preimport("arborag.storage.lancedb_import")
     out = {"helper": helper is not None, "nice": os.getpriority(os.PRIO_PROCESS, helper.proc.pid) if helper else None}
     if sys.argv[3] == "fail":  # the helper is reachable but its call breaks
         def broken(*args):

@@ -172,7 +172,7 @@ def test_vector_imports_are_warmed_on_a_thread_and_a_failure_is_left_to_the_stag
         "print('tabnanny' in sys.modules, u._VECTOR_IMPORTS, called)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-    assert out == "True ('lancedb',) [1]"
+    assert out == "True ('arborag.storage.lancedb_import',) [1]"
 
 
 def test_entries_of_edited_or_removed_files_are_dropped_when_the_cache_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
