@@ -62,6 +62,16 @@ Below it, the build's own CPU seconds (its process and the embedding worker it s
 over the cores: the build as it is, with no core ever idle. When that is above a target, no
 reordering or overlap of the build's work can meet it; only less work can.
 
+CPU timeline of the cold build: while the build runs, its processes (the CLI, the embedding worker,
+a helper) are sampled from ``/proc`` every 0.1 s (:class:`TreeSampler`; each process's user + system
+ticks, all its threads) and binned per half second (:func:`cpu_timeline`). The report gives the
+core-seconds the build left idle (the cores times the wall, minus what its processes used), how many
+of them fell in each part of the build — the parts laid end to end from the run's recorded
+durations (:func:`build_spans`: approximate, the stages record no start times) — and draws the
+timeline (``<report>-timeline-<size>x.png``). It shows where the build is CPU-bound and where a
+core waits beside a one-thread step: what a scheduling change could still win, and what only a
+change of method could.
+
 Bytecode: before anything runs, the project's modules are byte-compiled exactly as
 ``scripts/install.sh`` does (``python -m compileall``; a no-op when they are up to date) and
 the results file says so — a shell with ``PYTHONDONTWRITEBYTECODE=1`` would otherwise make
@@ -197,6 +207,185 @@ def pieces(replicas: int) -> list[tuple[str, str]]:
     return out
 
 
+# -- CPU timeline ----------------------------------------------------------------------------------
+#: Sampling period of :class:`TreeSampler` and the bin of :func:`cpu_timeline` (seconds).
+SAMPLE_S = 0.1
+BIN_S = 0.5
+ROLES = ("CLI", "embedding worker", "helper process")
+
+
+def _role(pid: int, root: int) -> str:
+    """Which of :data:`ROLES` process ``pid`` of the build's tree is (its command line says)."""
+    if pid == root:
+        return "CLI"
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "helper process"
+    if b"arborag.embed_worker_serve" in cmd:
+        return "embedding worker" if b"model" in cmd else "helper process"
+    return "helper process"
+
+
+def _proc_table() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, user + system ticks) of every process now."""
+    out: dict[int, tuple[int, int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            raw = Path(f"/proc/{name}/stat").read_text()
+        except OSError:
+            continue
+        fields = raw[raw.rfind(")") + 2:].split()
+        out[int(name)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+    return out
+
+
+class TreeSampler:
+    """Samples the CPU ticks of process ``root`` and its descendants every :data:`SAMPLE_S` seconds
+    on a thread, from ``start()`` to ``stop()``: ``samples`` = [(seconds since start, {pid: ticks})],
+    ``roles`` = {pid: role}."""
+
+    def __init__(self, root: int) -> None:
+        import threading
+
+        self.root, self.samples, self.roles = root, [], {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cold-path-sampler", daemon=True)
+        self._t0 = time.perf_counter()
+
+    def start(self) -> "TreeSampler":
+        self._t0 = time.perf_counter()
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            table = _proc_table()
+            tree, grew = {self.root}, True
+            while grew:
+                grew = False
+                for pid, (ppid, _) in table.items():
+                    if ppid in tree and pid not in tree:
+                        tree.add(pid)
+                        grew = True
+            ticks = {pid: table[pid][1] for pid in tree if pid in table}
+            for pid in ticks:
+                if pid not in self.roles:
+                    self.roles[pid] = _role(pid, self.root)
+            self.samples.append((time.perf_counter() - self._t0, ticks))
+            self._stop.wait(SAMPLE_S)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def cpu_timeline(samples: list[tuple[float, dict[int, int]]], roles: dict[int, str], *, tck: int, bin_s: float = BIN_S) -> dict[str, Any]:
+    """Cores used per role per ``bin_s`` bin from :class:`TreeSampler` samples: each process's tick
+    increase between two samples is put in the bin of the later sample (a process's first sample
+    counts from zero: it started after the previous one). {"bin_s", "cores": {role: [..]}}."""
+    n_bins = int(samples[-1][0] // bin_s) + 1 if samples else 0
+    cores = {role: [0.0] * n_bins for role in ROLES}
+    last: dict[int, int] = {}
+    for t, ticks in samples:
+        b = min(n_bins - 1, int(t // bin_s))
+        for pid, v in ticks.items():
+            cores[roles.get(pid, "helper process")][b] += max(0, v - last.get(pid, 0)) / tck / bin_s
+            last[pid] = v
+    return {"bin_s": bin_s, "cores": {k: [round(x, 3) for x in v] for k, v in cores.items()}}
+
+
+def idle_core_seconds(timeline: dict[str, Any], cores: int, spans: list[tuple[str, float, float]] | None = None) -> dict[str, float]:
+    """Core-seconds the build's processes left idle: ``cores`` per bin minus what they used (never
+    below zero), in all ("all") and within each of ``spans`` ((label, start s, end s): a bin counts
+    for the part of it inside the span)."""
+    bin_s = timeline["bin_s"]
+    per_role = list(timeline["cores"].values())
+    n = len(per_role[0]) if per_role else 0
+    idle = [max(0.0, cores - sum(r[i] for r in per_role)) * bin_s for i in range(n)]
+    out = {"all": sum(idle)}
+    for label, a, b in spans or []:
+        out[label] = out.get(label, 0.0) + sum(idle[i] * max(0.0, min(b, (i + 1) * bin_s) - max(a, i * bin_s)) / bin_s for i in range(n))
+    return out
+
+
+def build_spans(run: dict[str, Any] | None, order: tuple[str, ...]) -> list[tuple[str, float, float]]:
+    """The parts of a cold build on its process's clock, laid end to end from its runs record (the
+    run's start, then each stage's seconds in pipeline ``order``; inside the tree stage each level's
+    global fit, its local fits, summarizing and the embedding of its summaries): approximate, as the
+    stages record durations, not start times."""
+    counts = (run or {}).get("counts") or {}
+    t = float(counts.get("process_age_at_start") or 0.0)
+    secs = counts.get("seconds") or {}
+    levels = [st for st in ((counts.get("tree") or {}).get("stats") or []) if st.get("level", 0) >= 1]
+    spans: list[tuple[str, float, float]] = []
+    for stage in order:
+        if stage not in secs:
+            continue
+        d = float(secs[stage])
+        if stage == "tree" and levels and all(st.get("cluster_s") is not None for st in levels):
+            u = t
+            for st in levels:
+                g = float(st.get("global_s") or 0.0)
+                parts = [(f"level {st['level']} global fit", g), (f"level {st['level']} local fits", float(st["cluster_s"]) - g),
+                         (f"level {st['level']} summarize + embed summaries", float(st.get("summarize_s") or 0) + float(st.get("embed_s") or 0))]
+                for label, dur in parts:
+                    spans.append((label, u, u + max(0.0, dur)))
+                    u += max(0.0, dur)
+            spans.append(("tree: tables", u, t + d))
+        else:
+            spans.append((f"stage {stage}" if stage != "embed" else "stage embed (the leaves)", t, t + d))
+        t += d
+    return spans
+
+
+def plot_timeline(size: dict[str, Any], cores: int, path: Path) -> None:
+    """The cold build's CPU timeline (:func:`cpu_timeline`) as a stacked area per process, the cores
+    as a line and the build's parts (:func:`build_spans`) as bands above: ``path`` (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tl = size["timeline"]
+    bin_s = tl["bin_s"]
+    roles = [r for r in ROLES if any(tl["cores"].get(r, []))]
+    n = len(tl["cores"][ROLES[0]])
+    x = [i * bin_s for i in range(n)]
+    fig, ax = plt.subplots(figsize=(13, 4.8), dpi=110)
+    colours = {"CLI": "#3b6fb6", "embedding worker": "#e08a2c", "helper process": "#5aa469"}
+    ax.stackplot(x, *[tl["cores"][r] for r in roles], labels=[f"{r}" for r in roles], colors=[colours[r] for r in roles], step="post", alpha=0.9)
+    ax.axhline(cores, color="black", lw=1, ls="--", label=f"{cores} cores")
+    spans = [tuple(s) for s in size.get("spans") or []]
+    shades = {"stage embed (the leaves)": "#e08a2c", "global fit": "#c0392b", "local fits": "#3b6fb6", "summarize + embed summaries": "#e6b35c"}
+    top = cores + 1.0
+    lo = (cores + 0.15) / top  # the parts as a strip above the cores line
+    shown = 0
+    for label, a, b in spans:
+        key = next((k for k in shades if k in label), None)
+        if key is None or b - a < 0.05:
+            continue
+        ax.axvspan(a, b, ymin=lo, ymax=1, color=shades[key], alpha=0.35, lw=0.5, ec="white")
+        if b - a > (x[-1] if x else 1) * 0.02:
+            short = label.replace("level ", "L").replace("summarize + embed summaries", "sum.+embed").replace("stage embed (the leaves)", "leaves embed")
+            ax.text((a + b) / 2, top - 0.2 - 0.35 * (shown % 2), short, ha="center", va="center", fontsize=7)
+            shown += 1
+    idle = size.get("idle") or {}
+    ax.set_xlim(0, x[-1] + bin_s if x else 1)
+    ax.set_ylim(0, top)
+    ax.set_yticks([i / 2 for i in range(2 * cores + 1)])
+    ax.set_xlabel("seconds since the build's process started")
+    ax.set_ylabel("cores busy")
+    ax.set_title(f"Cold {size['mult']}x build: CPU of its processes every {bin_s:g} s — "
+                 f"{idle.get('all', 0):.1f} core-seconds idle of {cores} × {size['rows']['build']['wall']:.1f} s", fontsize=10)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
 # -- children ------------------------------------------------------------------------------------
 def speed_probe() -> float | None:
     """Seconds of a fixed bf16 workload of the floor's kind (a MiniLM-shaped feed-forward block, 100
@@ -223,17 +412,21 @@ def speed_probe() -> float | None:
     return sorted(times)[len(times) // 2]
 
 
-def run_child(argv: list[str], label: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+def run_child(argv: list[str], label: str, env: dict[str, str] | None = None, *, timeline: bool = False) -> dict[str, Any]:
     """One fresh process: wall, CPU (user+sys), peak RSS, other processes' cores meanwhile, and the
-    :func:`speed_probe` seconds just before it."""
+    :func:`speed_probe` seconds just before it; ``timeline``: its processes' CPU every
+    :data:`BIN_S` s (:func:`cpu_timeline`) as ``row["timeline"]``."""
     probe = speed_probe()
     load1 = os.getloadavg()[0]
     busy0 = _proc_busy_seconds()
     with tempfile.TemporaryFile("w+") as fout, tempfile.TemporaryFile("w+") as ferr:
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=fout, stderr=ferr, env=env)
+        sampler = TreeSampler(proc.pid).start() if timeline else None
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
+        if sampler is not None:
+            sampler.stop()
         fout.seek(0)
         ferr.seek(0)
         out, err = fout.read(), ferr.read()
@@ -245,6 +438,8 @@ def run_child(argv: list[str], label: str, env: dict[str, str] | None = None) ->
         raise SystemExit(f"{label} failed (exit {code}): {' '.join(argv)}\n{out[-3000:]}\n{err[-3000:]}")
     row = {"step": label, "wall": wall, "cpu": cpu, "rss_mb": usage.ru_maxrss / 1024, "other_cores": other, "load1": load1,
            "busy": bool(other is not None and other > BUSY_CORES), "probe_s": probe, "stdout": out}
+    if sampler is not None:
+        row["timeline"] = cpu_timeline(sampler.samples, sampler.roles, tck=os.sysconf("SC_CLK_TCK"))
     print(f"  {label}: {wall:.2f} s wall, {cpu:.2f} s cpu, {row['rss_mb']:.0f} MB, others {other if other is None else round(other, 2)} cores"
           f"{' (busy)' if row['busy'] else ''}", flush=True)
     return row
@@ -292,8 +487,9 @@ def one_size(mult: int, work: Path, n_docs: int | None, env: dict[str, str], ext
     rows: dict[str, dict[str, Any]] = {}
     runs: dict[str, dict[str, Any]] = {}
 
-    rows["build"] = run_child(ARBORAG + ["build", str(src), "--corpus", str(corpus), *extra], "cold build", env)
+    rows["build"] = run_child(ARBORAG + ["build", str(src), "--corpus", str(corpus), *extra], "cold build", env, timeline=True)
     runs["build"] = last_run(corpus)
+    timeline = rows["build"].pop("timeline")
     ids_build = node_ids(corpus)
     floor = run_child([sys.executable, "-c", FLOOR, str(corpus), "st"], "embedding floor", env)
     rows["floor"] = {**floor, **json.loads(floor["stdout"].strip().splitlines()[-1])}
@@ -342,8 +538,18 @@ def one_size(mult: int, work: Path, n_docs: int | None, env: dict[str, str], ext
     rows["floor2"] = {**floor2, **json.loads(floor2["stdout"].strip().splitlines()[-1])}
     for r in rows.values():
         r.pop("stdout", None)
+    spans = build_spans(runs["build"], build_order())
+    cores = len(os.sched_getaffinity(0))
     return {"mult": mult, "documents": len(base), "added": len(pool), "one_percent": one, "rows": rows, "runs": runs,
-            "nodes": len(ids_build), "node_ids_hash": __import__("hashlib").sha256("\n".join(ids_build).encode()).hexdigest()[:16]}
+            "nodes": len(ids_build), "node_ids_hash": __import__("hashlib").sha256("\n".join(ids_build).encode()).hexdigest()[:16],
+            "timeline": timeline, "spans": spans, "idle": idle_core_seconds(timeline, cores, spans)}
+
+
+def build_order() -> tuple[str, ...]:
+    """The build's stage names in the order it runs them (flows/pipelines.py)."""
+    from arborag.flows.pipelines import BUILD_PIPELINE
+
+    return tuple(stage.name for stage in BUILD_PIPELINE)
 
 
 #: the project's source folders, as scripts/install.sh byte-compiles them (tests/house/test_package_folders.py keeps the lists equal)
@@ -450,6 +656,20 @@ def verdict(ok: bool, *steps: dict[str, Any], absolute: bool = False) -> str:
     return word
 
 
+def idle_lines(size: dict[str, Any], cores: int, plot: str | None) -> list[str]:
+    """The cold build's idle core-seconds (:func:`idle_core_seconds`) in all and by part, and its plot."""
+    idle = size.get("idle")
+    if not idle:
+        return []
+    wall = size["rows"]["build"]["wall"]
+    parts = sorted(((k, v) for k, v in idle.items() if k != "all" and v >= 0.05 * max(idle["all"], 1e-9)), key=lambda kv: -kv[1])
+    text = (f"CPU timeline of the cold build (its processes sampled from /proc every {SAMPLE_S:g} s, binned per {size['timeline']['bin_s']:g} s): "
+            f"they left **{idle['all']:.1f} core-seconds idle** of {cores} × {wall:.1f} s ({idle['all'] / (cores * wall):.0%}); "
+            + (", ".join(f"{label} {v:.1f}" for label, v in parts) if parts else "no part of it above 5% of that")
+            + " (the parts laid end to end from the run's recorded durations: approximate).")
+    return [text, "", *([f"![CPU timeline of the cold {size['mult']}x build]({plot})", ""] if plot else [])]
+
+
 def markdown(result: dict[str, Any]) -> str:
     lines = [
         *report_header("The cold path: CLI build and updates against the embedding floor (issue 26)", command=result["command"],
@@ -534,6 +754,7 @@ def markdown(result: dict[str, Any]) -> str:
             add(label, row, f"{share:.1%} of build", target)
         lines += [md_table(["step", "wall s", "cpu s", "peak MB", "others (cores)", "ratio", "target / detail"], table), ""]
         lines += probe_lines(r)
+        lines += idle_lines(size, cores, (result.get("plots") or {}).get(str(mult)))
         for key, label in (("build", "cold build"), ("add", "update +1% added")):
             if key in size["runs"]:
                 lines += [f"Where the {label} spends its {fmt_s(r[key]['wall'])} s (runs table of that run):", "",
@@ -542,6 +763,18 @@ def markdown(result: dict[str, Any]) -> str:
         lines += ["Import seconds of a fresh process, group by group (each group on top of the ones above):", "",
                   md_table(["imports", "seconds"], [[a, fmt_s(b)] for a, b in result["imports"]]), ""]
     return "\n".join(lines)
+
+
+def write_plots(result: dict[str, Any], out: Path) -> dict[str, str]:
+    """Each size's cold-build CPU timeline beside the report (``<out stem>-timeline-<size>x.png``; the
+    last round's when there are several): {size: file name}."""
+    plots: dict[str, str] = {}
+    for size in result["sizes"]:
+        if size.get("timeline"):
+            name = f"{out.stem}-timeline-{size['mult']}x.png"
+            plot_timeline(size, result.get("cores") or 2, out.with_name(name))
+            plots[str(size["mult"])] = name
+    return plots
 
 
 def main() -> None:
@@ -562,7 +795,9 @@ def main() -> None:
     if args.report_only is not None:
         saved = json.loads(args.report_only.read_text(encoding="utf-8"))
         saved["rendered_by"] = git_commit()
-        (args.out or args.report_only.with_suffix(".md")).write_text(markdown(saved), encoding="utf-8")
+        out = args.out or args.report_only.with_suffix(".md")
+        saved["plots"] = write_plots(saved, out)
+        out.write_text(markdown(saved), encoding="utf-8")
         return
     t_bench = time.perf_counter()
     setup_env()
@@ -597,6 +832,7 @@ def main() -> None:
     result["wall_s"] = time.perf_counter() - t_bench
     result["busy_end"] = ", ".join(busy_processes())
     out = args.out or (RESULTS / ("cold_path-smoke.md" if args.quick else "cold_path.md"))
+    result["plots"] = write_plots(result, out)
     report = markdown(result)
     out.write_text(report, encoding="utf-8")
     out.with_suffix(".json").write_text(json.dumps(result, indent=1, default=str), encoding="utf-8")

@@ -73,3 +73,51 @@ def test_a_re_rendered_report_says_so(cold_path) -> None:
     saved = json.loads(SAVED.read_text(encoding="utf-8"))
     assert "re-rendered" not in cold_path.markdown({**saved, "rendered_by": None})
     assert "re-rendered from its .json by commit abc1234" in cold_path.markdown({**saved, "rendered_by": "abc1234"})
+
+
+def test_the_cpu_timeline_bins_each_processs_ticks_and_counts_the_idle_cores(cold_path) -> None:
+    """cpu_timeline: tick increases per process in the bin of the later sample (a new process from
+    zero), cores = ticks / tck / bin; idle_core_seconds: the cores minus their sum, per bin, whole
+    and inside spans (a span takes its share of a bin it covers in part)."""
+    roles = {10: "CLI", 11: "embedding worker", 12: "helper process"}
+    samples = [(0.1, {10: 5}), (0.6, {10: 10, 11: 50}), (1.1, {10: 60, 11: 100, 12: 10}), (1.4, {10: 60, 11: 150})]
+    tl = cold_path.cpu_timeline(samples, roles, tck=100, bin_s=0.5)
+    assert tl["bin_s"] == 0.5
+    assert tl["cores"]["CLI"] == [0.1, 0.1, 1.0]  # 5 ticks in bin 0, 5 in bin 1, 50 in bin 2 (/100 tck /0.5 s)
+    assert tl["cores"]["embedding worker"] == [0.0, 1.0, 2.0]  # first seen with 50: counted from zero
+    assert tl["cores"]["helper process"] == [0.0, 0.0, 0.2]
+    idle = cold_path.idle_core_seconds(tl, 2, [("first bin", 0.0, 0.5), ("half of the last", 1.25, 1.5)])
+    per_bin = [(2 - 0.1) * 0.5, (2 - 1.1) * 0.5, 0.0]  # the last bin is over the cores: nothing idle
+    assert idle["all"] == pytest.approx(sum(per_bin))
+    assert idle["first bin"] == pytest.approx(per_bin[0])
+    assert idle["half of the last"] == pytest.approx(0.0)
+
+
+def test_the_builds_parts_are_its_recorded_durations_end_to_end(cold_path) -> None:
+    saved = json.loads(SAVED.read_text(encoding="utf-8"))
+    run = saved["sizes"][0]["runs"]["build"]
+    spans = cold_path.build_spans(run, ("ingest", "sections", "context", "segment", "embed", "tree", "vectors", "sparse", "links", "publish"))
+    counts = run["counts"]
+    assert spans[0][1] == pytest.approx(counts["process_age_at_start"])
+    for (_, _, end), (_, start, _) in zip(spans, spans[1:]):
+        assert start == pytest.approx(end)  # end to end
+    assert spans[-1][2] == pytest.approx(counts["process_age_at_start"] + sum(counts["seconds"].values()))
+    level1 = next(st for st in counts["tree"]["stats"] if st["level"] == 1)
+    glob = next(s for s in spans if s[0] == "level 1 global fit")
+    assert glob[2] - glob[1] == pytest.approx(level1["global_s"])
+    assert [s[0] for s in spans].index("stage embed (the leaves)") < [s[0] for s in spans].index("level 1 global fit")
+
+
+def test_the_report_gives_the_idle_core_seconds_and_its_plot(cold_path, tmp_path: Path) -> None:
+    saved = copy.deepcopy(json.loads(SAVED.read_text(encoding="utf-8")))
+    size = saved["sizes"][0]
+    if not size.get("timeline"):  # a results file from before the timeline: give it one
+        n = int(size["rows"]["build"]["wall"] / 0.5) + 1
+        size["timeline"] = {"bin_s": 0.5, "cores": {"CLI": [0.5] * n, "embedding worker": [1.0] * n, "helper process": [0.0] * n}}
+        size["spans"] = cold_path.build_spans(size["runs"]["build"], ("ingest", "segment", "embed", "tree", "vectors", "sparse", "links", "publish"))
+        size["idle"] = cold_path.idle_core_seconds(size["timeline"], saved["cores"], size["spans"])
+    plots = cold_path.write_plots(saved, tmp_path / "report.md")
+    assert plots == {"1": "report-timeline-1x.png"} and (tmp_path / "report-timeline-1x.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    report = cold_path.markdown({**saved, "plots": plots})
+    assert f"**{size['idle']['all']:.1f} core-seconds idle**" in report
+    assert "![CPU timeline of the cold 1x build](report-timeline-1x.png)" in report
