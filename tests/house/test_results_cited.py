@@ -5,7 +5,7 @@
 - A measured number in README.md (seconds, ×, %, MB/s, req/s ...) sits in a paragraph, list item
   or table that links the results file it comes from.
 - Every results file under ``benchmarks/results/`` that a page cites records the command, the
-  date, the load average and the commit — except the files listed in ``INCOMPLETE``, written
+  date, the load average and the commit (a cited plot: the results report that shows it does) — except the files listed in ``INCOMPLETE``, written
   before that rule, whose missing fields are said in docs/BENCHMARKS.md. A new file cannot join
   that list silently: the list must match what is actually missing.
 """
@@ -48,6 +48,10 @@ _FIELDS = {
     "load": re.compile(r"load", re.I),
     "commit": re.compile(r"commit", re.I),
 }
+
+
+#: plots in benchmarks/results/: a page may cite one; the report beside it (which shows it) carries the provenance
+_IMAGES = {".png", ".svg"}
 
 
 def _links(page: Path) -> list[str]:
@@ -105,6 +109,10 @@ def test_cited_results_files_exist_and_say_where_they_come_from() -> None:
     for name in sorted(cited):
         path = RESULTS / name
         assert path.is_file(), f"{name} is cited but missing"
+        if path.suffix in _IMAGES:  # a plot: its provenance is the report that shows it
+            reports = [r for r in sorted(RESULTS.glob("*.md")) if f"]({name})" in r.read_text(encoding="utf-8")]
+            assert reports, f"{name} is cited but no results report in benchmarks/results/ shows it"
+            path = reports[0]
         text = path.read_text(encoding="utf-8")
         lacking = {field for field, rx in _FIELDS.items() if not rx.search(text)}
         assert lacking == INCOMPLETE.get(name, set()), (
