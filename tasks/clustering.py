@@ -374,12 +374,17 @@ def _local_fits(jobs: list[np.ndarray], cfg: ClusterConfig, stats: ClusterStats 
     (UMAP's compiled code runs without the GIL, :mod:`arborag.tasks.umap_runtime`, but the GMM
     fits hold it). Each fit is seeded and independent of the others, so the clusters and the
     recorded fits are those of one fit after another (``tests/tasks/test_clustering.py`` and
-    ``tests/tasks/test_lanes.py`` compare)."""
+    ``tests/tasks/test_lanes.py`` compare). The fits start largest first (:func:`_largest_first`)."""
     recording = _RECORDING.get()
     record = recording is not None
     fitting = sum(1 for x in jobs if len(x) > cfg.dims + 1)
     if lanes is not None and fitting > 1:
-        for local, records in _merged(lanes.map(_fit_local_recorded, [(x, cfg, record) for x in jobs]), stats):
+        order = _largest_first(jobs)
+        done = lanes.map(_fit_local_recorded, [(jobs[i], cfg, record) for i in order])
+        results: list[Any] = [None] * len(jobs)
+        for i, result in zip(order, done):
+            results[i] = result
+        for local, records in _merged(results, stats):
             if recording is not None and records:
                 recording.extend(records)
             yield local
@@ -392,10 +397,19 @@ def _local_fits(jobs: list[np.ndarray], cfg: ClusterConfig, stats: ClusterStats 
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="arborag-cluster") as pool:
-        for local, records in _merged(pool.map(lambda x: _fit_local_recorded(x, cfg, record), jobs), stats):
+        futures = {i: pool.submit(_fit_local_recorded, jobs[i], cfg, record) for i in _largest_first(jobs)}
+        for local, records in _merged((futures[i].result() for i in range(len(jobs))), stats):
             if recording is not None and records:
                 recording.extend(records)
             yield local
+
+
+def _largest_first(jobs: Sequence[np.ndarray]) -> list[int]:
+    """The order in which to start the local fits: the largest global clusters first (ties in their
+    order), so that the last fits to end are small ones and neither lane waits long for the other
+    (longest-processing-time-first scheduling; a fit's UMAP layout and GMM fits grow with its rows).
+    The results are put back in the jobs' order: the order of starting changes no fit."""
+    return sorted(range(len(jobs)), key=lambda i: -len(jobs[i]))
 
 
 def _fit_local_remote(args: tuple[np.ndarray, ClusterConfig]) -> tuple[list[Cluster], ClusterStats]:

@@ -114,3 +114,26 @@ def test_a_failed_call_and_a_dead_helper_leave_the_work_to_this_process(helper, 
     helper.proc.wait()
     assert lanes.helper_lanes() is None
     assert ln.map(pow, [(2, 3), (3, 2), (5, 2)]) == [8, 9, 25]
+
+
+def test_the_local_fits_start_largest_first_and_come_back_in_the_jobs_order():
+    """clustering._local_fits hands the lanes the largest global clusters first (so neither lane is
+    left alone with a big fit at the end) and returns each job's clusters in the jobs' order: the
+    answer of one fit after another. A named fake of Lanes runs the items here and keeps their order."""
+    from threadpoolctl import threadpool_limits
+
+    class RecordingLanes:  # fake lanes.Lanes: same map contract (results in item order), no helper process
+        def __init__(self) -> None:
+            self.sizes: list[int] = []
+
+        def map(self, fn, items):
+            self.sizes = [len(item[0]) for item in items]
+            return [fn(*item) for item in items]
+
+    jobs = [_blobs(n, seed=s) for n, s in ((30, 1), (80, 2), (12, 3), (55, 4), (80, 5))]
+    cfg, fake = ClusterConfig(), RecordingLanes()
+    with threadpool_limits(1):
+        got = list(clustering._local_fits(jobs, cfg, None, fake))
+        want = [clustering._fit_local(x, cfg, None) for x in jobs]
+    assert fake.sizes == [80, 80, 55, 30, 12]  # ties keep the jobs' order
+    assert got == want
