@@ -49,6 +49,7 @@ from arborag.flows.pipelines import BUILD_PIPELINE, INGEST_PIPELINE, TREE_PIPELI
 from arborag.flows.stage import finish_run, pipeline_fingerprint, run_pipeline
 from arborag.storage.corpus import Corpus
 from arborag.storage.lock import corpus_lock
+from arborag.storage.vectors import LANCEDB_IMPORT
 from arborag.tasks.leaves import build_key, estimate_cost, leaves_for, snapshot_id_for
 from arborag.tasks.stage_context import StageContext
 
@@ -142,7 +143,7 @@ def build_pipeline(ctx: StageContext, files: list[str] | None, *, use_prefect: b
             raise IngestError(str(ctx.corpus.root), "no chunks to build a tree from: ingest at least one readable, non-empty document")
         # the tree stage's UMAP (numba's cached code) and the vectors stage's lancedb, imported while
         # the leaves embed — after ingest and segment, whose Python work an import thread slows
-        warm_imports(_warm_clustering, "arborag.storage.lancedb_import")
+        warm_imports(_warm_clustering, LANCEDB_IMPORT)
         build_tree(ctx, leaves, use_prefect=use_prefect, out=out)
         out["noop"] = "reused" in out
         message = out.pop("reused", "")

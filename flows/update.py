@@ -50,6 +50,7 @@ from arborag.flows.pipelines import INGEST_PIPELINE, PLAN, UPDATE_PIPELINE
 from arborag.flows.stage import finish_run, pipeline_fingerprint, run_pipeline
 from arborag.hashing import hash_json
 from arborag.storage.corpus import Corpus
+from arborag.storage.vectors import LANCEDB_IMPORT
 from arborag.tasks.leaves import build_key, leaves_for
 from arborag.tasks.stage_context import StageContext
 from arborag.tasks.stages.plan import decide
@@ -77,7 +78,7 @@ def _writer_lock(ctx: StageContext, wait: bool) -> Iterator[None]:
 #: segmenting are done: by a helper process in an incremental update (:func:`_warm_vectors`), on a
 #: thread here for a full rebuild (:func:`~arborag.flows.common.warm_imports`), whose embed stage
 #: leaves this process idle while it waits for the worker.
-_VECTOR_IMPORTS = ("arborag.storage.lancedb_import",)  # lancedb, its REST client's API modules left out
+_VECTOR_IMPORTS = (LANCEDB_IMPORT,)  # lancedb, its REST client's API modules left out
 
 
 def _warm_vectors() -> None:

@@ -16,7 +16,8 @@ ApiClient``: a REST namespace connection, a user's own import). So everything in
 there when used; only the unused part is not paid for. When the package was imported before,
 cannot be found, or the stub cannot be made, lancedb is imported as it is.
 
-The build and the update import lancedb through this module (:data:`MODULE`: the name given to
+The build and the update import lancedb through this module (its name,
+:data:`arborag.storage.vectors.LANCEDB_IMPORT`, is what they give to
 :func:`arborag.flows.common.warm_imports` and :func:`arborag.embed_worker.preimport`), and so
 does :mod:`arborag.storage.vectors`.
 """
@@ -29,10 +30,8 @@ import threading
 from types import ModuleType
 from typing import Any
 
-__all__ = ["CLIENT", "MODULE", "deferred_client", "lancedb"]
+__all__ = ["CLIENT", "deferred_client", "lancedb"]
 
-#: What to import (by name) to have lancedb loaded this way.
-MODULE = __name__
 #: The OpenAPI client package whose ``__init__`` is deferred.
 CLIENT = "lance_namespace_urllib3_client"
 

@@ -27,12 +27,15 @@ from arborag.errors import SchemaError
 from arborag.storage.tables import atomic_path
 from arborag.storage.arrays import arrow_to_vectors, vectors_to_arrow
 
-__all__ = ["ANN_MIN_ROWS", "ARROW_FILE", "VectorStore", "write_vectors", "TABLE_NAME"]
+__all__ = ["ANN_MIN_ROWS", "ARROW_FILE", "LANCEDB_IMPORT", "VectorStore", "write_vectors", "TABLE_NAME"]
 
 TABLE_NAME = "nodes"
 #: the rows of the LanceDB table as an Arrow IPC file inside the database folder (read without lancedb)
 ARROW_FILE = "nodes.arrow"
 ANN_MIN_ROWS = 100_000
+#: The module whose import loads lancedb the way this module uses it (:mod:`arborag.storage.lancedb_import`):
+#: the name a run gives to ``warm_imports`` / ``embed_worker.preimport`` and asks ``embed_worker.holding`` for.
+LANCEDB_IMPORT = "arborag.storage.lancedb_import"
 
 
 def _vector_table(nodes: pa.Table, vectors: np.ndarray) -> pa.Table:

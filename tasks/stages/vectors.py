@@ -40,9 +40,9 @@ def _write(directory: Path, nodes: pa.Table, vectors: np.ndarray) -> dict[str, A
     """:func:`~arborag.storage.vectors.write_vectors` in the run's helper process when it was
     asked to load lancedb (module docs), else in this process; ``writer`` says which."""
     from arborag import embed_worker
-    from arborag.storage.vectors import write_vectors
+    from arborag.storage.vectors import LANCEDB_IMPORT, write_vectors
 
-    worker = embed_worker.holding("arborag.storage.lancedb_import")  # flows/update.py's _VECTOR_IMPORTS
+    worker = embed_worker.holding(LANCEDB_IMPORT)  # what flows/update.py's helper was asked to import
     if worker is not None:
         try:
             return {**worker.call(write_vectors, directory, nodes, vectors), "writer": "helper process"}
