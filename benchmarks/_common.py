@@ -104,6 +104,17 @@ def _proc_busy_seconds() -> float | None:
     return busy / os.sysconf("SC_CLK_TCK")
 
 
+def proc_stat(pid: int | str) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (field 3, the state, first: so
+    ``[1]`` is the parent pid, ``[11:13]`` utime and stime, ``[13:15]`` the reaped children's, in
+    clock ticks), or None when the process is gone or unreadable."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return raw[raw.rfind(")") + 2:].split()
+
+
 def _own_cpu_seconds() -> float:
     t = os.times()
     return t.user + t.system + t.children_user + t.children_system

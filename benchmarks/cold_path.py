@@ -101,6 +101,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -117,6 +118,7 @@ from _common import (  # noqa: E402
     hotpot_paragraphs,
     machine_line,
     md_table,
+    proc_stat,
     report_header,
     setup_env,
     wait_for_quiet,
@@ -231,14 +233,9 @@ def _proc_table() -> dict[int, tuple[int, int]]:
     """pid -> (parent pid, user + system ticks) of every process now."""
     out: dict[int, tuple[int, int]] = {}
     for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            raw = Path(f"/proc/{name}/stat").read_text()
-        except OSError:
-            continue
-        fields = raw[raw.rfind(")") + 2:].split()
-        out[int(name)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+        fields = proc_stat(name) if name.isdigit() else None
+        if fields is not None:
+            out[int(name)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
     return out
 
 
@@ -248,12 +245,10 @@ class TreeSampler:
     ``roles`` = {pid: role}."""
 
     def __init__(self, root: int) -> None:
-        import threading
-
         self.root, self.samples, self.roles = root, [], {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cold-path-sampler", daemon=True)
-        self._t0 = time.perf_counter()
+        self._t0 = 0.0
 
     def start(self) -> "TreeSampler":
         self._t0 = time.perf_counter()
@@ -470,7 +465,7 @@ def restore(src: Path, corpus: Path, saved: Path, pool: list[tuple[str, str]]) -
     shutil.copytree(saved, corpus)
 
 
-def one_size(mult: int, work: Path, n_docs: int | None, env: dict[str, str], extra: list[str], repeats: int = 1) -> dict[str, Any]:
+def one_size(mult: int, work: Path, n_docs: int | None, env: dict[str, str], extra: list[str], repeats: int = 1, *, cores: int = 2) -> dict[str, Any]:
     all_pieces = pieces(mult)
     if n_docs:
         all_pieces = all_pieces[:n_docs]
@@ -539,7 +534,6 @@ def one_size(mult: int, work: Path, n_docs: int | None, env: dict[str, str], ext
     for r in rows.values():
         r.pop("stdout", None)
     spans = build_spans(runs["build"], build_order())
-    cores = len(os.sched_getaffinity(0))
     return {"mult": mult, "documents": len(base), "added": len(pool), "one_percent": one, "rows": rows, "runs": runs,
             "nodes": len(ids_build), "node_ids_hash": __import__("hashlib").sha256("\n".join(ids_build).encode()).hexdigest()[:16],
             "timeline": timeline, "spans": spans, "idle": idle_core_seconds(timeline, cores, spans)}
@@ -825,7 +819,8 @@ def main() -> None:
     for rnd in range(1, args.rounds + 1):
         for mult in sizes:
             wait_for_quiet(args.max_load, args.max_wait)
-            size = one_size(mult, args.work, 300 if args.quick else None, env, args.extra.split(), repeats=max(1, args.add_repeats))
+            size = one_size(mult, args.work, 300 if args.quick else None, env, args.extra.split(), repeats=max(1, args.add_repeats),
+                            cores=result["cores"])
             size["round"] = rnd
             result["sizes"].append(size)
     result["machine_end"] = machine_line()

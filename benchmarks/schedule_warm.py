@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, busy_processes, git_commit, machine_line, md_table, setup_env  # noqa: E402
+from _common import RESULTS, busy_processes, git_commit, machine_line, md_table, proc_stat, setup_env  # noqa: E402
 from cold_path import pieces  # noqa: E402
 
 BIN = Path(sys.executable).parent
@@ -117,9 +117,8 @@ def finished_runs(url: str, name: str) -> list[dict[str, Any]]:
 
 def tree_cpu(pid: int) -> float:
     """CPU seconds of process ``pid`` and of its children it has reaped (utime+stime+cutime+cstime)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
+    fields = proc_stat(pid)
+    if fields is None:
         return float("nan")
     return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
