@@ -66,6 +66,51 @@ def test_umap_embedding_unchanged_by_the_compiled_distances():
     assert np.array_equal(fast, slow)
 
 
+def test_knn_indices_equal_umaps_own_sort():
+    """knn_indices (a partition, then a sort of the k found) against UMAP's fast_knn_indices (a
+    stable argsort of every row): the same indices in the same order — ties, duplicates, NaN, any k."""
+    import_umap()
+    umaps = umap_runtime._UMAP_KNN
+    assert umaps is not None and umaps is not umap_runtime.knn_indices
+    rng = np.random.default_rng(17)
+    x = rng.standard_normal((300, 16)).astype(np.float32)
+    x[7] = x[3]  # duplicate rows: distance-0 ties
+    x[8] = x[3]
+    d = cosine_matrix(x)
+    coarse = np.round(d, 1)  # many ties at every rank
+    with_nan = d.copy()
+    with_nan[5, 40] = np.nan  # a row UMAP's own sort orders
+    for m in (d, coarse, with_nan, d.astype(np.float64)):
+        for k in (1, 2, 17, 299, 300):
+            got = umap_runtime.knn_indices(m, k)
+            want = umaps(m, k)
+            assert got.dtype == want.dtype == np.int32
+            assert np.array_equal(got, want), (m.dtype, k)
+    big = np.round(cosine_matrix(rng.standard_normal((umap_runtime._THREADED_MIN + 5, 8)).astype(np.float32)), 2)
+    assert np.array_equal(umap_runtime.knn_indices(big, 31), umaps(big, 31))  # rows dealt to threads
+
+
+def test_umap_embedding_unchanged_by_knn_indices():
+    """A fit with UMAP's own neighbour sort and with knn_indices: identical coordinates."""
+    umap = import_umap()
+    rng = np.random.default_rng(23)
+    x = rng.standard_normal((120, 32)).astype(np.float32)
+
+    def fit() -> np.ndarray:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return umap.UMAP(n_neighbors=10, n_components=4, metric="cosine", random_state=224, n_jobs=1, n_epochs=50).fit_transform(x)
+
+    assert umap.umap_.fast_knn_indices is umap_runtime.knn_indices
+    fast = fit()
+    umap.umap_.fast_knn_indices = umap_runtime._UMAP_KNN
+    try:
+        slow = fit()
+    finally:
+        umap.umap_.fast_knn_indices = umap_runtime.knn_indices
+    assert np.array_equal(fast, slow)
+
+
 def test_other_metrics_go_to_sklearn_unchanged():
     import_umap()
     rng = np.random.default_rng(7)
