@@ -46,24 +46,33 @@ def test_cosine_matrix_threads_do_not_change_a_bit():
     assert np.array_equal(one[:60, :60], _sklearn(x[:60]))
 
 
-def test_umap_embedding_unchanged_by_the_compiled_distances():
-    """A fit through UMAP's own sklearn path and through the compiled matrix: identical coordinates."""
+def _same_fit_with(name: str, umaps_own: object, seed: int, n: int, n_neighbors: int) -> None:
+    """A seeded cosine UMAP fit of ``n`` random rows with arborag's ``umap.umap_.<name>`` and with
+    UMAP's own ``umaps_own`` in its place: identical coordinates."""
     umap = import_umap()
-    rng = np.random.default_rng(5)
-    x = rng.standard_normal((90, 32)).astype(np.float32)
+    x = np.random.default_rng(seed).standard_normal((n, 32)).astype(np.float32)
 
     def fit() -> np.ndarray:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return umap.UMAP(n_neighbors=9, n_components=4, metric="cosine", random_state=224, n_jobs=1, n_epochs=50).fit_transform(x)
+            return umap.UMAP(n_neighbors=n_neighbors, n_components=4, metric="cosine", random_state=224, n_jobs=1,
+                             n_epochs=50).fit_transform(x)
 
+    ours = getattr(umap.umap_, name)
+    assert ours is not umaps_own
     fast = fit()
-    umap.umap_.pairwise_distances = umap_runtime._SKLEARN_PAIRWISE
+    setattr(umap.umap_, name, umaps_own)
     try:
         slow = fit()
     finally:
-        umap.umap_.pairwise_distances = umap_runtime.pairwise_distances
+        setattr(umap.umap_, name, ours)
     assert np.array_equal(fast, slow)
+
+
+def test_umap_embedding_unchanged_by_the_compiled_distances():
+    """A fit through UMAP's own sklearn path and through the compiled matrix: identical coordinates."""
+    import_umap()
+    _same_fit_with("pairwise_distances", umap_runtime._SKLEARN_PAIRWISE, seed=5, n=90, n_neighbors=9)
 
 
 def test_knn_indices_equal_umaps_own_sort():
@@ -93,22 +102,8 @@ def test_knn_indices_equal_umaps_own_sort():
 def test_umap_embedding_unchanged_by_knn_indices():
     """A fit with UMAP's own neighbour sort and with knn_indices: identical coordinates."""
     umap = import_umap()
-    rng = np.random.default_rng(23)
-    x = rng.standard_normal((120, 32)).astype(np.float32)
-
-    def fit() -> np.ndarray:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return umap.UMAP(n_neighbors=10, n_components=4, metric="cosine", random_state=224, n_jobs=1, n_epochs=50).fit_transform(x)
-
     assert umap.umap_.fast_knn_indices is umap_runtime.knn_indices
-    fast = fit()
-    umap.umap_.fast_knn_indices = umap_runtime._UMAP_KNN
-    try:
-        slow = fit()
-    finally:
-        umap.umap_.fast_knn_indices = umap_runtime.knn_indices
-    assert np.array_equal(fast, slow)
+    _same_fit_with("fast_knn_indices", umap_runtime._UMAP_KNN, seed=23, n=120, n_neighbors=10)
 
 
 def test_other_metrics_go_to_sklearn_unchanged():
