@@ -1,6 +1,6 @@
 """UMAP as arborag runs it: compiled once per machine, and its exact distances in compiled code.
 
-Two costs of a UMAP fit here are not UMAP's method, only how the library runs it; both are
+Three costs of a UMAP fit here are not UMAP's method, only how the library runs it; all are
 removed without changing a single number it computes.
 
 1. **Compiling in every process.** umap-learn decorates ~125 functions with ``numba.njit``
@@ -18,15 +18,20 @@ removed without changing a single number it computes.
    distances with ``sklearn.metrics.pairwise_distances(X, metric=umap.distances.cosine)``:
    sklearn calls the compiled ``cosine`` from Python once per pair (n²/2 calls, ~2 million at
    2,000 points; measured 12 s of a 2,000-point fit on a loaded box, most of its time). The
-   same matrix is computed by :func:`cosine_matrix` in one compiled loop that calls the same
-   ``umap.distances.cosine`` on the same rows in the same order (that function is compiled
-   without fastmath, so each value is IEEE-exact and independent of where it is called from),
-   rounded to float32 and mirrored as sklearn does — bit-identical (``tests/tasks`` checks it).
+   same matrix is computed by :func:`cosine_matrix` in compiled code that sums each pair as
+   ``umap.distances.cosine`` does (the same float32 products into one float64 sum, in the same
+   order, without fastmath, so each value is IEEE-exact), eight pairs side by side, rounded to
+   float32 and mirrored as sklearn does — bit-identical (``tests/tasks`` checks it).
    :func:`import_umap` points ``umap.umap_.pairwise_distances`` at :func:`pairwise_distances`,
    which takes that path only for UMAP's cosine on a dense float32 matrix and hands every other
    call to sklearn unchanged.
+3. **A full sort of every row for k neighbours.** UMAP then takes each point's neighbours from
+   that matrix with ``umap.utils.fast_knn_indices``: a stable argsort of every row, the first k.
+   :func:`knn_indices` (which :func:`import_umap` puts in its place) returns the same indices in
+   the same order from a partition and a sort of the k found (4.7x faster on the 1x leaves,
+   benchmarks/results/exact_neighbours.md).
 
-Everything else (kNN graph, spectral init, the SGD layout and its seed) is UMAP's own; the number of
+Everything else (the fuzzy graph, spectral init, the SGD layout and its seed) is UMAP's own; the number of
 SGD epochs is UMAP's own rule unless ``cluster.umap_epochs`` sets it (:mod:`arborag.tasks.clustering`),
 and the layout runs in vertex blocks only when ``cluster.umap_layout_blocks`` asks for them
 (:mod:`arborag.tasks.umap_layout`; UMAP's module calls its layout through it either way).
@@ -162,8 +167,8 @@ def _cosine_matrix_fn() -> Any:
     ``umap.distances.cosine`` returns for the pair: the same float32 products summed into the
     same float64 accumulator in the same order, no fastmath (so LLVM may not reorder), only the
     two norms read from where they were summed once instead of being summed again per pair, and
-    eight pairs summed side by side (independent sums: ~2x faster than one after the other,
-    benchmarks/results/knn_exact.md)."""
+    eight pairs summed side by side (independent sums: ~1.8x faster than one after the other,
+    benchmarks/results/exact_neighbours.md)."""
     global _COSINE_MATRIX
     if _COSINE_MATRIX is None:
         import numba
