@@ -183,21 +183,6 @@ def _cosine_matrix_fn() -> Any:
                 out[i] = norm
             return out
 
-        def _finish(out: np.ndarray, i: int, j: int, result: float, norm_x: float, norm_y: float) -> None:  # pragma: no cover - compiled
-            if norm_x == 0.0 and norm_y == 0.0:
-                d = 0.0
-            elif norm_x == 0.0 or norm_y == 0.0:
-                d = 1.0
-            else:
-                d = 1.0 - (result / np.sqrt(norm_x * norm_y))
-            v = np.float32(d)
-            if j == i:
-                out[i, i] = v
-            else:
-                # sklearn: out[i, j] = metric(x_i, x_j) (float64 -> float32), then out + out.T; out[j, i]
-                # = 0 + v = v + 0 is set by _mirror
-                out[i, j] = v + np.float32(0.0)
-
         def _mirror(out: np.ndarray, first: int, step: int) -> None:  # pragma: no cover - compiled
             # the lower triangle from the upper one, in tiles (a column walk misses the cache every step)
             n = out.shape[0]
@@ -207,42 +192,56 @@ def _cosine_matrix_fn() -> Any:
                         for j in range(max(b, i + 1), min(b + 64, n)):
                             out[j, i] = out[i, j]
 
-        finish = numba.njit(cache=True, nogil=True)(_finish)
-
+        # The kernels call no other compiled function of ours: numba's on-disk cache keys a closure by
+        # its cells' pickles, and a dispatcher pickles with a per-process id, so a kernel calling one
+        # would be compiled again in every process.
         def _rows(x: np.ndarray, xt: np.ndarray, norms: np.ndarray, out: np.ndarray, first: int, step: int) -> None:  # pragma: no cover - compiled
             # row i against eight rows j at a time (xt: x transposed): eight independent float64 sums,
             # each over k in order as umap.distances.cosine sums one pair — the same values, without
             # every add waiting for the one before it
             n = x.shape[0]
+            dims = x.shape[1]
             for i in range(first, n, step):
                 norm_x = norms[i]
-                j0 = i
-                while j0 + 8 <= n:
-                    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
-                    for k in range(x.shape[1]):
-                        xi = x[i, k]
-                        a0 += xi * xt[k, j0]
-                        a1 += xi * xt[k, j0 + 1]
-                        a2 += xi * xt[k, j0 + 2]
-                        a3 += xi * xt[k, j0 + 3]
-                        a4 += xi * xt[k, j0 + 4]
-                        a5 += xi * xt[k, j0 + 5]
-                        a6 += xi * xt[k, j0 + 6]
-                        a7 += xi * xt[k, j0 + 7]
-                    finish(out, i, j0, a0, norm_x, norms[j0])
-                    finish(out, i, j0 + 1, a1, norm_x, norms[j0 + 1])
-                    finish(out, i, j0 + 2, a2, norm_x, norms[j0 + 2])
-                    finish(out, i, j0 + 3, a3, norm_x, norms[j0 + 3])
-                    finish(out, i, j0 + 4, a4, norm_x, norms[j0 + 4])
-                    finish(out, i, j0 + 5, a5, norm_x, norms[j0 + 5])
-                    finish(out, i, j0 + 6, a6, norm_x, norms[j0 + 6])
-                    finish(out, i, j0 + 7, a7, norm_x, norms[j0 + 7])
-                    j0 += 8
-                for j in range(j0, n):
-                    result = 0.0
-                    for k in range(x.shape[1]):
-                        result += x[i, k] * xt[k, j]
-                    finish(out, i, j, result, norm_x, norms[j])
+                for j0 in range(i, n, 8):
+                    m = min(8, n - j0)
+                    if m == 8:
+                        a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
+                        for k in range(dims):
+                            xi = x[i, k]
+                            a0 += xi * xt[k, j0]
+                            a1 += xi * xt[k, j0 + 1]
+                            a2 += xi * xt[k, j0 + 2]
+                            a3 += xi * xt[k, j0 + 3]
+                            a4 += xi * xt[k, j0 + 4]
+                            a5 += xi * xt[k, j0 + 5]
+                            a6 += xi * xt[k, j0 + 6]
+                            a7 += xi * xt[k, j0 + 7]
+                        sums = (a0, a1, a2, a3, a4, a5, a6, a7)
+                    else:
+                        part = np.zeros(8)
+                        for jj in range(m):
+                            result = 0.0
+                            for k in range(dims):
+                                result += x[i, k] * xt[k, j0 + jj]
+                            part[jj] = result
+                        sums = (part[0], part[1], part[2], part[3], part[4], part[5], part[6], part[7])
+                    for jj in range(m):
+                        j = j0 + jj
+                        norm_y = norms[j]
+                        if norm_x == 0.0 and norm_y == 0.0:
+                            d = 0.0
+                        elif norm_x == 0.0 or norm_y == 0.0:
+                            d = 1.0
+                        else:
+                            d = 1.0 - (sums[jj] / np.sqrt(norm_x * norm_y))
+                        v = np.float32(d)
+                        if j == i:
+                            out[i, i] = v
+                        else:
+                            # sklearn: out[i, j] = metric(x_i, x_j) (float64 -> float32), then out + out.T;
+                            # out[j, i] = 0 + v = v + 0 is set by _mirror
+                            out[i, j] = v + np.float32(0.0)
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
