@@ -58,6 +58,12 @@ BLOCKS_MIN = 1024
 _STATE = threading.local()
 _KERNELS: Any = None
 _KERNEL_LOCK = threading.Lock()
+# set by _kernels(): the compiled functions the kernels call, as module globals (its docs say why)
+rdist: Any = None
+clip: Any = None
+tau_rand_int: Any = None
+substep: Any = None
+merge: Any = None
 
 
 @contextlib.contextmanager
@@ -78,8 +84,14 @@ def current_blocks() -> int:
 
 
 def _kernels() -> Any:
-    """The compiled sub-step of one block and the merge (built on first use, cached on disk)."""
-    global _KERNELS
+    """The compiled sub-step of one block and the merge (built on first use, cached on disk).
+
+    Every compiled function a kernel calls (UMAP's ``rdist``, ``clip``, ``tau_rand_int``, and the
+    sub-step and merge that ``_all_epochs`` calls) is a module global here, not a closure cell:
+    numba's on-disk cache keys a closure by its cells' pickles, and a dispatcher's pickle carries a
+    per-process id, so a kernel that held one in a cell was compiled again in every process (~0.75 s;
+    tests/tasks/test_umap_layout.py counts the cache's hits in a second process)."""
+    global _KERNELS, rdist, clip, tau_rand_int, substep, merge
     if _KERNELS is not None:
         return _KERNELS
     with _KERNEL_LOCK:
