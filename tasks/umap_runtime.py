@@ -278,17 +278,24 @@ def cosine_matrix(x: np.ndarray, threads: int | None = None) -> np.ndarray:
     norms = norms_fn(x)
     xt = np.ascontiguousarray(x.T)
     workers = (threads or usable_cores()) if n >= _THREADED_MIN else 1
-    if workers <= 1:
-        rows_fn(x, xt, norms, out, 0, 1)
-        mirror_fn(out, 0, 1)
-        return out
-    for fn, args in ((rows_fn, (x, xt, norms, out)), (mirror_fn, (out,))):
-        pool = [threading.Thread(target=fn, args=(*args, t, workers), name="arborag-cosine") for t in range(workers)]
-        for t in pool:
-            t.start()
-        for t in pool:
-            t.join()
+    _dealt(rows_fn, (x, xt, norms, out), workers, "arborag-cosine")
+    _dealt(mirror_fn, (out,), workers, "arborag-cosine")
     return out
+
+
+def _dealt(kernel: Any, args: tuple[Any, ...], workers: int, name: str) -> None:
+    """``kernel(*args, first, step)`` — a compiled kernel that takes its rows (or tiles of rows) ``first, first + step, ...``
+    without the GIL — on ``workers`` threads (``first`` = 0..workers-1, ``step`` = workers), or here
+    as ``(0, 1)`` for one worker. Each row is handled by one thread, so the result does not depend
+    on the count."""
+    if workers <= 1:
+        kernel(*args, 0, 1)
+        return
+    pool = [threading.Thread(target=kernel, args=(*args, t, workers), name=name) for t in range(workers)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
 
 
 #: From this many points UMAP finds neighbours with NN-descent (pynndescent) instead of exact distances.
@@ -405,15 +412,7 @@ def knn_indices(X: Any, n_neighbors: int) -> Any:
     rows_fn = _knn_rows_fn()
     d = np.ascontiguousarray(X)
     out = np.empty((d.shape[0], k), dtype=np.int32)
-    workers = usable_cores() if len(d) >= _THREADED_MIN else 1
-    if workers <= 1:
-        rows_fn(d, k, out, 0, 1)
-        return out
-    pool = [threading.Thread(target=rows_fn, args=(d, k, out, t, workers), name="arborag-knn") for t in range(workers)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
+    _dealt(rows_fn, (d, k, out), usable_cores() if len(d) >= _THREADED_MIN else 1, "arborag-knn")
     return out
 
 
