@@ -10,8 +10,9 @@ concurrent writers never clobber each other and a crash never leaves half a shar
 Bounded by :func:`sweep_embedding_cache` (run by ``arborag snapshots gc`` and after every
 publish, :mod:`arborag.storage.snapshots`): an entry stays while some kept snapshot holds its
 vector. Vectors go from this cache into a snapshot bit for bit, so the kept snapshots' vectors
-(their bit patterns, :func:`vector_keys`) are exactly the referenced entries — no text needs to
-be re-derived, whatever composed it (headers, long-text windows, summaries).
+are exactly the referenced entries — no text needs to be re-derived, whatever composed it
+(headers, long-text windows, summaries). The sweep matches them by a 64-bit digest of their bit
+patterns (:func:`vector_digests`), which can keep an unreferenced entry, never drop a referenced one.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from arborag.errors import SchemaError
 from arborag.storage.arrays import arrow_to_vectors, vectors_to_arrow
 from arborag.storage.tables import atomic_write_parquet
 
-__all__ = ["EmbeddingCache", "sweep_embedding_cache", "vector_keys"]
+__all__ = ["EmbeddingCache", "sweep_embedding_cache", "vector_digests"]
 
 _SHARD_PREFIX = "emb-"
 _COLUMNS = {"model_id", "text_hash", "vector"}
@@ -209,28 +210,58 @@ class EmbeddingCache:
             self.n_shards = len(new)
 
 
-def vector_keys(vectors: np.ndarray) -> pa.Array:
-    """Each row of a float32 ``(n, dim)`` matrix as its bytes (Arrow ``binary``): exact identity of vectors."""
-    v = np.ascontiguousarray(vectors, dtype=np.float32)
-    if v.ndim != 2:
-        raise SchemaError("embedding cache", f"vectors must be (n, dim), got shape {v.shape}")
-    fixed = pa.Array.from_buffers(pa.binary(4 * v.shape[1]), v.shape[0], [None, pa.py_buffer(v.tobytes())])
-    return fixed.cast(pa.binary())
+#: Rows per block of :func:`vector_digests` (a block's 64-bit words: 1024 x 384 x 8 B = 3 MB).
+_DIGEST_BLOCK = 1024
+_DIGEST_WEIGHTS: dict[int, np.ndarray] = {}
+
+
+def _digest_weights(dim: int) -> np.ndarray:
+    """``dim`` odd 64-bit weights from a fixed seed (the same in every process and run)."""
+    got = _DIGEST_WEIGHTS.get(dim)
+    if got is None:
+        rng = np.random.Generator(np.random.PCG64(0x6172626F72616721))
+        got = _DIGEST_WEIGHTS[dim] = rng.integers(0, np.iinfo(np.uint64).max, size=dim, dtype=np.uint64, endpoint=True) | np.uint64(1)
+    return got
+
+
+def vector_digests(vectors: np.ndarray) -> np.ndarray:
+    """A 64-bit digest of each row's bit pattern: ``uint64 (n,)`` of a float32 ``(n, dim)`` matrix.
+
+    Equal rows (bit for bit) always get equal digests. The digest is ``sum(w_i * m_i) mod 2**64``
+    over the row's 32-bit words ``w_i`` with fixed odd 64-bit weights ``m_i``: two different rows
+    collide only when their word differences happen to cancel modulo 2**64 (for weights drawn at
+    random: at most 2**-33 for a given pair, 2**-64 for most). The sweep uses digests because a
+    collision can only *keep* an entry no snapshot references — never drop one that is: 8 bytes a
+    vector instead of its 1,536, computed in blocks straight from memory-mapped snapshot files
+    (``benchmarks/results/gc_sweep.md``).
+    """
+    v = np.asarray(vectors)
+    if v.ndim != 2 or v.dtype != np.float32:
+        raise SchemaError("embedding cache", f"vectors must be float32 (n, dim), got {v.dtype} {v.shape}")
+    words = np.ascontiguousarray(v).view(np.uint32)
+    weights = _digest_weights(words.shape[1])
+    out = np.empty(len(words), dtype=np.uint64)
+    for start in range(0, len(words), _DIGEST_BLOCK):
+        block = words[start : start + _DIGEST_BLOCK].astype(np.uint64)
+        block *= weights  # wraps modulo 2**64, as meant
+        block.sum(axis=1, dtype=np.uint64, out=out[start : start + _DIGEST_BLOCK])
+    return out
 
 
 #: Shards beyond this many are merged into one by a sweep (each update adds one or two).
 MAX_SHARDS = 16
 
 
-def sweep_embedding_cache(directory: str | Path, keep: pa.Array, *, dry_run: bool = False) -> dict[str, int]:
-    """Remove the entries of the cache in ``directory`` whose vector is not in ``keep``
-    (:func:`vector_keys` of every vector the kept snapshots hold). A shard with nothing to keep is
+def sweep_embedding_cache(directory: str | Path, keep: np.ndarray, *, dry_run: bool = False) -> dict[str, int]:
+    """Remove the entries of the cache in ``directory`` whose vector's digest is not in ``keep``
+    (:func:`vector_digests` of every vector the kept snapshots hold: an entry a kept snapshot
+    holds is always kept; a digest collision may keep one it does not). A shard with nothing to keep is
     deleted; one with some is rewritten with those rows (new shard first, then the old one goes,
     so a crash loses nothing but may leave a duplicate); more than :data:`MAX_SHARDS` are merged.
     Run it only while no other process writes to the folder (gc holds the writer lock).
     Returns ``{"entries_removed", "entries_kept", "bytes_freed", "shards_before", "shards_after"}``."""
     directory = Path(directory)
-    keep = keep.cast(pa.binary())
+    keep = np.unique(np.asarray(keep, dtype=np.uint64))
     shards = sorted(directory.glob(f"{_SHARD_PREFIX}*.parquet"))
     removed = kept_rows = freed = 0
     survivors: list[tuple[Path, pa.Table]] = []
@@ -244,7 +275,7 @@ def sweep_embedding_cache(directory: str | Path, keep: pa.Array, *, dry_run: boo
             freed += size
             continue
         keys, vectors = read
-        live = pc.is_in(vector_keys(vectors), value_set=keep).to_numpy(zero_copy_only=False)
+        live = np.isin(vector_digests(vectors), keep, assume_unique=False)
         n_live = int(live.sum())
         removed_here = len(live) - n_live
         removed += removed_here

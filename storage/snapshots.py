@@ -29,9 +29,10 @@ window, e.g. a server left on one snapshot for a week).
   after its publish — so no live writer owns any of them);
 - Prefect task records under ``prefect/results`` whose build key is no snapshot kept, and any
   record older than the oldest snapshot kept by the last-N rule;
-- embedding-cache entries whose vector no kept snapshot holds (exact: vectors are copied
-  bit for bit from the cache into the snapshot, so the kept snapshots' vectors are the
-  referenced set; :func:`arborag.storage.embedding_cache.sweep_embedding_cache`);
+- embedding-cache entries whose vector no kept snapshot holds (vectors are copied bit for bit
+  from the cache into the snapshot, so the kept snapshots' vectors are the referenced set; they
+  are matched by a 64-bit digest, which may keep an unreferenced entry, never drop a referenced
+  one: :func:`arborag.storage.embedding_cache.sweep_embedding_cache`);
 - LLM-call cache records older than ``keep_days`` whose reply is no kept snapshot's summary
   (:meth:`arborag.llm.cache.LLMCache.sweep`);
 - lease records that are no longer live;
@@ -60,6 +61,8 @@ from arborag.errors import SnapshotNotFound
 from arborag.storage.leases import LEASES_DIR, live_leases, prune_leases
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from arborag.config import RetentionConfig
     from arborag.storage.corpus import Corpus
 
@@ -567,12 +570,15 @@ def _drop_record(p: Path, size: int, report: GcReport, *, dry_run: bool) -> None
     report.add("prefect", 1, size)
 
 
-def _kept_vectors(corpus: "Corpus", ids: list[str]) -> pa.Array | None:
-    """Every vector the snapshots ``ids`` hold, as fixed-size binary (bit patterns); None when one
-    cannot be read (then nothing is swept from the embedding cache)."""
+def _kept_digests(corpus: "Corpus", ids: list[str]) -> np.ndarray | None:
+    """The digests (:func:`~arborag.storage.embedding_cache.vector_digests`) of every vector the
+    snapshots ``ids`` hold, distinct; None when one cannot be read (then nothing is swept from the
+    embedding cache). A local snapshot's vectors are read through a memory map, without a copy."""
     import numpy as np
 
+    from arborag.errors import SchemaError
     from arborag.storage.arrays import arrow_to_vectors
+    from arborag.storage.embedding_cache import vector_digests
     from arborag.storage.vectors import ARROW_FILE
 
     parts: list[np.ndarray] = []
@@ -582,18 +588,16 @@ def _kept_vectors(corpus: "Corpus", ids: list[str]) -> pa.Array | None:
             if local.is_file():
                 with pa.memory_map(str(local)) as src:
                     col = pa.ipc.open_file(src).read_all().column("vector")
+                    parts.append(vector_digests(arrow_to_vectors(col)))
             elif corpus.store is not None:
                 with corpus.store.fs.open(corpus.store.path(f"snapshots/{sid}/vectors.lance/{ARROW_FILE}"), "rb") as fh:
                     col = pa.ipc.open_file(pa.BufferReader(fh.read())).read_all().column("vector")
+                parts.append(vector_digests(arrow_to_vectors(col)))
             else:
                 return None
-        except (OSError, pa.ArrowInvalid, KeyError):
+        except (OSError, pa.ArrowInvalid, KeyError, SchemaError):
             return None
-        parts.append(np.ascontiguousarray(arrow_to_vectors(col), dtype=np.float32))
-    from arborag.storage.embedding_cache import vector_keys
-
-    keys = [vector_keys(p) for p in parts if p.size]
-    return pa.concat_arrays(keys) if keys else pa.array([], pa.binary())
+    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.uint64)
 
 
 def _kept_summaries(corpus: "Corpus", ids: list[str]) -> set[str]:
@@ -721,7 +725,7 @@ def _sweep_embeddings(corpus: "Corpus", report: GcReport, kept_ids: list[str], *
     folder = corpus.cache_dir / "embeddings"
     if not folder.is_dir():
         return
-    keep = _kept_vectors(corpus, kept_ids)
+    keep = _kept_digests(corpus, kept_ids)
     if keep is None:
         report.errors.append("embedding_cache: a kept snapshot's vectors could not be read; nothing swept")
         return

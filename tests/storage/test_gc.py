@@ -119,7 +119,7 @@ def test_every_part_stays_bounded_over_many_updates(prefect_harness: None, tmp_p
 def test_embedding_cache_sweep_keeps_exactly_the_referenced_vectors(tmp_path: Path) -> None:
     import numpy as np
 
-    from arborag.storage.embedding_cache import EmbeddingCache, sweep_embedding_cache, vector_keys
+    from arborag.storage.embedding_cache import EmbeddingCache, sweep_embedding_cache, vector_digests
 
     cache = EmbeddingCache(tmp_path)
     rng = np.random.default_rng(0)
@@ -129,9 +129,9 @@ def test_embedding_cache_sweep_keeps_exactly_the_referenced_vectors(tmp_path: Pa
     first = sorted(tmp_path.glob("emb-*.parquet"))[0]
     (tmp_path / "emb-99999999999999999999-dup.parquet").write_bytes(first.read_bytes())  # a killed sweep's duplicate
     keep = np.concatenate([blocks[i] for i in range(20) if i not in (4, 7)] + [blocks[9][:1]])
-    dry = sweep_embedding_cache(tmp_path, vector_keys(keep), dry_run=True)
+    dry = sweep_embedding_cache(tmp_path, vector_digests(keep), dry_run=True)
     assert dry["entries_removed"] == 6 and len(list(tmp_path.glob("emb-*.parquet"))) == 21
-    got = sweep_embedding_cache(tmp_path, vector_keys(keep))
+    got = sweep_embedding_cache(tmp_path, vector_digests(keep))
     assert got["entries_removed"] == 6 and got["shards_before"] == 21 and got["shards_after"] == 1  # > 16 shards: merged
     after = EmbeddingCache(tmp_path)
     assert len(after) == 54 and ("m", "h4-0") not in after and ("m", "h5-2") in after
@@ -140,8 +140,42 @@ def test_embedding_cache_sweep_keeps_exactly_the_referenced_vectors(tmp_path: Pa
     # the merged shard merges again with later ones (one schema: string keys)
     for i in range(20, 40):
         after.put_many("m", [f"h{i}"], rng.random((1, 8), dtype=np.float32))
-    again = sweep_embedding_cache(tmp_path, vector_keys(np.concatenate([keep] + [after.get_many("m", [f"h{i}"])[1][0][None] for i in range(20, 40)])))
+    again = sweep_embedding_cache(tmp_path, vector_digests(np.concatenate([keep] + [after.get_many("m", [f"h{i}"])[1][0][None] for i in range(20, 40)])))
     assert again["entries_removed"] == 0 and again["shards_after"] == 1 and len(EmbeddingCache(tmp_path)) == 74
+
+
+def test_vector_digests_match_equal_rows_and_tell_any_one_bit_apart() -> None:
+    """The sweep's digests: the same row gives the same digest wherever it sits (block boundaries,
+    a read-only memory view, a strided copy); changing any one bit of a row changes its digest
+    (one word differing by 2**k times an odd weight is never 0 modulo 2**64)."""
+    import numpy as np
+    import pyarrow as pa
+    import pytest
+
+    from arborag.errors import SchemaError
+    from arborag.storage.arrays import arrow_to_vectors, vectors_to_arrow
+    from arborag.storage.embedding_cache import vector_digests
+
+    rng = np.random.default_rng(3)
+    v = rng.standard_normal((2500, 384)).astype(np.float32)  # three blocks of 1,024 rows
+    d = vector_digests(v)
+    assert d.dtype == np.uint64 and d.shape == (2500,) and len(np.unique(d)) == 2500
+    one_by_one = np.concatenate([vector_digests(v[i : i + 1]) for i in range(0, 2500, 97)])
+    assert np.array_equal(one_by_one, d[::97])
+    view = arrow_to_vectors(pa.chunked_array([vectors_to_arrow(v)]))  # zero-copy, read-only
+    assert not view.flags.writeable and np.array_equal(vector_digests(view), d)
+    assert np.array_equal(vector_digests(np.asfortranarray(v)), d)
+    row = v[7].copy()
+    flipped = []
+    for j in (0, 1, 200, 383):
+        for bit in range(32):
+            w = row.view(np.uint32).copy()
+            w[j] ^= np.uint32(1 << bit)
+            flipped.append(w.view(np.float32))
+    assert not np.isin(vector_digests(np.stack(flipped)), d[7:8]).any()
+    assert vector_digests(np.zeros((0, 384), np.float32)).shape == (0,)
+    with pytest.raises(SchemaError):
+        vector_digests(v.astype(np.float64))
 
 
 def test_prefect_sweep_keeps_the_newest_records_of_each_input_keyed_stage(tmp_path: Path) -> None:
