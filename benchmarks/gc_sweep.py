@@ -138,7 +138,19 @@ def make_corpus(mult: int, work: Path, snapshots: int, env: dict[str, str]) -> t
     cli(["snapshots", "gc", "--corpus", str(corpus)], env)
     kept = len([p for p in (corpus / "snapshots").iterdir() if p.name.startswith("snap-")])
     print(f"  after gc: {kept} snapshots", flush=True)
-    return src, corpus, pool, {"documents": len(base), "build_s": build_s, "updates": snapshots - 1, "snapshots": kept}
+    return src, corpus, pool, {"documents": len(list(src.iterdir())), "built_from": len(base), "build_s": build_s,
+                               "updates": snapshots - 1, "snapshots": kept}
+
+
+def reuse_corpus(mult: int, work: Path) -> tuple[Path, Path, list[tuple[str, str]], dict[str, Any]]:
+    """The corpus an earlier :func:`make_corpus` left in ``work`` (``--reuse``), as it left it."""
+    allp = pieces(mult)
+    one = max(1, round(len(allp) * 0.01))
+    src, corpus = work / f"src-{mult}x", work / f"corpus-{mult}x"
+    kept = len([p for p in (corpus / "snapshots").iterdir() if p.name.startswith("snap-")])
+    print(f"{mult}x: reusing {corpus} ({kept} snapshots)", flush=True)
+    return src, corpus, allp[len(allp) - one :], {"documents": len(list(src.iterdir())), "build_s": None, "updates": None,
+                                                 "snapshots": kept, "reused": True}
 
 
 def sweep_rounds(corpus: Path, rounds: int, env: dict[str, str]) -> dict[str, Any]:
@@ -181,6 +193,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5, help="interleaved sweep rounds per method")
     ap.add_argument("--add-repeats", type=int, default=3, help="+1%% updates per size (median reported)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/arborag-bench-gc"))
+    ap.add_argument("--reuse", action="store_true", help="measure the corpora an earlier run made in --work (not built again)")
     ap.add_argument("--out", type=Path, default=RESULTS / "gc_sweep.md")
     args = ap.parse_args()
     setup_env()
@@ -189,7 +202,10 @@ def main() -> None:
     machine_start = machine_line()
     sizes = []
     for mult in (int(s) for s in args.sizes.split(",")):
-        src, corpus, pool, made = make_corpus(mult, args.work, args.snapshots, env)
+        if args.reuse:
+            src, corpus, pool, made = reuse_corpus(mult, args.work)
+        else:
+            src, corpus, pool, made = make_corpus(mult, args.work, args.snapshots, env)
         sweeps = sweep_rounds(corpus, args.rounds, env)
         adds = add_runs(src, corpus, pool, args.add_repeats, env)
         sizes.append({"mult": mult, **made, "sweeps": sweeps, "adds": adds})
@@ -233,7 +249,7 @@ def markdown(result: dict[str, Any]) -> str:
         "The +1% update on the same corpora with the shipped code (`arborag update` adding 1% new documents, fresh process, "
         "the corpus restored between runs; gc seconds from the runs table):",
         "",
-        md_table(["size", "documents", "snapshots kept", "update s (median)", "runs s", "gc s", "gc share"], add_rows),
+        md_table(["size", "documents before it", "snapshots kept", "update s (median)", "runs s", "gc s", "gc share"], add_rows),
         "",
     ])
 

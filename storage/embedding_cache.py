@@ -252,6 +252,14 @@ def vector_digests(vectors: np.ndarray) -> np.ndarray:
 MAX_SHARDS = 16
 
 
+def _among(digests: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """Which ``digests`` are in ``keep`` (sorted, distinct): a binary search each, no sort of ``digests``."""
+    if not len(keep):
+        return np.zeros(len(digests), dtype=bool)
+    pos = np.minimum(np.searchsorted(keep, digests), len(keep) - 1)
+    return np.asarray(keep[pos] == digests)
+
+
 def sweep_embedding_cache(directory: str | Path, keep: np.ndarray, *, dry_run: bool = False) -> dict[str, int]:
     """Remove the entries of the cache in ``directory`` whose vector's digest is not in ``keep``
     (:func:`vector_digests` of every vector the kept snapshots hold: an entry a kept snapshot
@@ -275,7 +283,7 @@ def sweep_embedding_cache(directory: str | Path, keep: np.ndarray, *, dry_run: b
             freed += size
             continue
         keys, vectors = read
-        live = np.isin(vector_digests(vectors), keep, assume_unique=False)
+        live = _among(vector_digests(vectors), keep)
         n_live = int(live.sum())
         removed_here = len(live) - n_live
         removed += removed_here
