@@ -465,19 +465,27 @@ def restore(src: Path, corpus: Path, saved: Path, pool: list[tuple[str, str]]) -
     shutil.copytree(saved, corpus)
 
 
-def one_size(mult: int, work: Path, n_docs: int | None, env: dict[str, str], extra: list[str], repeats: int = 1, *, cores: int = 2) -> dict[str, Any]:
+def sources(mult: int, work: Path, n_docs: int | None = None, *, write: bool = True) -> tuple[Path, Path, list[tuple[str, str]], list[tuple[str, str]]]:
+    """(source folder, corpus folder, the base documents, the last 1% held back to add) of the
+    ``mult``x pieces under ``work``; ``write``: both folders emptied and the base written."""
     all_pieces = pieces(mult)
     if n_docs:
         all_pieces = all_pieces[:n_docs]
-    n = len(all_pieces)
-    one = max(1, round(n * 0.01))
-    base, pool = all_pieces[: n - one], all_pieces[n - one :]
+    one = max(1, round(len(all_pieces) * 0.01))
+    base, pool = all_pieces[: len(all_pieces) - one], all_pieces[len(all_pieces) - one :]
     src, corpus = work / f"src-{mult}x", work / f"corpus-{mult}x"
-    for d in (src, corpus):
-        shutil.rmtree(d, ignore_errors=True)
-    src.mkdir(parents=True)
-    for name, text in base:
-        (src / name).write_text(text, encoding="utf-8")
+    if write:
+        for d in (src, corpus):
+            shutil.rmtree(d, ignore_errors=True)
+        src.mkdir(parents=True)
+        for name, text in base:
+            (src / name).write_text(text, encoding="utf-8")
+    return src, corpus, base, pool
+
+
+def one_size(mult: int, work: Path, n_docs: int | None, env: dict[str, str], extra: list[str], repeats: int = 1, *, cores: int = 2) -> dict[str, Any]:
+    src, corpus, base, pool = sources(mult, work, n_docs)
+    one = len(pool)
     print(f"{mult}x: {len(base)} documents in {src} (+{len(pool)} to add)", flush=True)
     rows: dict[str, dict[str, Any]] = {}
     runs: dict[str, dict[str, Any]] = {}

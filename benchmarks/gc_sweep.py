@@ -43,7 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, busy_processes, git_commit, machine_line, md_table, report_header, script_command, setup_env  # noqa: E402
-from cold_path import ARBORAG, pieces  # noqa: E402
+from cold_path import ARBORAG, sources  # noqa: E402
 
 # One sweep in a fresh process: "bytes" = the code before session 18 (kept here as the baseline),
 # "digest" = arborag's. Prints one JSON line.
@@ -114,15 +114,8 @@ def last_gc(corpus: Path) -> dict[str, Any]:
 def make_corpus(mult: int, work: Path, snapshots: int, env: dict[str, str]) -> tuple[Path, Path, list[tuple[str, str]], dict[str, Any]]:
     """A built corpus of ``mult``x HotpotQA pieces updated until ``snapshots`` are kept; returns
     (sources, corpus, the 1% pool of new documents, what it took)."""
-    allp = pieces(mult)
-    one = max(1, round(len(allp) * 0.01))
-    base, pool = allp[: len(allp) - one], allp[len(allp) - one :]
-    src, corpus = work / f"src-{mult}x", work / f"corpus-{mult}x"
-    for d in (src, corpus):
-        shutil.rmtree(d, ignore_errors=True)
-    src.mkdir(parents=True)
-    for name, text in base:
-        (src / name).write_text(text, encoding="utf-8")
+    src, corpus, base, pool = sources(mult, work)
+    one = len(pool)
     build_s = cli(["build", str(src), "--corpus", str(corpus)], env)
     print(f"{mult}x: built {len(base)} documents in {build_s:.1f} s", flush=True)
     rng = random.Random(18 + mult)
@@ -144,12 +137,10 @@ def make_corpus(mult: int, work: Path, snapshots: int, env: dict[str, str]) -> t
 
 def reuse_corpus(mult: int, work: Path) -> tuple[Path, Path, list[tuple[str, str]], dict[str, Any]]:
     """The corpus an earlier :func:`make_corpus` left in ``work`` (``--reuse``), as it left it."""
-    allp = pieces(mult)
-    one = max(1, round(len(allp) * 0.01))
-    src, corpus = work / f"src-{mult}x", work / f"corpus-{mult}x"
+    src, corpus, _, pool = sources(mult, work, write=False)
     kept = len([p for p in (corpus / "snapshots").iterdir() if p.name.startswith("snap-")])
     print(f"{mult}x: reusing {corpus} ({kept} snapshots)", flush=True)
-    return src, corpus, allp[len(allp) - one :], {"documents": len(list(src.iterdir())), "build_s": None, "updates": None,
+    return src, corpus, pool, {"documents": len(list(src.iterdir())), "build_s": None, "updates": None,
                                                  "snapshots": kept, "reused": True}
 
 
