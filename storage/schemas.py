@@ -10,7 +10,7 @@ import pyarrow as pa
 
 __all__ = [
     "SCHEMAS", "SCHEMA_VERSIONS", "ADDED_COLUMNS", "DOCUMENTS", "SECTIONS", "DOC_CONTEXT", "CHUNKS", "NODES", "EDGES", "RUNS", "QUERIES", "EMBEDDING_DIM",
-    "EVIDENCE", "HITS", "RESULTS", "EVAL_SCHEMAS", "LINKS", "SEGMENT_KEYS",
+    "EVIDENCE", "HITS", "RESULTS", "EVAL_SCHEMAS", "LINKS", "SEGMENT_KEYS", "SOURCE_STATS",
 ]
 
 EMBEDDING_DIM = 384  # all-MiniLM-L6-v2; vector tables take the dim of the model in use
@@ -152,6 +152,22 @@ SEGMENT_KEYS = pa.schema(
         pa.field("doc_id", pa.string(), nullable=False),
         pa.field("mime", pa.string()),
         pa.field("sections", pa.large_string()),  # the document's sections (id:start:end;...), null when none
+    ]
+)
+
+# What each source file looked like when an update or a build last read it
+# (``tasks/source_stats.py``): a file of the corpus cache (``cache/source_stats.parquet``), not a
+# table of SCHEMAS. Its Parquet metadata holds the content hash of the documents table it
+# describes (``documents``) and the reader key (``reader``).
+SOURCE_STATS = pa.schema(
+    [
+        pa.field("uri", pa.string(), nullable=False),
+        pa.field("size", pa.int64(), nullable=False),
+        pa.field("mtime_ns", pa.int64(), nullable=False),
+        pa.field("ctime_ns", pa.int64(), nullable=False),
+        pa.field("ino", pa.uint64(), nullable=False),
+        pa.field("dev", pa.uint64(), nullable=False),
+        pa.field("read_ns", pa.int64(), nullable=False),  # the clock just before that stat
     ]
 )
 

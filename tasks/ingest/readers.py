@@ -14,7 +14,7 @@ from arborag.tasks.ingest.formats_doc import read_docx, read_html, read_pdf
 from arborag.tasks.ingest.formats_text import read_csv, read_jsonl, read_plain
 from arborag.tasks.ingest.records import MIME_TYPES, READER_VERSION, Extracted, IngestFailure, SourceFile
 
-__all__ = ["load_bytes", "read_source", "reader_key"]
+__all__ = ["load_bytes", "load_bytes_stat", "read_source", "reader_key"]
 
 # Formats whose characters are (almost) all text: their byte size bounds their length.
 _PLAIN_TEXT = {".txt", ".text", ".md", ".markdown"}
@@ -22,6 +22,11 @@ _OVERSIZE_HINT = " (raise the limit, or set ingest.oversize=truncate to keep the
 
 def load_bytes(src: SourceFile, cfg: IngestConfig) -> bytes:
     """The file's bytes, or an :class:`IngestError` saying why they cannot be had."""
+    return load_bytes_stat(src, cfg)[0]
+
+
+def load_bytes_stat(src: SourceFile, cfg: IngestConfig) -> tuple[bytes, os.stat_result]:
+    """:func:`load_bytes` and the file's ``os.stat`` taken just before its bytes were read."""
     path, uri = src.path, src.uri
     try:
         st = os.stat(path)
@@ -49,7 +54,7 @@ def load_bytes(src: SourceFile, cfg: IngestConfig) -> bytes:
         raise IngestError(uri, f"too large: {st.st_size / 1048576:.1f} MB of text is over ingest.max_chars={cfg.max_chars:,} characters" + _OVERSIZE_HINT)
     try:
         with open(path, "rb") as fh:
-            return fh.read(limit + 1)
+            return fh.read(limit + 1), st
     except PermissionError:
         raise IngestError(uri, "permission denied: cannot read the file (check its permissions)") from None
     except OSError as exc:

@@ -27,6 +27,7 @@ indexed with polars). This module is the stage's public API.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -44,7 +45,7 @@ from arborag.tasks.stage_context import StageContext, table_fingerprint
 from arborag.tasks.ingest.decode import DecodedText, decode_bytes, looks_binary, normalize_text
 from arborag.tasks.ingest.discover import discover_sources
 from arborag.tasks.ingest.merge import DocumentState, error_doc_id
-from arborag.tasks.ingest.readers import load_bytes, read_source, reader_key
+from arborag.tasks.ingest.readers import load_bytes_stat, read_source, reader_key
 from arborag.tasks.ingest.records import MIME_TYPES, READER_VERSION, Extracted, IngestFailure, IngestReport, SourceFile
 
 __all__ = [
@@ -76,6 +77,7 @@ def build_documents(
     progress: Callable[[int], None] | None = None,
     now: datetime | None = None,
     discovered: bool = False,
+    stats: list[tuple[str, os.stat_result, int]] | None = None,
 ) -> tuple[pa.Table, IngestReport]:
     """Read ``sources`` and merge them into ``existing``; return the full new documents table.
 
@@ -86,6 +88,8 @@ def build_documents(
     per file. ``now`` (UTC) stamps new rows; defaults to the current time. ``discovered``: the
     sources are already the files :func:`discover_sources` found (absolute uris, confined): they
     are read as given, not walked and resolved again (an update names thousands of files).
+    ``stats``: gets ``(uri, os.stat, ns before the stat)`` of every file whose bytes were read
+    (:mod:`arborag.tasks.source_stats` records them for the next update).
 
     Raises:
         IngestError: a source does not exist (see :func:`discover_sources`); nothing is read.
@@ -99,7 +103,10 @@ def build_documents(
     for src in files:
         mime = MIME_TYPES.get(src.path.suffix.lower(), "text/plain")
         try:
-            raw = load_bytes(src, cfg)
+            before = time.time_ns()
+            raw, st = load_bytes_stat(src, cfg)
+            if stats is not None:
+                stats.append((src.uri, st, before))
         except IngestError as exc:
             state.fail(src.uri, exc.reason, sha=None, reader=reader, now=stamp, mime=mime)
         else:
@@ -128,11 +135,17 @@ def run_documents(ctx: StageContext, files: list[str]) -> dict[str, Any]:
     rows, ``errors``: error rows), whether the table was written and its ``fingerprint``. The
     table is written only when it changed (a no-op run leaves the file untouched).
     """
+    from arborag.tasks import source_stats
+
     corpus = ctx.corpus
     existing = corpus.read("documents")
+    stats: list[tuple[str, os.stat_result, int]] = []
     with progress_bar("ingest", len(files), enabled=ctx.progress) as advance:
-        table, report = build_documents(files, ctx.config.ingest, existing=existing, progress=advance)
+        table, report = build_documents(files, ctx.config.ingest, existing=existing, progress=advance, stats=stats)
     written = ctx.write_if_changed("documents", table, existing)
+    fingerprint = table_fingerprint(corpus.table_path("documents"))
+    if not corpus.remote:  # what the next update need not read again (tasks/source_stats.py)
+        source_stats.write_record(corpus.cache_dir, source_stats.stat_rows(stats), documents_hash=fingerprint, reader=reader_key(ctx.config.ingest))
     status = pl.from_arrow(table.select(["status"]))["status"]  # type: ignore[index]
     summary = {
         **report.as_dict(),
@@ -140,7 +153,7 @@ def run_documents(ctx: StageContext, files: list[str]) -> dict[str, Any]:
         "documents": int((status == "ok").sum()),
         "errors": int((status == "error").sum()),
         "written": written,
-        "fingerprint": table_fingerprint(corpus.table_path("documents")),
+        "fingerprint": fingerprint,
     }
     ctx.counters.stages["ingest"] = {k: v for k, v in summary.items() if k not in ("failures", "warning_list")}
     return summary

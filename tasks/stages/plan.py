@@ -19,7 +19,8 @@ how the tree follows them: not at all, incrementally, or by a full rebuild — a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,10 +99,18 @@ def prune_documents(documents: pa.Table, deleted_uris: Sequence[str]) -> pa.Tabl
 
 
 def plan_documents(existing: pa.Table, files: Sequence[str], cfg: ArboragConfig, *, prune: bool, progress: Any = None,
-                   discovered: bool = False) -> UpdatePlan:
+                   discovered: bool = False, skip: Collection[str] = (), stats: list[tuple[str, os.stat_result, int]] | None = None) -> UpdatePlan:
     """Read ``files`` into ``existing``, diff by uri and content hash, prune deleted uris (``prune``).
-    ``discovered``: ``files`` are what source discovery found (read as given, not walked again)."""
-    table, report = build_documents(list(files), cfg.ingest, existing=existing, progress=progress, discovered=discovered)
+    ``discovered``: ``files`` are what source discovery found (read as given, not walked again).
+    ``skip``: files whose bytes ``existing`` already holds as they are now (:mod:`arborag.tasks.source_stats`):
+    not read, unchanged. ``stats``: gets the stat of every file read (``build_documents``)."""
+    to_read = [f for f in files if f not in skip] if skip else list(files)
+    table, report = build_documents(to_read, cfg.ingest, existing=existing, progress=progress, discovered=discovered, stats=stats)
+    if len(to_read) < len(files):
+        report.files += len(files) - len(to_read)
+        report.skipped_unchanged_files += len(files) - len(to_read)
+        if progress is not None:
+            progress(len(files) - len(to_read))
     incoming = incoming_uris(table, files, [f.uri for f in report.failed])
     diff = diff_documents(existing, incoming)
     if prune and diff.deleted.num_rows:
@@ -113,14 +122,28 @@ def run_update_documents(ctx: StageContext, files: list[str], prune: bool, dry_r
     """Plan the update of ``files`` and (unless ``dry_run``) write the documents table; the plan's counts."""
     from arborag.progress import progress_bar
 
+    from arborag.tasks import source_stats
+    from arborag.tasks.ingest.readers import reader_key
+
     existing = ctx.corpus.read("documents")
+    reader = reader_key(ctx.config.ingest)
+    local = not ctx.corpus.remote  # the stat record lives beside a local corpus only
+    skip = (source_stats.skippable(ctx.corpus.cache_dir, existing, table_fingerprint(ctx.corpus.table_path("documents")), files, reader)
+            if local else None)
+    stats: list[tuple[str, os.stat_result, int]] = []
     with progress_bar("read sources", len(files), enabled=ctx.progress) as advance:
-        plan = plan_documents(existing, files, ctx.config, prune=prune, progress=advance, discovered=True)  # the flow discovered them
+        plan = plan_documents(existing, files, ctx.config, prune=prune, progress=advance, discovered=True,  # the flow discovered them
+                              skip=set(skip["uri"].to_list()) if skip is not None else (), stats=stats)
     written = False if dry_run else ctx.write_if_changed("documents", plan.documents, existing)
+    fingerprint = table_fingerprint(ctx.corpus.table_path("documents"))
+    if local and not dry_run:
+        rows = [source_stats.stat_rows(stats)] + ([skip] if skip is not None else [])
+        source_stats.write_record(ctx.corpus.cache_dir, pl.concat(rows), documents_hash=fingerprint, reader=reader)
     summary = {
         **plan.as_dict(),
+        "read": len(files) - (skip.height if skip is not None else 0),
         "written": written,
-        "fingerprint": table_fingerprint(ctx.corpus.table_path("documents")),
+        "fingerprint": fingerprint,
         "new_doc_ids": plan.diff.new_doc_ids.to_pylist(),
         "gone_doc_ids": plan.diff.gone_doc_ids.to_pylist(),
     }
