@@ -142,9 +142,15 @@ def skippable(cache_dir: str | Path, documents: pa.Table, documents_hash: str, f
     return same.filter(pl.col("uri").is_in(ok.implode()) & ~pl.col("uri").is_in(failed.implode())).select(SOURCE_STATS.names)
 
 
-def write_record(cache_dir: str | Path, rows: pl.DataFrame, *, documents_hash: str, reader: str) -> None:
+def write_record(cache_dir: str | Path, rows: pl.DataFrame, *, documents_hash: str, reader: str) -> bool:
     """Write ``rows`` (one per uri, the last given wins) as the record of the documents table
-    whose content hash is ``documents_hash``, read with ``reader``."""
+    whose content hash is ``documents_hash``, read with ``reader``; whether it was written. Never
+    fails the run: a record that cannot be written only costs the next update its skips (an
+    older record describes another documents table and is not used)."""
     table = rows.unique("uri", keep="last", maintain_order=True).sort("uri").to_arrow().cast(SOURCE_STATS)
     table = table.replace_schema_metadata({_DOCUMENTS: documents_hash.encode(), _READER: reader.encode()})
-    atomic_write_parquet(table, record_path(cache_dir))
+    try:
+        atomic_write_parquet(table, record_path(cache_dir))
+    except (OSError, pa.ArrowException):
+        return False
+    return True

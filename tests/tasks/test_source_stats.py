@@ -128,3 +128,18 @@ def test_a_record_of_another_table_or_reader_is_not_used(tmp_path: Path, monkeyp
     assert source_stats.skippable(cache, table, digest, files, reader_key(CFG.ingest.model_copy(update={"min_chars": 3}))).height == 0
     source_stats.record_path(cache).write_bytes(b"not parquet")  # torn: read everything
     assert source_stats.skippable(cache, table, digest, files, READER).height == 0
+
+
+def test_a_record_that_cannot_be_written_does_not_fail_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src, cache, table, digest = _built(tmp_path, monkeypatch=monkeypatch)
+    rows = source_stats.skippable(cache, table, digest, _files(src), READER)
+    (tmp_path / "no").write_text("a file where the cache folder would be", encoding="utf-8")
+    assert source_stats.write_record(tmp_path / "no" / "cache", rows, documents_hash=digest, reader=READER) is False
+    cache.chmod(0o500)  # a read-only cache folder: the atomic write cannot create its temp file
+    try:
+        if not os.access(cache, os.W_OK):  # (root writes there anyway)
+            assert source_stats.write_record(cache, rows, documents_hash="another table", reader=READER) is False
+        # the old record still describes its own table only
+        assert source_stats.skippable(cache, table, digest, _files(src), READER).height == 4
+    finally:
+        cache.chmod(0o700)
