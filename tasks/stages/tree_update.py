@@ -233,6 +233,7 @@ def update_tree(
     for pos, (cid, doc, text, ntok) in enumerate(zip(order["chunk_id"], order["doc_id"], order["text"], order["n_tokens"])):
         prev = info.get(cid)
         current[cid] = _Node(0, text, int(ntok), [doc], pos, None, "leaf", "leaf", prev.created_by_run if prev else run_id)
+    leaf_rows = _leaf_rows(order, prev_nodes, run_id)  # the same leaves as table rows, for _assemble
     old_level = set(by_level.get(0, []))
     removed: set[str] = old_level - current.keys()
     added: list[str] = [c for c in order["chunk_id"].to_list() if c not in old_level]
@@ -376,7 +377,7 @@ def update_tree(
     st0 = {"assigned_leaves": n_assigned}
     if stats:
         stats[0].update(st0)
-    return _assemble(out_nodes, out_edges, vecs, out_models, stats, background)
+    return _assemble(out_nodes, out_edges, vecs, out_models, stats, background, leaf_rows=leaf_rows)
 
 
 def _assign(
@@ -431,31 +432,64 @@ def _nearest(v: np.ndarray, vecs: _Vectors, clusters: dict[str, dict[str, float]
     return best
 
 
+#: The nodes table's columns as ``_assemble`` builds them, and ``pos`` (the order within a level).
+_NODE_FRAME = {"node_id": pl.String, "level": pl.Int32, "text": pl.String, "n_tokens": pl.Int32, "doc_ids": pl.List(pl.String),
+               "summary_of": pl.String, "summarizer": pl.String, "summary_status": pl.String, "created_by_run": pl.String, "pos": pl.Int64}
+
+
+def _leaf_rows(order: pl.DataFrame, prev_nodes: pa.Table, run_id: str) -> pl.DataFrame:
+    """The leaves' rows of the updated nodes table (:data:`_NODE_FRAME`), from ``order`` (the
+    leaves in document order: ``pos`` is the row) in columns: a leaf keeps the run that created it
+    when the previous tree had it, else it is this run's. Most of a tree's nodes are leaves; the
+    summaries (few) come from :func:`update_tree`'s nodes."""
+    prev = pl.from_arrow(prev_nodes.select(["node_id", "level", "created_by_run"]))
+    assert isinstance(prev, pl.DataFrame)
+    had = prev.filter(pl.col("level") == 0).select(pl.col("node_id").alias("chunk_id"), pl.col("created_by_run").alias("_prev_run"),
+                                                   pl.lit(True).alias("_had"))
+    return order.with_row_index("pos").join(had, on="chunk_id", how="left", maintain_order="left").select(
+        pl.col("chunk_id").alias("node_id"),
+        pl.lit(0).alias("level"),
+        "text",
+        "n_tokens",
+        pl.concat_list(pl.col("doc_id")).alias("doc_ids"),
+        pl.lit(None).alias("summary_of"),
+        pl.lit("leaf").alias("summarizer"),
+        pl.lit("leaf").alias("summary_status"),
+        pl.when(pl.col("_had").fill_null(False)).then(pl.col("_prev_run")).otherwise(pl.lit(run_id)).alias("created_by_run"),
+        "pos",
+    ).cast(_NODE_FRAME)  # type: ignore[arg-type]
+
+
 def _assemble(nodes: dict[str, _Node], edges: list[tuple[str, str, float, int]], vecs: _Vectors, models: list[LevelModel], stats: list[dict[str, Any]],
-              background: bool = False) -> UpdateResult:
+              background: bool = False, *, leaf_rows: pl.DataFrame | None = None) -> UpdateResult:
+    """The result tables: every node of ``nodes`` ordered by (level, position, id), every edge once.
+    ``leaf_rows`` (:func:`_leaf_rows`): the level-0 nodes as rows already, so only the summaries
+    are turned from Python objects into columns."""
     from arborag.tasks.frames import to_table
 
-    ids = sorted(nodes, key=lambda i: (nodes[i].level, nodes[i].pos, i))
+    rows = [i for i in nodes if leaf_rows is None or nodes[i].level > 0]
+    built = pl.DataFrame(
+        {
+            "node_id": rows,
+            "level": [nodes[i].level for i in rows],
+            "text": [nodes[i].text for i in rows],
+            "n_tokens": [nodes[i].n_tokens for i in rows],
+            "doc_ids": [nodes[i].doc_ids for i in rows],
+            "summary_of": [nodes[i].summary_of for i in rows],
+            "summarizer": [nodes[i].summarizer for i in rows],
+            "summary_status": [nodes[i].summary_status for i in rows],
+            "created_by_run": [nodes[i].created_by_run for i in rows],
+            "pos": [nodes[i].pos for i in rows],
+        },
+        schema=_NODE_FRAME,
+    )
+    df = (pl.concat([leaf_rows, built]) if leaf_rows is not None else built).sort(["level", "pos", "node_id"]).drop("pos")
+    ids = df["node_id"].to_list()
     pending: Future[np.ndarray] | None = None
     if background and vecs.waiting:
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="arborag-summary-vectors")
         pending = pool.submit(vecs.get, ids)
         pool.shutdown(wait=False)
-    df = pl.DataFrame(
-        {
-            "node_id": ids,
-            "level": [nodes[i].level for i in ids],
-            "text": [nodes[i].text for i in ids],
-            "n_tokens": [nodes[i].n_tokens for i in ids],
-            "doc_ids": [nodes[i].doc_ids for i in ids],
-            "summary_of": [nodes[i].summary_of for i in ids],
-            "summarizer": [nodes[i].summarizer for i in ids],
-            "summary_status": [nodes[i].summary_status for i in ids],
-            "created_by_run": [nodes[i].created_by_run for i in ids],
-        },
-        schema={"node_id": pl.String, "level": pl.Int32, "text": pl.String, "n_tokens": pl.Int32, "doc_ids": pl.List(pl.String),
-                "summary_of": pl.String, "summarizer": pl.String, "summary_status": pl.String, "created_by_run": pl.String},
-    )
     e = pl.DataFrame(
         {"parent_id": [x[0] for x in edges], "child_id": [x[1] for x in edges], "probability": [x[2] for x in edges], "level": [x[3] for x in edges]},
         schema={"parent_id": pl.String, "child_id": pl.String, "probability": pl.Float32, "level": pl.Int32},
