@@ -103,6 +103,10 @@ def _print_plan(plan: dict[str, Any], *, estimate: bool = True) -> None:
         t.add_column(col, justify="right")
     t.add_row(*(str(plan.get(k, 0)) for k in ("added", "changed", "deleted", "unchanged", "failed")))
     console.print(t)
+    files, read = plan.get("files"), plan.get("files_read")
+    if isinstance(files, int) and isinstance(read, int) and read < files:
+        console.print(f"read {read:,} of {files:,} source files: the other {files - read:,} have the size, times and inode they had "
+                      "when last read (cache/source_stats.parquet; delete it to read every file)", highlight=False)
     for kind in ("added", "changed", "deleted", "failed"):
         uris = plan.get(f"{kind}_uris") or []
         if uris:

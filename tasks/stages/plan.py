@@ -141,7 +141,8 @@ def run_update_documents(ctx: StageContext, files: list[str], prune: bool, dry_r
         source_stats.write_record(ctx.corpus.cache_dir, pl.concat(rows), documents_hash=fingerprint, reader=reader)
     summary = {
         **plan.as_dict(),
-        "read": len(files) - (skip.height if skip is not None else 0),
+        "files": len(files),
+        "files_read": len(files) - (skip.height if skip is not None else 0),
         "written": written,
         "fingerprint": fingerprint,
         "new_doc_ids": plan.diff.new_doc_ids.to_pylist(),

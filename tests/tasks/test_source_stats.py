@@ -143,3 +143,15 @@ def test_a_record_that_cannot_be_written_does_not_fail_the_run(tmp_path: Path, m
         assert source_stats.skippable(cache, table, digest, _files(src), READER).height == 4
     finally:
         cache.chmod(0o700)
+
+
+def test_the_update_says_how_many_files_it_read() -> None:
+    from arborag.cli.common import console
+    from arborag.cli.update import _print_plan
+
+    with console.capture() as out:
+        _print_plan({"added": 23, "unchanged": 2295, "files": 2318, "files_read": 23}, estimate=False)
+    assert "read 23 of 2,318 source files: the other 2,295 have the size, times and inode" in " ".join(out.get().split())
+    with console.capture() as out:
+        _print_plan({"added": 2, "files": 2, "files_read": 2}, estimate=False)
+    assert "source files" not in out.get()  # every file read: nothing to say
