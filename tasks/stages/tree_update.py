@@ -433,7 +433,7 @@ def _nearest(v: np.ndarray, vecs: _Vectors, clusters: dict[str, dict[str, float]
 
 
 #: The nodes table's columns as ``_assemble`` builds them, and ``pos`` (the order within a level).
-_NODE_FRAME = {"node_id": pl.String, "level": pl.Int32, "text": pl.String, "n_tokens": pl.Int32, "doc_ids": pl.List(pl.String),
+_NODE_FRAME: dict[str, Any] = {"node_id": pl.String, "level": pl.Int32, "text": pl.String, "n_tokens": pl.Int32, "doc_ids": pl.List(pl.String),
                "summary_of": pl.String, "summarizer": pl.String, "summary_status": pl.String, "created_by_run": pl.String, "pos": pl.Int64}
 
 
