@@ -30,7 +30,9 @@ __all__ = [
     "atomic_write_parquet",
     "conform",
     "empty_table",
+    "read_keyed_parquet",
     "read_table",
+    "write_keyed_parquet",
     "write_table",
 ]
 
@@ -112,6 +114,28 @@ def atomic_write_parquet(table: pa.Table, path: str | Path, **options: Any) -> P
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp, **{"compression": "zstd", **options})
     return Path(path)
+
+
+def write_keyed_parquet(table: pa.Table, path: str | Path, keys: dict[bytes, bytes]) -> Path:
+    """Write a cache file: ``table`` with ``keys`` in its Parquet metadata (what it was made for),
+    atomically; :func:`read_keyed_parquet` gives it back only for the same keys."""
+    return atomic_write_parquet(table.replace_schema_metadata(keys), path)
+
+
+def read_keyed_parquet(path: str | Path, schema: pa.Schema, keys: dict[bytes, bytes]) -> pa.Table | None:
+    """The cache file at ``path`` when :func:`write_keyed_parquet` wrote it with these ``keys`` and
+    ``schema``; None when it is absent, unreadable (torn, foreign) or was made for other keys."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        meta = pq.read_schema(path).metadata or {}
+        if any(meta.get(k) != v for k, v in keys.items()):
+            return None
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError):
+        return None
+    return table if table.schema.remove_metadata() == schema else None
 
 
 def write_table(name: str, table: pa.Table, path: str | Path) -> Path:

@@ -27,10 +27,9 @@ from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from arborag.storage.schemas import SEGMENT_KEYS
-from arborag.storage.tables import atomic_write_parquet
+from arborag.storage.tables import read_keyed_parquet, write_keyed_parquet
 
 __all__ = ["KEYS_DIR", "doc_keys", "keys_path", "read_keys", "reusable", "write_keys"]
 
@@ -64,17 +63,10 @@ def doc_keys(documents: pl.DataFrame, sections: pa.Table | None) -> pl.DataFrame
 
 def read_keys(path: Path, *, setup: str, chunks: str) -> pl.DataFrame | None:
     """The keys file at ``path`` when it was written for this ``setup`` and for the chunks file
-    whose content hash is ``chunks``; None when absent, unreadable or stale (nothing reusable)."""
-    if not path.exists():
-        return None
-    try:
-        meta = pq.read_schema(path).metadata or {}
-        if meta.get(_SETUP) != setup.encode() or meta.get(_CHUNKS) != chunks.encode():
-            return None
-        table = pq.read_table(path)
-    except (pa.ArrowInvalid, OSError):
-        return None  # a torn or foreign file: segment everything, the next write replaces it
-    if table.schema.remove_metadata() != SEGMENT_KEYS:
+    whose content hash is ``chunks``; None when absent, unreadable or stale (nothing reusable:
+    segment everything, the next write replaces it)."""
+    table = read_keyed_parquet(path, SEGMENT_KEYS, {_SETUP: setup.encode(), _CHUNKS: chunks.encode()})
+    if table is None:
         return None
     out = pl.from_arrow(table)
     assert isinstance(out, pl.DataFrame)
@@ -90,6 +82,4 @@ def reusable(keys: pl.DataFrame, prior: pl.DataFrame | None) -> pl.Series:
 
 def write_keys(path: Path, keys: pl.DataFrame, *, setup: str, chunks: str) -> None:
     """Write ``keys`` (from :func:`doc_keys`) for ``setup`` and the chunks file hashed ``chunks``."""
-    table = keys.select(_ON).to_arrow().cast(SEGMENT_KEYS)
-    table = table.replace_schema_metadata({_SETUP: setup.encode(), _CHUNKS: chunks.encode()})
-    atomic_write_parquet(table, path)
+    write_keyed_parquet(keys.select(_ON).to_arrow().cast(SEGMENT_KEYS), path, {_SETUP: setup.encode(), _CHUNKS: chunks.encode()})

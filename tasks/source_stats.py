@@ -43,10 +43,9 @@ from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from arborag.storage.schemas import SOURCE_STATS
-from arborag.storage.tables import atomic_write_parquet
+from arborag.storage.tables import read_keyed_parquet, write_keyed_parquet
 from arborag.tasks.ingest.existing import RECORD_URI_PATTERN
 
 __all__ = ["RACY_S", "RECORD", "current_stats", "read_record", "record_path", "skippable", "stat_rows", "write_record"]
@@ -97,18 +96,10 @@ def current_stats(files: Sequence[str]) -> pl.DataFrame:
 
 def read_record(cache_dir: str | Path, *, documents: str, reader: str) -> pl.DataFrame | None:
     """The record when it describes the documents table whose content hash is ``documents`` and
-    was written for ``reader``; None when it is absent, unreadable or stale."""
-    path = record_path(cache_dir)
-    if not path.exists():
-        return None
-    try:
-        meta = pq.read_schema(path).metadata or {}
-        if meta.get(_DOCUMENTS) != documents.encode() or meta.get(_READER) != reader.encode():
-            return None
-        table = pq.read_table(path)
-    except (pa.ArrowInvalid, OSError):
-        return None  # a torn or foreign file: read everything, the next write replaces it
-    if table.schema.remove_metadata() != SOURCE_STATS:
+    was written for ``reader``; None when it is absent, unreadable or stale (read everything; the
+    next write replaces it)."""
+    table = read_keyed_parquet(record_path(cache_dir), SOURCE_STATS, {_DOCUMENTS: documents.encode(), _READER: reader.encode()})
+    if table is None:
         return None
     out = pl.from_arrow(table)
     assert isinstance(out, pl.DataFrame)
@@ -148,9 +139,8 @@ def write_record(cache_dir: str | Path, rows: pl.DataFrame, *, documents_hash: s
     fails the run: a record that cannot be written only costs the next update its skips (an
     older record describes another documents table and is not used)."""
     table = rows.unique("uri", keep="last", maintain_order=True).sort("uri").to_arrow().cast(SOURCE_STATS)
-    table = table.replace_schema_metadata({_DOCUMENTS: documents_hash.encode(), _READER: reader.encode()})
     try:
-        atomic_write_parquet(table, record_path(cache_dir))
+        write_keyed_parquet(table, record_path(cache_dir), {_DOCUMENTS: documents_hash.encode(), _READER: reader.encode()})
     except (OSError, pa.ArrowException):
         return False
     return True
