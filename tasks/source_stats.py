@@ -46,7 +46,7 @@ import pyarrow as pa
 
 from arborag.storage.schemas import SOURCE_STATS
 from arborag.storage.tables import read_keyed_parquet, write_keyed_parquet
-from arborag.tasks.ingest.existing import RECORD_URI_PATTERN
+from arborag.tasks.ingest.existing import RECORD_URI_PATTERN, duplicate_uris
 
 __all__ = ["RACY_S", "RECORD", "current_stats", "read_record", "record_path", "skippable", "stat_rows", "write_record"]
 
@@ -111,10 +111,8 @@ def _files_of(documents: pa.Table) -> tuple[pl.Series, pl.Series]:
     its ``duplicate_uris``, and a JSONL record ``FILE#L<n>``'s file."""
     df = pl.from_arrow(documents.select(["uri", "status", "metadata"]))
     assert isinstance(df, pl.DataFrame)
-    found = pl.col("metadata").str.json_path_match("$.duplicate_uris")
-    dups = pl.when(found.str.starts_with("[")).then(found).otherwise(pl.lit("[]")).str.json_decode(pl.List(pl.String))
     ok = df.filter(pl.col("status") == "ok")
-    uris = pl.concat([ok.select("uri"), ok.select(dups.alias("uri")).explode("uri").drop_nulls("uri")])
+    uris = pl.concat([ok.select("uri"), ok.select(duplicate_uris(pl.col("metadata")).alias("uri")).explode("uri").drop_nulls("uri")])
     file_of = pl.col("uri").str.replace(RECORD_URI_PATTERN, "$1")
     errors = df.filter(pl.col("status") == "error").select(file_of)
     return uris.select(file_of)["uri"].unique(), errors["uri"].unique()

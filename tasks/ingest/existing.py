@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from arborag.storage.schemas import DOCUMENTS
 
-__all__ = ["ExistingDocuments", "RECORD_URI_PATTERN", "sorted_documents"]
+__all__ = ["ExistingDocuments", "RECORD_URI_PATTERN", "duplicate_uris", "sorted_documents"]
 
 #: A JSONL record's uri ``FILE#L<n>`` belongs to ``FILE`` (same rule as ``merge._file_of``).
 RECORD_URI_PATTERN = r"^(.+)#L\d+$"
@@ -32,7 +32,7 @@ def _as_documents(table: pa.Table) -> pa.Table:
     return pa.Table.from_arrays([table.column(f.name).cast(f.type) for f in DOCUMENTS], schema=DOCUMENTS)
 
 
-def _duplicate_uris(metadata: pl.Expr) -> pl.Expr:
+def duplicate_uris(metadata: pl.Expr) -> pl.Expr:
     """The ``duplicate_uris`` list of a metadata JSON object (empty when absent or not a list)."""
     found = metadata.str.json_path_match("$.duplicate_uris")
     as_list = pl.when(found.str.starts_with("[")).then(found).otherwise(pl.lit("[]"))
@@ -65,7 +65,7 @@ class ExistingDocuments:
         """Rows holding a uri of ``file_uris`` (or of their records), and ok rows without metadata."""
         unread = ok.filter(pl.col("metadata").is_null())["row"]
         try:
-            duplicates = ok.select("row", _duplicate_uris(pl.col("metadata")).alias("uri")).explode("uri")
+            duplicates = ok.select("row", duplicate_uris(pl.col("metadata")).alias("uri")).explode("uri")
         except pl.exceptions.PolarsError:  # a list that is not of strings: read those rows in Python
             mentioned = ok.filter(pl.col("metadata").str.contains("duplicate_uris", literal=True))["row"]
             unread = pl.concat([unread, mentioned])

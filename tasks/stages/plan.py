@@ -32,7 +32,7 @@ from arborag.config import ArboragConfig
 from arborag.tasks.stage_context import StageContext, table_fingerprint
 from arborag.tasks.stages.ingest import build_documents
 from arborag.tasks.documents_diff import DocumentsDiff, diff_documents
-from arborag.tasks.ingest.existing import RECORD_URI_PATTERN
+from arborag.tasks.ingest.existing import RECORD_URI_PATTERN, duplicate_uris
 from arborag.tasks.ingest.merge import DocumentState
 from arborag.tasks.ingest.records import IngestReport
 
@@ -67,12 +67,7 @@ def incoming_uris(documents: pa.Table, files: Sequence[str], failed: Sequence[st
     df = pl.from_arrow(documents.select(["doc_id", "uri", "status", "metadata"]))
     assert isinstance(df, pl.DataFrame)
     ok = df.filter(pl.col("status") == "ok")
-    found = pl.col("metadata").str.json_path_match("$.duplicate_uris")
-    dups = (
-        ok.select("doc_id", pl.when(found.str.starts_with("[")).then(found).otherwise(pl.lit("[]")).str.json_decode(pl.List(pl.String)).alias("uri"))
-        .explode("uri")
-        .drop_nulls("uri")
-    )
+    dups = ok.select("doc_id", duplicate_uris(pl.col("metadata")).alias("uri")).explode("uri").drop_nulls("uri")
     pairs = pl.concat([
         ok.select("uri", "doc_id", pl.lit("ok").alias("status")),
         dups.select("uri", "doc_id", pl.lit("ok").alias("status")),
