@@ -231,9 +231,9 @@ def update_tree(
     vecs.add(order["chunk_id"].to_list(), leaf_vectors[order["row"].to_numpy()])
     current: dict[str, _Node] = {}
     for pos, (cid, doc, text, ntok) in enumerate(zip(order["chunk_id"], order["doc_id"], order["text"], order["n_tokens"])):
-        prev = info.get(cid)
-        current[cid] = _Node(0, text, int(ntok), [doc], pos, None, "leaf", "leaf", prev.created_by_run if prev else run_id)
-    leaf_rows = _leaf_rows(order, prev_nodes, run_id)  # the same leaves as table rows, for _assemble
+        # created_by_run None: the leaves' rows of the result (that column included) are _leaf_rows'
+        current[cid] = _Node(0, text, int(ntok), [doc], pos, None, "leaf", "leaf", None)
+    leaf_rows = _leaf_rows(order, prev_nodes, run_id)
     old_level = set(by_level.get(0, []))
     removed: set[str] = old_level - current.keys()
     added: list[str] = [c for c in order["chunk_id"].to_list() if c not in old_level]
@@ -461,13 +461,12 @@ def _leaf_rows(order: pl.DataFrame, prev_nodes: pa.Table, run_id: str) -> pl.Dat
 
 
 def _assemble(nodes: dict[str, _Node], edges: list[tuple[str, str, float, int]], vecs: _Vectors, models: list[LevelModel], stats: list[dict[str, Any]],
-              background: bool = False, *, leaf_rows: pl.DataFrame | None = None) -> UpdateResult:
-    """The result tables: every node of ``nodes`` ordered by (level, position, id), every edge once.
-    ``leaf_rows`` (:func:`_leaf_rows`): the level-0 nodes as rows already, so only the summaries
-    are turned from Python objects into columns."""
+              background: bool = False, *, leaf_rows: pl.DataFrame) -> UpdateResult:
+    """The result tables: the leaves' rows (:func:`_leaf_rows`) and the summaries of ``nodes``
+    (turned from Python objects into columns here), ordered by (level, position, id); every edge once."""
     from arborag.tasks.frames import to_table
 
-    rows = [i for i in nodes if leaf_rows is None or nodes[i].level > 0]
+    rows = [i for i in nodes if nodes[i].level > 0]
     built = pl.DataFrame(
         {
             "node_id": rows,
@@ -483,7 +482,7 @@ def _assemble(nodes: dict[str, _Node], edges: list[tuple[str, str, float, int]],
         },
         schema=_NODE_FRAME,
     )
-    df = (pl.concat([leaf_rows, built]) if leaf_rows is not None else built).sort(["level", "pos", "node_id"]).drop("pos")
+    df = pl.concat([leaf_rows, built]).sort(["level", "pos", "node_id"]).drop("pos")
     ids = df["node_id"].to_list()
     pending: Future[np.ndarray] | None = None
     if background and vecs.waiting:

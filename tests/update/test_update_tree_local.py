@@ -136,6 +136,10 @@ def test_update_tree_add_and_delete_keep_the_invariants(built: dict, tmp_path: P
     ids = set(up.nodes.column("node_id").to_pylist())
     assert not {f"d03-{j}" for j in range(4)} & ids and {"new1-0", "new2-1"} <= ids
     assert not any(d in ("d03", "d10") for ds in up.nodes.column("doc_ids").to_pylist() for d in ds)
+    # a leaf keeps the run that created it; a new one is this run's
+    leaf_runs = {r["node_id"]: r["created_by_run"] for r in up.nodes.to_pylist() if r["level"] == 0}
+    assert {leaf_runs[c] for c in leaf_runs if c.startswith("new")} == {"r1"}
+    assert {leaf_runs[c] for c in leaf_runs if not c.startswith("new")} == {"r0"}
     new_parents = {e["parent_id"] for e in up.edges.to_pylist() if e["child_id"].startswith("new1")}
     assert new_parents and up.stats[0]["assigned_by_centroid"] == 0  # placed by the fitted models
     # the fitted models put the new topic-2 leaves beside old topic-2 leaves
