@@ -572,8 +572,9 @@ def _drop_record(p: Path, size: int, report: GcReport, *, dry_run: bool) -> None
 
 def _kept_digests(corpus: "Corpus", ids: list[str]) -> np.ndarray | None:
     """The digests (:func:`~arborag.storage.embedding_cache.vector_digests`) of every vector the
-    snapshots ``ids`` hold, distinct; None when one cannot be read (then nothing is swept from the
-    embedding cache). A local snapshot's vectors are read through a memory map, without a copy."""
+    snapshots ``ids`` hold (the sweep makes them distinct); None when one cannot be read (then
+    nothing is swept from the embedding cache). A local snapshot's vectors are read through a
+    memory map, without a copy."""
     import numpy as np
 
     from arborag.errors import SchemaError
@@ -597,7 +598,7 @@ def _kept_digests(corpus: "Corpus", ids: list[str]) -> np.ndarray | None:
                 return None
         except (OSError, pa.ArrowInvalid, KeyError, SchemaError):
             return None
-    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.uint64)
+    return np.concatenate(parts) if parts else np.zeros(0, np.uint64)
 
 
 def _kept_summaries(corpus: "Corpus", ids: list[str]) -> set[str]:
