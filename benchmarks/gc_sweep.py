@@ -43,7 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, busy_processes, git_commit, machine_line, md_table, report_header, script_command, setup_env  # noqa: E402
-from cold_path import ARBORAG, sources  # noqa: E402
+from cold_path import ARBORAG, restore, sources  # noqa: E402
 
 # One sweep in a fresh process: "bytes" = the code before session 18 (kept here as the baseline),
 # "digest" = arborag's. Prints one JSON line.
@@ -161,19 +161,14 @@ def add_runs(src: Path, corpus: Path, pool: list[tuple[str, str]], repeats: int,
     rows = []
     for k in range(repeats):
         if k:
-            for name, _ in pool:
-                (src / name).unlink(missing_ok=True)
-            shutil.rmtree(corpus)
-            shutil.copytree(saved, corpus)
+            restore(src, corpus, saved, pool)
         for name, text in pool:
             (src / name).write_text(text, encoding="utf-8")
         wall = cli(["update", str(src), "--corpus", str(corpus)], env)
         rows.append({"wall_s": wall, **last_gc(corpus)})
         print(f"  +1% update {k + 1}: {rows[-1]}", flush=True)
-    for name, _ in pool:  # leave the corpus as it was made
-        (src / name).unlink(missing_ok=True)
-    shutil.rmtree(corpus)
-    shutil.move(str(saved), corpus)
+    restore(src, corpus, saved, pool)  # leave the corpus as it was made
+    shutil.rmtree(saved)
     return rows
 
 
