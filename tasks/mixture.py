@@ -116,9 +116,11 @@ def _params_per_component(dims: int) -> int:
 
 
 def _fit_gmm(x: np.ndarray, k: int, seed: int, stats: ClusterStats | None, *, tol: float = 1e-3) -> Any:
-    """GaussianMixture(k, random_state=seed) fitted to ``x`` (``tol`` 1e-3 is sklearn's default)."""
-    from sklearn.mixture import GaussianMixture
+    """GaussianMixture(k, random_state=seed) fitted to ``x`` (``tol`` 1e-3 is sklearn's default), by
+    :mod:`arborag.tasks.mixture_runtime`'s class: scikit-learn's numbers, less of its overhead."""
+    from arborag.tasks.mixture_runtime import gaussian_mixture_class
 
+    GaussianMixture = gaussian_mixture_class()  # scikit-learn's, its steps without the per-call machinery
     t0 = time.perf_counter()
     try:
         with warnings.catch_warnings():
