@@ -109,35 +109,16 @@ class LevelModel:
 def predict_proba(fit: FitRecord, reduced: np.ndarray) -> np.ndarray:
     """P(component | point) of ``reduced`` points under ``fit``'s full-covariance GMM, (n, k) —
     the very operations of scikit-learn's ``GaussianMixture.predict_proba`` (1.9:
-    ``_estimate_log_gaussian_prob`` + ``_logsumexp``; ``tests/update/test_update_startup.py``
-    checks equality to the bit), in numpy. An update places ~1% new points with it; importing
-    sklearn for that (it pulls scipy.stats) cost the update's process ~1 s (issue 26).
-    All ones for a one-component fit."""
-    import math
+    ``_estimate_log_gaussian_prob`` + ``_logsumexp``, as :mod:`arborag.tasks.gmm_steps` writes them
+    out; ``tests/update/test_update_startup.py`` checks equality to the bit), in numpy. An update
+    places ~1% new points with it; importing sklearn for that (it pulls scipy.stats) cost the
+    update's process ~1 s (issue 26). All ones for a one-component fit."""
+    from arborag.tasks.gmm_steps import log_gaussian_prob, logsumexp_rows
 
     if fit.weights is None or fit.means is None or fit.precisions_cholesky is None:
         return np.ones((len(reduced), 1))
-    x = np.asarray(reduced, np.float64)
-    means, prec_chol = fit.means, fit.precisions_cholesky
-    n_samples, n_features = x.shape
-    n_components = means.shape[0]
-    log_det = np.sum(np.log(np.reshape(prec_chol, (n_components, -1))[:, :: n_features + 1]), axis=1)
-    log_prob = np.empty((n_samples, n_components), dtype=x.dtype)
-    for k in range(n_components):
-        y = (x @ prec_chol[k, :, :]) - (means[k, :] @ prec_chol[k, :, :])
-        log_prob[:, k] = np.sum(np.square(y), axis=1)
-    weighted = -0.5 * (n_features * math.log(2 * math.pi) + log_prob) + log_det + np.log(fit.weights)
-    # log-sum-exp over components, as sklearn.utils._array_api._logsumexp computes it
-    top = np.max(weighted, axis=1, keepdims=True)
-    at_top = weighted == top
-    rest = np.array(weighted, copy=True)
-    rest[at_top] = -np.inf
-    m = np.sum(at_top.astype(rest.dtype), axis=1, keepdims=True, dtype=rest.dtype)
-    shift = np.where(np.isfinite(top), top, 0)
-    ex = np.exp(rest - shift)
-    total = np.sum(ex, axis=1, keepdims=True, dtype=ex.dtype)
-    total = np.where(total == 0, total, total / m)
-    norm = np.squeeze(np.log1p(total) + np.log(m) + top, axis=1)
+    weighted = log_gaussian_prob(np.asarray(reduced, np.float64), fit.means, fit.precisions_cholesky) + np.log(fit.weights)
+    norm = logsumexp_rows(weighted)
     with np.errstate(under="ignore"):
         return np.exp(weighted - norm[:, np.newaxis])
 

@@ -12,7 +12,7 @@ from sklearn.mixture import GaussianMixture as SklearnGM
 from threadpoolctl import threadpool_limits
 
 from arborag.config import ClusterConfig
-from arborag.tasks import mixture, mixture_runtime
+from arborag.tasks import gmm_steps, mixture, mixture_runtime
 from arborag.tasks.mixture_runtime import GaussianMixture
 
 FIELDS = ("weights_", "means_", "covariances_", "precisions_cholesky_", "precisions_", "lower_bound_", "n_iter_",
@@ -133,13 +133,13 @@ def test_the_clustering_fits_with_it_and_select_k_is_unchanged():
 def test_a_scikit_learn_that_computes_otherwise_falls_back_to_its_class(monkeypatch, caplog):
     """The per-process check: when arborag's steps no longer match (e.g. after an upgrade), fit with scikit-learn's."""
     monkeypatch.setattr(mixture_runtime, "_VERIFIED", [])
-    real = mixture_runtime.gaussian_parameters
+    real = gmm_steps.gaussian_parameters
 
     def drifted(x: np.ndarray, resp: np.ndarray, reg_covar: float):  # a scikit-learn whose M step moved by 1 ulp
         nk, means, cov = real(x, resp, reg_covar)
         return nk, np.nextafter(means, np.inf), cov
 
-    monkeypatch.setattr(mixture_runtime, "gaussian_parameters", drifted)
+    monkeypatch.setattr(gmm_steps, "gaussian_parameters", drifted)
     with caplog.at_level(logging.WARNING, logger="arborag.tasks.clustering"):
         assert mixture_runtime.gaussian_mixture_class() is SklearnGM
     assert "using scikit-learn's" in caplog.text
