@@ -122,7 +122,9 @@ def _fitted(cls: type, x: np.ndarray, k: int, seed: int) -> tuple[Any, ...]:
 
 def verified() -> bool:
     """Whether :class:`GaussianMixture` fits a fixed problem exactly as scikit-learn's class does in
-    this process (checked once, ~10 ms): three well-separated float32 blobs in 10 dimensions, k 1-4."""
+    this process (checked once: four small fits): 48 float32 points in three blobs in 10
+    dimensions, k 1 and 3 (the k-means++ start with its local trials, EM, the precisions,
+    ``predict_proba`` and ``bic`` all compared)."""
     with _VERIFY_LOCK:
         if not _VERIFIED:
             ok = False
@@ -130,12 +132,12 @@ def verified() -> bool:
                 import warnings
 
                 rng = np.random.default_rng(5)
-                x = (rng.standard_normal((90, 10)) + np.repeat(np.eye(10)[:3] * 6.0, 30, axis=0)).astype(np.float32)
+                x = (rng.standard_normal((48, 10)) + np.repeat(np.eye(10)[:3] * 6.0, 16, axis=0)).astype(np.float32)
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     ok = all(
                         all(np.array_equal(a, b) for a, b in zip(_fitted(GaussianMixture, x, k, 224), _fitted(_SklearnGaussianMixture, x, k, 224)))
-                        for k in (1, 2, 3, 4)
+                        for k in (1, 3)
                     )
             except Exception as exc:  # noqa: BLE001 - any failure means: use scikit-learn's class
                 log.warning("arborag's GaussianMixture could not be checked against scikit-learn's (%r); using scikit-learn's", exc)
