@@ -123,14 +123,15 @@ def run_update_documents(ctx: StageContext, files: list[str], prune: bool, dry_r
     existing = ctx.corpus.read("documents")
     reader = reader_key(ctx.config.ingest)
     local = not ctx.corpus.remote  # the stat record lives beside a local corpus only
-    skip = (source_stats.skippable(ctx.corpus.cache_dir, existing, table_fingerprint(ctx.corpus.table_path("documents")), files, reader)
-            if local else None)
+    before = table_fingerprint(ctx.corpus.table_path("documents")) if local else None
+    skip = source_stats.skippable(ctx.corpus.cache_dir, existing, before, files, reader) if before is not None else None
     stats: list[tuple[str, os.stat_result, int]] = []
     with progress_bar("read sources", len(files), enabled=ctx.progress) as advance:
         plan = plan_documents(existing, files, ctx.config, prune=prune, progress=advance, discovered=True,  # the flow discovered them
                               skip=set(skip["uri"].to_list()) if skip is not None else (), stats=stats)
     written = False if dry_run else ctx.write_if_changed("documents", plan.documents, existing)
-    fingerprint = table_fingerprint(ctx.corpus.table_path("documents"))
+    # an unwritten table is the file hashed above: hash it again only when it was replaced
+    fingerprint = before if before is not None and not written else table_fingerprint(ctx.corpus.table_path("documents"))
     if local and not dry_run:
         rows = [source_stats.stat_rows(stats)] + ([skip] if skip is not None else [])
         source_stats.write_record(ctx.corpus.cache_dir, pl.concat(rows), documents_hash=fingerprint, reader=reader)
