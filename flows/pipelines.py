@@ -84,12 +84,12 @@ TREE_UPDATE = Stage(
 VECTORS = Stage(
     "vectors", _task("vectors", vectors.run_vectors),
     reads=(staged("nodes.parquet"), staged("node_vectors.parquet")), writes=_staged(vectors.OUTPUTS), params=("key",),
-    snapshot=("vectors.lance",), describe="write the nodes and their vectors as a LanceDB table",
+    snapshot=("vectors.lance",), beside=True, describe="write the nodes and their vectors as a LanceDB table",
 )
 SPARSE = Stage(
     "sparse", _task("sparse", sparse.run_sparse), retries=3,
     reads=(table("chunks"), staged("nodes.parquet")), writes=_staged(sparse.OUTPUTS), params=("key",),
-    snapshot=("sparse",), describe="index the nodes for BM25 (tantivy, or Elasticsearch)",
+    snapshot=("sparse",), beside=True, describe="index the nodes for BM25 (tantivy, or Elasticsearch)",
 )
 LINKS = Stage(
     "links", _task("links", links.run_links),
@@ -112,9 +112,10 @@ PLAN = Stage(
 INGEST_PIPELINE: tuple[Stage, ...] = (INGEST, SECTIONS, CONTEXT, SEGMENT)
 TREE_PIPELINE: tuple[Stage, ...] = (EMBED, TREE, VECTORS, SPARSE, LINKS, PUBLISH)
 BUILD_PIPELINE: tuple[Stage, ...] = INGEST_PIPELINE + TREE_PIPELINE
-#: links first (they need no vectors: a cold run's embedding worker is still loading), the vector
-#: table after the sparse index (a helper process imports lancedb meanwhile: flows/update.py)
-UPDATE_PIPELINE: tuple[Stage, ...] = (LINKS, EMBED, TREE_UPDATE, SPARSE, VECTORS, PUBLISH)
+#: links first (they need no vectors: a cold run's embedding worker is still loading); then the
+#: vector table (written by a helper process that imported lancedb meanwhile: flows/update.py)
+#: and the sparse index side by side (``beside``: flows/stage.py), both joined before publish
+UPDATE_PIPELINE: tuple[Stage, ...] = (LINKS, EMBED, TREE_UPDATE, VECTORS, SPARSE, PUBLISH)
 #: What ``arborag update`` may run, in order: the plan, the ingest stages after ingest, then the
 #: incremental tree (or TREE_PIPELINE when it falls back to a full rebuild).
 UPDATE_RUN: tuple[Stage, ...] = (PLAN, SECTIONS, CONTEXT, SEGMENT) + UPDATE_PIPELINE

@@ -32,6 +32,7 @@ import ast
 import functools
 import importlib.util
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -85,6 +86,9 @@ class Stage:
     the tables it wrote while on). ``snapshot``: staged files of it that ``publish`` seals.
     ``proof(ctx, **params)``: the fingerprint of what it wrote, if not the written table's bytes.
     ``cached=False``: never reused across runs. ``on_cached``: a cache hit's summary from the cached one.
+    ``beside=True``: without Prefect, the stage runs on a thread beside the stages after it, until
+    one of them touches what it reads or writes (:func:`run_pipeline`); for stages whose work is
+    mostly outside this process's GIL (a helper process, Rust, polars).
     """
 
     name: str
@@ -104,6 +108,7 @@ class Stage:
     cached: bool = True
     on_cached: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     describe: str = ""
+    beside: bool = False
 
     @property
     def runner(self) -> Callable[..., dict[str, Any]]:
@@ -214,23 +219,85 @@ def run_pipeline(ctx: StageContext, pipeline: Sequence[Stage], *, use_prefect: b
     ``snapshot_files`` is added from the declarations. A cached stage's summary is its cached
     one (``written: False``, or ``on_cached``), which also stands for its counts in the run record
     (a runner that ran records its own).
+
+    Without Prefect a ``beside`` stage runs on a thread while the stages after it run here; it is
+    joined before the first later stage that reads what it writes, writes what it reads or writes,
+    or touches the snapshot (``publish``), and at the end. The outputs are the ones the stages
+    write in order: no stage reads a file before the stage writing it is joined. An error of a
+    stage beside is raised at its join (after the stages that ran meanwhile); an error here waits
+    for the threads, then is raised.
     """
     inputs = {**inputs, "snapshot_files": snapshot_files(pipeline)}
-    for stage in pipeline:
-        if not _wanted(ctx, stage, inputs):
-            continue
-        summary, cached = run_stage(
-            ctx, stage, use_prefect=use_prefect, cache_key=stage_key(ctx, stage, inputs),
-            done=functools.partial(stage_done, ctx, stage, inputs),
-            **{p: inputs[p] for p in stage.params},
-        )
-        if cached and stage.tables_written:
-            summary = stage.on_cached(summary) if stage.on_cached else {**summary, "written": False}
-        out[stage.name] = summary
-        if cached and stage.tables_written:  # a runner that ran recorded its own counts
-            ctx.counters.stages[stage.name] = {k: v for k, v in summary.items() if k not in ("failures", "warning_list")}
-        if cached:
-            out["cached"].append(stage.name)
+    pending: list[_Beside] = []
+    try:
+        for stage in pipeline:
+            if not _wanted(ctx, stage, inputs):
+                continue
+            for waiting in [p for p in pending if p.conflicts(stage)]:
+                pending.remove(waiting)
+                _record(ctx, waiting.stage, *waiting.join(), out)
+            call = functools.partial(
+                run_stage, ctx, stage, use_prefect=use_prefect, cache_key=stage_key(ctx, stage, inputs),
+                done=functools.partial(stage_done, ctx, stage, inputs), **{p: inputs[p] for p in stage.params},
+            )
+            if stage.beside and not use_prefect:
+                pending.append(_Beside(stage, call))
+                continue
+            _record(ctx, stage, *call(), out)
+        while pending:
+            waiting = pending.pop(0)
+            _record(ctx, waiting.stage, *waiting.join(), out)
+    finally:
+        for waiting in pending:  # an error here: the threads finish before it is raised
+            waiting.wait()
+            if waiting.error is not None:
+                logging.getLogger(__name__).warning("stage %s (run beside) failed too: %r", waiting.stage.name, waiting.error)
+
+
+def _record(ctx: StageContext, stage: Stage, summary: dict[str, Any], cached: bool, out: dict[str, Any]) -> None:
+    """``out[stage]`` (and ``out["cached"]``) from a stage's result; a cached stage's counts."""
+    if cached and stage.tables_written:
+        summary = stage.on_cached(summary) if stage.on_cached else {**summary, "written": False}
+    out[stage.name] = summary
+    if cached and stage.tables_written:  # a runner that ran recorded its own counts
+        ctx.counters.stages[stage.name] = {k: v for k, v in summary.items() if k not in ("failures", "warning_list")}
+    if cached:
+        out["cached"].append(stage.name)
+
+
+class _Beside:
+    """A ``beside`` stage running on its own thread (:func:`run_pipeline`)."""
+
+    def __init__(self, stage: Stage, call: Callable[[], tuple[dict[str, Any], bool]]) -> None:
+        self.stage = stage
+        self._result: tuple[dict[str, Any], bool] | None = None
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(call,), name=f"arborag-stage-{stage.name}", daemon=True)
+        self._thread.start()
+
+    def _run(self, call: Callable[[], tuple[dict[str, Any], bool]]) -> None:
+        try:
+            self._result = call()
+        except BaseException as exc:  # noqa: BLE001 - raised in the pipeline's thread at the join
+            self.error = exc
+
+    def conflicts(self, later: Stage) -> bool:
+        """Must ``later`` wait for this stage? It reads what this writes, writes what this reads or
+        writes, or touches the snapshot."""
+        mine, reads = set(self.stage.writes), set(self.stage.reads)
+        theirs = set(later.writes)
+        return bool(mine & set(later.reads) or theirs & (mine | reads) or SNAPSHOT in theirs | set(later.reads))
+
+    def wait(self) -> None:
+        self._thread.join()
+
+    def join(self) -> tuple[dict[str, Any], bool]:
+        """The stage's ``(summary, cached)``, or its error raised here."""
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+        assert self._result is not None
+        return self._result
 
 
 def run_stage(
@@ -475,7 +542,8 @@ def pipeline_fingerprint(*pipelines: Iterable[Stage]) -> str:
 def describe_pipeline(pipeline: Sequence[Stage], config: ArboragConfig) -> list[dict[str, Any]]:
     """One JSON row per stage of ``pipeline``, from its declaration: name, what it does, reads,
     writes, config keys (``build key`` for stages keyed by the build), run inputs, whether
-    ``config`` turns it on, the snapshot files it contributes, its retries and runner."""
+    ``config`` turns it on, the snapshot files it contributes, its retries, whether it runs
+    beside the stages after it, and its runner."""
     rows = []
     for stage in pipeline:
         rows.append({
@@ -489,6 +557,7 @@ def describe_pipeline(pipeline: Sequence[Stage], config: ArboragConfig) -> list[
             "snapshot": list(stage.snapshot),
             "retries": stage.retries,
             "cached": stage.cached,
+            "beside": stage.beside,
             "runner": f"{stage.runner.__module__}.{stage.runner.__name__}",
         })
     return rows

@@ -74,6 +74,8 @@ def register(app: typer.Typer) -> None:
             for i, row in enumerate(stages, 1):
                 t.add_row(str(i), f"[bold]{row['stage']}[/]",
                           _cell(row["reads"]), _cell(row["writes"]), _cell(row["config"]), _cell(row["inputs"]),
-                          "yes" if row["enabled"] else "[yellow]off[/]")
+                          ("yes" if row["enabled"] else "[yellow]off[/]") + (" (beside)" if row.get("beside") else ""))
             console.print(t)
             console.print("\n".join(f"[dim]  {r['stage']}: {r['does']}[/]" for r in stages if r["does"]))
+            if any(r.get("beside") for r in stages):
+                console.print("[dim]  (beside): without Prefect, runs on a thread beside the stages after it until one needs what it writes[/]")

@@ -1,8 +1,9 @@
 """Stage ``publish``: seal the staged outputs of a build as a snapshot and switch the manifest.
 
-Copies the staged files the pipeline declares for the snapshot (``snapshot_files``: the build's
+Links the staged files the pipeline declares for the snapshot (``snapshot_files``: the build's
 ``nodes``, ``edges``, ``vectors.lance`` and ``sparse``; see :func:`arborag.flows.stage.snapshot_files`)
-into a fresh snapshot folder,
+into a fresh snapshot folder (hard links: the staging folder goes right after, and no stage
+writes into a staged file in place; a copy where the file system has no hard links),
 adds the provenance a reader needs without touching the live corpus tables — ``chunks.parquet``
 (the leaf chunks: doc id, section, ordinal, character offsets, header) and ``documents.parquet``
 (the documents those leaves come from, text included, for titles, citations and stitching) —
@@ -18,6 +19,7 @@ there and logged, and the publish stands.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -70,14 +72,10 @@ def run_publish(ctx: StageContext, key: str, snapshot_files: Sequence[str]) -> d
     snap_id = snapshot_id_for(key)
     partial = ctx.corpus.partial_dir(snap_id)
     for name in snapshot_files:
-        src, dst = stage_dir / name, partial / name
-        if src.is_dir():
-            shutil.copytree(src, dst)
-        else:
-            shutil.copy2(src, dst)
+        _seal(stage_dir / name, partial / name)
     for name in OPTIONAL_FILES:
         if (stage_dir / name).is_dir():
-            shutil.copytree(stage_dir / name, partial / name)
+            _seal(stage_dir / name, partial / name)
     _write_provenance(ctx, partial)
     publish_sparse_index(partial / "sparse", ctx.config.sparse, snapshot_id=snap_id, corpus_name=ctx.corpus.root.name)
     info = {
@@ -98,6 +96,21 @@ def run_publish(ctx: StageContext, key: str, snapshot_files: Sequence[str]) -> d
     shutil.rmtree(stage_dir, ignore_errors=True)
     gc = collect_after_publish(ctx)
     return {"snapshot": snap_id, **({"gc": gc} if gc is not None else {})}
+
+
+def _seal(src: Path, dst: Path) -> None:
+    """The staged file or folder ``src`` at ``dst`` in the snapshot, file by file hard-linked (module docs)."""
+    if src.is_dir():
+        shutil.copytree(src, dst, copy_function=_link_or_copy)
+    else:
+        _link_or_copy(src, dst)
+
+
+def _link_or_copy(src: str | Path, dst: str | Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:  # another file system, or none that links (the copy is what was always done)
+        shutil.copy2(src, dst)
 
 
 def collect_after_publish(ctx: StageContext) -> dict[str, Any] | None:
