@@ -35,6 +35,22 @@ def _ctx(tmp_path: Path) -> StageContext:
     return StageContext(Corpus(tmp_path / "c").ensure(), ArboragConfig(), "run-1")
 
 
+def _slow_then_quick(log: list[str]) -> tuple[Any, Any]:
+    """Two runners: ``first`` logs after 0.2 s, ``second`` at once; run one after the other the
+    log reads first, second — run side by side it reads second, first."""
+
+    def first(ctx: StageContext, key: str) -> dict[str, Any]:
+        time.sleep(0.2)
+        log.append("first")
+        return {}
+
+    def second(ctx: StageContext, key: str) -> dict[str, Any]:
+        log.append("second")
+        return {}
+
+    return first, second
+
+
 def test_a_beside_stage_runs_while_the_next_stage_runs_and_is_joined_before_its_reader(tmp_path: Path) -> None:
     ctx, log, out = _ctx(tmp_path), [], {"cached": []}
     started, released = threading.Event(), threading.Event()
@@ -71,15 +87,7 @@ def test_a_beside_stage_runs_while_the_next_stage_runs_and_is_joined_before_its_
 def test_a_later_stage_that_touches_what_a_beside_stage_uses_waits_for_it(tmp_path: Path, later: str) -> None:
     ctx, log = _ctx(tmp_path), []
 
-    def first(ctx: StageContext, key: str) -> dict[str, Any]:
-        time.sleep(0.2)
-        log.append("first")
-        return {}
-
-    def second(ctx: StageContext, key: str) -> dict[str, Any]:
-        log.append("second")
-        return {}
-
+    first, second = _slow_then_quick(log)
     touches = {
         "reads its output": {"reads": (staged("a"),)},
         "writes its input": {"writes": (table("chunks"),)},
@@ -147,15 +155,7 @@ def test_under_prefect_a_beside_stage_runs_in_order(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(stage_module, "_prefect_call", lambda ctx, stage, key, refresh, params: (stage.runner(ctx, **params), False))
     ctx, log = _ctx(tmp_path), []
 
-    def first(ctx: StageContext, key: str) -> dict[str, Any]:
-        time.sleep(0.2)
-        log.append("first")
-        return {}
-
-    def second(ctx: StageContext, key: str) -> dict[str, Any]:
-        log.append("second")
-        return {}
-
+    first, second = _slow_then_quick(log)
     pipeline = (_stage("first", first, writes=(staged("a"),), beside=True), _stage("second", second, writes=(staged("b"),)))
     run_pipeline(ctx, pipeline, use_prefect=True, out={"cached": []}, key="k")
     assert log == ["first", "second"]
