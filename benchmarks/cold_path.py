@@ -313,16 +313,32 @@ def build_spans(run: dict[str, Any] | None, order: tuple[str, ...]) -> list[tupl
     """The parts of a cold build on its process's clock, laid end to end from its runs record (the
     run's start, then each stage's seconds in pipeline ``order``; inside the tree stage each level's
     global fit, its local fits, summarizing and the embedding of its summaries): approximate, as the
-    stages record durations, not start times."""
+    stages record durations, not start times. A stage the pipeline runs *beside* the stages after it
+    (``Stage.beside``) starts with the next one, and a stage that must wait for it
+    (``flows.stage.must_wait``) starts when it ends."""
+    from arborag.flows.pipelines import BUILD_PIPELINE
+    from arborag.flows.stage import must_wait
+
+    declared = {stage.name: stage for stage in BUILD_PIPELINE}
     counts = (run or {}).get("counts") or {}
     t = float(counts.get("process_age_at_start") or 0.0)
     secs = counts.get("seconds") or {}
     levels = [st for st in ((counts.get("tree") or {}).get("stats") or []) if st.get("level", 0) >= 1]
     spans: list[tuple[str, float, float]] = []
+    pending: list[tuple[str, float]] = []  # beside stages running: (name, end)
     for stage in order:
         if stage not in secs:
             continue
         d = float(secs[stage])
+        this = declared.get(stage)
+        if this is not None:
+            waited = [end for name, end in pending if name in declared and must_wait(declared[name], this)]
+            pending = [(name, end) for name, end in pending if not (name in declared and must_wait(declared[name], this))]
+            t = max([t, *waited])
+        if this is not None and this.beside:
+            spans.append((f"stage {stage}", t, t + d))
+            pending.append((stage, t + d))
+            continue
         if stage == "tree" and levels and all(st.get("cluster_s") is not None for st in levels):
             u = t
             for st in levels:

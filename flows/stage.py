@@ -49,8 +49,8 @@ from arborag.tasks.leaves import snapshot_id_for
 from arborag.tasks.stage_context import StageContext, table_fingerprint
 
 __all__ = [
-    "SOURCES", "SNAPSHOT", "Stage", "declared_config", "describe_pipeline", "finish_run", "module_closure", "pipeline_fingerprint", "record_run",
-    "run_pipeline", "run_stage", "snapshot_files", "stage_done", "stage_key", "staged", "table",
+    "SOURCES", "SNAPSHOT", "Stage", "declared_config", "describe_pipeline", "finish_run", "module_closure", "must_wait", "pipeline_fingerprint",
+    "record_run", "run_pipeline", "run_stage", "snapshot_files", "stage_done", "stage_key", "staged", "table",
 ]
 
 Done = Callable[[dict[str, Any] | None], bool]
@@ -265,6 +265,13 @@ def _record(ctx: StageContext, stage: Stage, summary: dict[str, Any], cached: bo
         out["cached"].append(stage.name)
 
 
+def must_wait(earlier: Stage, later: Stage) -> bool:
+    """Must ``later`` wait for ``earlier`` to finish, when ``earlier`` runs beside it? It reads what
+    ``earlier`` writes, writes what ``earlier`` reads or writes, or touches the snapshot."""
+    mine, reads, theirs = set(earlier.writes), set(earlier.reads), set(later.writes)
+    return bool(mine & set(later.reads) or theirs & (mine | reads) or SNAPSHOT in theirs | set(later.reads))
+
+
 class _Beside:
     """A ``beside`` stage running on its own thread (:func:`run_pipeline`)."""
 
@@ -282,11 +289,8 @@ class _Beside:
             self.error = exc
 
     def conflicts(self, later: Stage) -> bool:
-        """Must ``later`` wait for this stage? It reads what this writes, writes what this reads or
-        writes, or touches the snapshot."""
-        mine, reads = set(self.stage.writes), set(self.stage.reads)
-        theirs = set(later.writes)
-        return bool(mine & set(later.reads) or theirs & (mine | reads) or SNAPSHOT in theirs | set(later.reads))
+        """Must ``later`` wait for this stage (:func:`must_wait`)?"""
+        return must_wait(self.stage, later)
 
     def wait(self) -> None:
         self._thread.join()

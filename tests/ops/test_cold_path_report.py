@@ -93,19 +93,29 @@ def test_the_cpu_timeline_bins_each_processs_ticks_and_counts_the_idle_cores(col
     assert idle["half of the last"] == pytest.approx(0.0)
 
 
-def test_the_builds_parts_are_its_recorded_durations_end_to_end(cold_path) -> None:
+def test_the_builds_parts_are_its_recorded_durations_as_the_pipeline_runs_them(cold_path) -> None:
+    """End to end up to the tree's tables; then the stages run beside each other (vectors, sparse)
+    start with links, and publish starts when the last of them ends (flows/stage.py ``beside``)."""
     saved = json.loads(SAVED.read_text(encoding="utf-8"))
     run = saved["sizes"][0]["runs"]["build"]
     spans = cold_path.build_spans(run, ("ingest", "sections", "context", "segment", "embed", "tree", "vectors", "sparse", "links", "publish"))
-    counts = run["counts"]
+    counts, secs = run["counts"], run["counts"]["seconds"]
     assert spans[0][1] == pytest.approx(counts["process_age_at_start"])
-    for (_, _, end), (_, start, _) in zip(spans, spans[1:]):
+    names = [s[0] for s in spans]
+    serial = spans[: names.index("tree: tables") + 1]
+    for (_, _, end), (_, start, _) in zip(serial, serial[1:]):
         assert start == pytest.approx(end)  # end to end
-    assert spans[-1][2] == pytest.approx(counts["process_age_at_start"] + sum(counts["seconds"].values()))
+    by = {name: (start, end) for name, start, end in spans}
+    tree_end = counts["process_age_at_start"] + sum(secs[s] for s in ("ingest", "segment", "embed", "tree") if s in secs)
+    assert by["tree: tables"][1] == pytest.approx(tree_end)
+    for stage in ("vectors", "sparse", "links"):
+        assert by[f"stage {stage}"] == pytest.approx((tree_end, tree_end + secs[stage]))
+    last = tree_end + max(secs[s] for s in ("vectors", "sparse", "links"))
+    assert by["stage publish"] == pytest.approx((last, last + secs["publish"]))
     level1 = next(st for st in counts["tree"]["stats"] if st["level"] == 1)
     glob = next(s for s in spans if s[0] == "level 1 global fit")
     assert glob[2] - glob[1] == pytest.approx(level1["global_s"])
-    assert [s[0] for s in spans].index("stage embed (the leaves)") < [s[0] for s in spans].index("level 1 global fit")
+    assert names.index("stage embed (the leaves)") < names.index("level 1 global fit")
 
 
 def test_the_report_gives_the_idle_core_seconds_and_its_plot(cold_path, tmp_path: Path) -> None:
