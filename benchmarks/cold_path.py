@@ -95,6 +95,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import shutil
@@ -282,27 +283,55 @@ class TreeSampler:
 
 def cpu_timeline(samples: list[tuple[float, dict[int, int]]], roles: dict[int, str], *, tck: int, bin_s: float = BIN_S) -> dict[str, Any]:
     """Cores used per role per ``bin_s`` bin from :class:`TreeSampler` samples: each process's tick
-    increase between two samples is put in the bin of the later sample (a process's first sample
-    counts from zero: it started after the previous one). {"bin_s", "cores": {role: [..]}}."""
-    n_bins = int(samples[-1][0] // bin_s) + 1 if samples else 0
+    increase between two samples is spread over the time between them, each bin taking its share
+    (a process's first sample counts from zero: it started after the previous one).
+    {"bin_s", "cores": {role: [..]}}.
+
+    Spread, not put whole in the bin of the later sample: the samples come every 0.1 s plus the
+    time a scan of /proc takes, so a half-second bin ends three or four of them, and putting each
+    increase in one bin drew a busy process as 1.6 cores in one bin and 2.1 in the next (session
+    20) — and the idle count, which never goes below zero in a bin, grew by the dips (7.5 against
+    5.9 core-seconds of a 1x build)."""
+    n_bins = max(1, math.ceil(samples[-1][0] / bin_s)) if samples else 0
     cores = {role: [0.0] * n_bins for role in ROLES}
     last: dict[int, int] = {}
+    before = 0.0
     for t, ticks in samples:
-        b = min(n_bins - 1, int(t // bin_s))
         for pid, v in ticks.items():
-            cores[roles.get(pid, "helper process")][b] += max(0, v - last.get(pid, 0)) / tck / bin_s
+            _spread(cores[roles.get(pid, "helper process")], max(0, v - last.get(pid, 0)) / tck, before, t, bin_s)
             last[pid] = v
-    return {"bin_s": bin_s, "cores": {k: [round(x, 3) for x in v] for k, v in cores.items()}}
+        before = t
+    end = samples[-1][0] if samples else 0.0
+    return {"bin_s": bin_s, "end_s": round(end, 3), "cores": {k: [round(x, 3) for x in v] for k, v in cores.items()}}
+
+
+def _spread(row: list[float], seconds: float, a: float, b: float, bin_s: float) -> None:
+    """Add ``seconds`` of CPU used between ``a`` and ``b`` to the bins of ``row`` (as cores), each
+    bin in proportion to its part of [a, b]."""
+    if not seconds:
+        return
+    if b <= a:
+        row[min(len(row) - 1, int(b // bin_s))] += seconds / bin_s
+        return
+    i = int(a // bin_s)
+    while i < len(row) and i * bin_s < b:
+        part = min(b, (i + 1) * bin_s) - max(a, i * bin_s)
+        row[i] += seconds * part / (b - a) / bin_s
+        i += 1
 
 
 def idle_core_seconds(timeline: dict[str, Any], cores: int, spans: list[tuple[str, float, float]] | None = None) -> dict[str, float]:
-    """Core-seconds the build's processes left idle: ``cores`` per bin minus what they used (never
-    below zero), in all ("all") and within each of ``spans`` ((label, start s, end s): a bin counts
+    """Core-seconds the build's processes left idle: ``cores`` per bin (the last one for the part of
+    it the run lasted) minus what they used (never below zero), in all ("all") and within each of ``spans`` ((label, start s, end s): a bin counts
     for the part of it inside the span)."""
     bin_s = timeline["bin_s"]
     per_role = list(timeline["cores"].values())
     n = len(per_role[0]) if per_role else 0
-    idle = [max(0.0, cores - sum(r[i] for r in per_role)) * bin_s for i in range(n)]
+    # the last bin holds only the part of it before the last sample ("end_s"; whole in older results)
+    span = [bin_s] * n
+    if n and timeline.get("end_s") is not None:
+        span[-1] = max(0.0, min(bin_s, float(timeline["end_s"]) - (n - 1) * bin_s))
+    idle = [max(0.0, cores * span[i] - sum(r[i] for r in per_role) * bin_s) for i in range(n)]
     out = {"all": sum(idle)}
     for label, a, b in spans or []:
         out[label] = out.get(label, 0.0) + sum(idle[i] * max(0.0, min(b, (i + 1) * bin_s) - max(a, i * bin_s)) / bin_s for i in range(n))

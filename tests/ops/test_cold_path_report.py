@@ -75,22 +75,40 @@ def test_a_re_rendered_report_says_so(cold_path) -> None:
     assert "re-rendered from its .json by commit abc1234" in cold_path.markdown({**saved, "rendered_by": "abc1234"})
 
 
-def test_the_cpu_timeline_bins_each_processs_ticks_and_counts_the_idle_cores(cold_path) -> None:
-    """cpu_timeline: tick increases per process in the bin of the later sample (a new process from
-    zero), cores = ticks / tck / bin; idle_core_seconds: the cores minus their sum, per bin, whole
-    and inside spans (a span takes its share of a bin it covers in part)."""
+def test_the_cpu_timeline_spreads_each_processs_ticks_and_counts_the_idle_cores(cold_path) -> None:
+    """cpu_timeline: a process's tick increase between two samples is spread over the time between
+    them (a new process from zero; a bin takes its share), cores = ticks / tck / bin;
+    idle_core_seconds: the cores minus their sum, per bin, whole and inside spans (a span takes its
+    share of a bin it covers in part)."""
     roles = {10: "CLI", 11: "embedding worker", 12: "helper process"}
-    samples = [(0.1, {10: 5}), (0.6, {10: 10, 11: 50}), (1.1, {10: 60, 11: 100, 12: 10}), (1.4, {10: 60, 11: 150})]
+    samples = [(0.25, {10: 5}), (0.75, {10: 30, 11: 50}), (1.25, {10: 55, 11: 100, 12: 10}), (1.5, {10: 55, 11: 150})]
     tl = cold_path.cpu_timeline(samples, roles, tck=100, bin_s=0.5)
     assert tl["bin_s"] == 0.5
-    assert tl["cores"]["CLI"] == [0.1, 0.1, 1.0]  # 5 ticks in bin 0, 5 in bin 1, 50 in bin 2 (/100 tck /0.5 s)
-    assert tl["cores"]["embedding worker"] == [0.0, 1.0, 2.0]  # first seen with 50: counted from zero
-    assert tl["cores"]["helper process"] == [0.0, 0.0, 0.2]
+    # CLI: 5 ticks over [0, 0.25], then 25 over [0.25, 0.75] (half in each bin), 25 over [0.75, 1.25]
+    assert tl["cores"]["CLI"] == pytest.approx([(5 + 12.5) / 100 / 0.5, (12.5 + 12.5) / 100 / 0.5, 12.5 / 100 / 0.5])
+    # first seen with 50 at 0.75: counted from zero over [0.25, 0.75]; then 50 over [0.75, 1.25], 50 over [1.25, 1.5]
+    assert tl["cores"]["embedding worker"] == pytest.approx([25 / 50, (25 + 25) / 50, (25 + 50) / 50])
+    assert tl["cores"]["helper process"] == pytest.approx([0.0, 0.1, 0.1])
+    used = sum(sum(v) for v in tl["cores"].values()) * 0.5
+    assert used == pytest.approx((55 + 150 + 10) / 100)  # every tick counted once
     idle = cold_path.idle_core_seconds(tl, 2, [("first bin", 0.0, 0.5), ("half of the last", 1.25, 1.5)])
-    per_bin = [(2 - 0.1) * 0.5, (2 - 1.1) * 0.5, 0.0]  # the last bin is over the cores: nothing idle
+    per_bin = [(2 - 0.35 - 0.5) * 0.5, (2 - 0.5 - 1.0 - 0.1) * 0.5, (2 - 0.25 - 1.5 - 0.1) * 0.5]
     assert idle["all"] == pytest.approx(sum(per_bin))
     assert idle["first bin"] == pytest.approx(per_bin[0])
-    assert idle["half of the last"] == pytest.approx(0.0)
+    assert idle["half of the last"] == pytest.approx(per_bin[2] / 2)
+    # a run that ended 0.1 s before its last bin did: that bin holds 2 x 0.4 core-seconds, all used
+    ended = dict(tl, end_s=1.4)
+    assert cold_path.idle_core_seconds(ended, 2)["all"] == pytest.approx(per_bin[0] + per_bin[1] + max(0.0, 2 * 0.4 - (0.25 + 1.5 + 0.1) * 0.5))
+    assert cold_path.idle_core_seconds(ended, 2)["all"] < idle["all"]
+
+
+def test_a_busy_process_sampled_off_the_bins_reads_as_busy(cold_path) -> None:
+    """Samples every 0.13 s (0.1 s plus a /proc scan) of two busy cores: every whole bin reads 2
+    cores, none 1.6 (the old binning's dips, which the idle count took for idle cores)."""
+    samples = [(0.13 * k, {10: round(0.13 * k * 200)}) for k in range(1, 40)]
+    tl = cold_path.cpu_timeline(samples, {10: "embedding worker"}, tck=100, bin_s=0.5)
+    whole = tl["cores"]["embedding worker"][1:-1]
+    assert whole and all(abs(c - 2.0) < 0.05 for c in whole), whole
 
 
 def test_the_builds_parts_are_its_recorded_durations_as_the_pipeline_runs_them(cold_path) -> None:
