@@ -360,10 +360,10 @@ def build_spans(run: dict[str, Any] | None, order: tuple[str, ...]) -> list[tupl
             continue
         d = float(secs[stage])
         this = declared.get(stage)
-        if this is not None:
-            waited = [end for name, end in pending if name in declared and must_wait(declared[name], this)]
-            pending = [(name, end) for name, end in pending if not (name in declared and must_wait(declared[name], this))]
-            t = max([t, *waited])
+        if this is not None:  # (every pending stage is a declared one)
+            waited = [(name, end) for name, end in pending if must_wait(declared[name], this)]
+            pending = [p for p in pending if p not in waited]
+            t = max([t, *(end for _, end in waited)])
         if this is not None and this.beside:
             spans.append((f"stage {stage}", t, t + d))
             pending.append((stage, t + d))
@@ -675,6 +675,12 @@ def probe_lines(rows: dict[str, dict[str, Any]]) -> list[str]:
     return [text, ""]
 
 
+def encode_floor(rows: dict[str, dict[str, Any]]) -> float:
+    """A size's embedding floor: the faster of its two encodes of the build's texts (sentence-transformers
+    right after the build, LightEmbedder after the updates)."""
+    return min(float(rows["floor"]["encode_s"]), float(rows["floor2"]["encode_s"]))
+
+
 def serial_chain(run: dict[str, Any] | None) -> tuple[float, str] | None:
     """(seconds of every level's global fit, "level 1 a s (UMAP b s), ...") of a build's runs
     record, or None when the record has no ``global_s`` (a build before it was recorded)."""
@@ -744,7 +750,7 @@ def markdown(result: dict[str, Any]) -> str:
     ]
     for size in result["sizes"]:
         r = size["rows"]
-        floor_enc = min(r["floor"]["encode_s"], r["floor2"]["encode_s"])
+        floor_enc = encode_floor(r)
         floor_proc = min(r["floor"]["wall"], r["floor2"]["wall"])
         build = r["build"]["wall"]
         mult = size["mult"]

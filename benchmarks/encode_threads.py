@@ -65,7 +65,7 @@ def encode(corpus: Path, threads: int) -> dict[str, Any]:
 
 def global_fits(path: Path) -> dict[str, Any] | None:
     """(floor encode s, global fits s, documents) of the first size of a saved cold_path run."""
-    from cold_path import serial_chain
+    from cold_path import encode_floor, serial_chain
 
     if not path.exists():
         return None
@@ -75,9 +75,8 @@ def global_fits(path: Path) -> dict[str, Any] | None:
     if chain is None:
         return None
     rows = size["rows"]
-    floor = min(float(rows[k]["encode_s"]) for k in ("floor", "floor2") if k in rows)
     return {"file": path.name, "commit": saved.get("commit"), "mult": size["mult"], "documents": size["documents"],
-            "floor_encode_s": floor, "global_fits_s": chain[0], "build_s": float(rows["build"]["wall"])}
+            "floor_encode_s": encode_floor(rows), "global_fits_s": chain[0], "build_s": float(rows["build"]["wall"])}
 
 
 def main() -> None:

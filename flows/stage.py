@@ -233,7 +233,7 @@ def run_pipeline(ctx: StageContext, pipeline: Sequence[Stage], *, use_prefect: b
         for stage in pipeline:
             if not _wanted(ctx, stage, inputs):
                 continue
-            for waiting in [p for p in pending if p.conflicts(stage)]:
+            for waiting in [p for p in pending if must_wait(p.stage, stage)]:
                 pending.remove(waiting)
                 _record(ctx, waiting.stage, *waiting.join(), out)
             call = functools.partial(
@@ -287,10 +287,6 @@ class _Beside:
             self._result = call()
         except BaseException as exc:  # noqa: BLE001 - raised in the pipeline's thread at the join
             self.error = exc
-
-    def conflicts(self, later: Stage) -> bool:
-        """Must ``later`` wait for this stage (:func:`must_wait`)?"""
-        return must_wait(self.stage, later)
 
     def wait(self) -> None:
         self._thread.join()
