@@ -2,7 +2,9 @@
 
 ``--knob umap_layout_blocks`` compares the layout in vertex blocks (``cluster.umap_layout_blocks``,
 :mod:`arborag.tasks.umap_layout`) the same way: values are block counts against 1 (UMAP's own
-layout), results in ``umap_layout.md`` / ``umap_layout_eval.md``.
+layout), results in ``umap_layout.md`` / ``umap_layout_eval.md``. ``--knob both`` compares
+retrieval runs made with both opt-ins at once (``--no-level --no-builds --eval``; a label such as
+``200+2``), results in ``umap_both_eval.md``.
 
 UMAP runs 500 SGD epochs below 10,000 points and 200 above (its own rule, arborag's default:
 ``cluster.umap_epochs: null``). The SGD layout is most of a UMAP fit's time on one core, so this
@@ -188,17 +190,20 @@ def build_part(src: Path, work: Path, settings: list[str], knob: str = "umap_epo
 
 #: per knob of ClusterConfig this script can compare: the unit after a value, the kind of an ARI pair,
 #: the report's title, its word for a setting and for the default, its column head
-UNIT = {"umap_epochs": " epochs", "umap_layout_blocks": " blocks"}
-KIND = {"umap_epochs": "epochs", "umap_layout_blocks": "layout"}
-SHORT = {"umap_epochs": " ep", "umap_layout_blocks": " blocks"}
+#: ``both``: the two opt-ins together (a value such as ``200+2`` = 200 epochs in 2 blocks), --eval only
+UNIT = {"umap_epochs": " epochs", "umap_layout_blocks": " blocks", "both": " (epochs+blocks)"}
+KIND = {"umap_epochs": "epochs", "umap_layout_blocks": "layout", "both": "both"}
+SHORT = {"umap_epochs": " ep", "umap_layout_blocks": " blocks", "both": " ep+blocks"}
 TITLE = {"umap_epochs": "UMAP's SGD epochs (`cluster.umap_epochs`): cost and what it changes",
-         "umap_layout_blocks": "UMAP's layout in vertex blocks (`cluster.umap_layout_blocks`): cost and what it changes"}
-SETTING = {"umap_epochs": "an epoch setting", "umap_layout_blocks": "a block count"}
-DEFAULT = {"umap_epochs": "default epochs", "umap_layout_blocks": "UMAP's own layout"}
+         "umap_layout_blocks": "UMAP's layout in vertex blocks (`cluster.umap_layout_blocks`): cost and what it changes",
+         "both": "Both UMAP opt-ins together (`cluster.umap_epochs` and `cluster.umap_layout_blocks`): what they change"}
+SETTING = {"umap_epochs": "an epoch setting", "umap_layout_blocks": "a block count", "both": "a setting of both"}
+DEFAULT = {"umap_epochs": "default epochs", "umap_layout_blocks": "UMAP's own layout", "both": "UMAP's own epochs and layout"}
 DEFAULT_RULE = {"umap_epochs": "Default = UMAP's own rule (500 epochs below 10,000 points, 200 above).",
                 "umap_layout_blocks": "Default = UMAP's own one-thread layout (1 block); epochs by UMAP's own rule. In blocks the layout "
-                                      "runs on threads of its own: the fitting thread's CPU seconds leave it out (compare the wall seconds)."}
-HEAD = {"umap_epochs": "epochs", "umap_layout_blocks": "blocks"}
+                                      "runs on threads of its own: the fitting thread's CPU seconds leave it out (compare the wall seconds).",
+                "both": "Default = UMAP's own rule for epochs and its own one-thread layout."}
+HEAD = {"umap_epochs": "epochs", "umap_layout_blocks": "blocks", "both": "epochs+blocks"}
 
 #: systems that read only leaves (their Δ must be 0: the same leaves and vectors in every run); every other one can move with the tree
 LEAF_ONLY = ("flat", "bm25")
@@ -345,6 +350,8 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=None, help="scratch folder (default /tmp/arborag-bench-epochs, -layout for blocks)")
     ap.add_argument("--name", default=None, help="results file stem (default umap_epochs / umap_layout, with _eval when only --eval runs)")
     args = ap.parse_args()
+    if args.knob == "both" and (args.level or args.builds):
+        raise SystemExit("--knob both compares retrieval runs only: give --no-level --no-builds and --eval")
     setup_env()
     blocks = args.knob == "umap_layout_blocks"
     work = args.work or Path("/tmp/arborag-bench-layout" if blocks else "/tmp/arborag-bench-epochs")
@@ -356,7 +363,7 @@ def main() -> None:
         "command": "python benchmarks/umap_epochs.py " + " ".join(sys.argv[1:]),
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": git_commit(), "machine_start": machine_line(), "notes": args.note,
-        **({"knob": args.knob} if blocks else {}),  # an epochs run's JSON as before the knob option
+        **({"knob": args.knob} if args.knob != "umap_epochs" else {}),  # an epochs run's JSON as before the knob option
         "shared": args.shared if args.shared is not None else os.getloadavg()[0] > 1.5,
     }
     work.mkdir(parents=True, exist_ok=True)
@@ -367,7 +374,7 @@ def main() -> None:
     if args.eval:
         result["eval"] = eval_part(args.eval)
     result.update(machine_end=machine_line(), busy_at_end=busy_processes(), wall_s=time.perf_counter() - started)
-    stem = "umap_layout" if blocks else "umap_epochs"
+    stem = {"umap_layout_blocks": "umap_layout", "both": "umap_both"}.get(args.knob, "umap_epochs")
     name = args.name or (f"{stem}_eval" if args.eval and not (args.level or args.builds) else stem)
     RESULTS.mkdir(parents=True, exist_ok=True)
     md = markdown(result)
