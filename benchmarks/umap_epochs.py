@@ -47,6 +47,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -154,12 +155,12 @@ def level_part(corpus: Path, work: Path, settings: list[str], seeds: list[int], 
     base = settings[0]
     for seed in seeds:  # epochs vs the default, one seed
         for ep in settings[1:]:
-            pairs.append({"pair": f"{base} vs {ep}{UNIT[knob]}, seed {seed}", "kind": KIND[knob],
+            pairs.append({"pair": f"{base} vs {ep}{KNOBS[knob].unit}, seed {seed}", "kind": KNOBS[knob].kind,
                           "global": ari(f"{base}/s{seed}", f"{ep}/s{seed}", "global"), "final": ari(f"{base}/s{seed}", f"{ep}/s{seed}", "final")})
     if len(seeds) > 1:  # seed vs seed, one setting: the noise
         for ep in settings:
             if f"{ep}/s{seeds[1]}" in runs:
-                pairs.append({"pair": f"seed {seeds[0]} vs {seeds[1]}, {ep}{UNIT[knob]}", "kind": "seed",
+                pairs.append({"pair": f"seed {seeds[0]} vs {seeds[1]}, {ep}{KNOBS[knob].unit}", "kind": "seed",
                               "global": ari(f"{ep}/s{seeds[0]}", f"{ep}/s{seeds[1]}", "global"), "final": ari(f"{ep}/s{seeds[0]}", f"{ep}/s{seeds[1]}", "final")})
     return {"corpus": str(corpus), "snapshot": snap, "leaves": len(x), "rounds": rounds, "runs": runs, "ari": pairs, "knob": knob}
 
@@ -174,7 +175,7 @@ def build_part(src: Path, work: Path, settings: list[str], knob: str = "umap_epo
         corpus, cfg = work / f"build-{ep}", work / f"build-{ep}.yaml"
         shutil.rmtree(corpus, ignore_errors=True)
         cfg.write_text("cluster: {}\n" if ep == "default" else f"cluster:\n  {knob}: {int(ep)}\n", encoding="utf-8")
-        print(f"build {ep}{UNIT[knob]}: {src} -> {corpus}", flush=True)
+        print(f"build {ep}{KNOBS[knob].unit}: {src} -> {corpus}", flush=True)
         _, wall = run([*arborag, "build", str(src), "--corpus", str(corpus), "--config", str(cfg), "--no-prefect"], f"build {ep}")
         rec = last_run(corpus)
         counts = rec["counts"]
@@ -188,22 +189,43 @@ def build_part(src: Path, work: Path, settings: list[str], knob: str = "umap_epo
     return out
 
 
-#: per knob of ClusterConfig this script can compare: the unit after a value, the kind of an ARI pair,
-#: the report's title, its word for a setting and for the default, its column head
-#: ``both``: the two opt-ins together (a value such as ``200+2`` = 200 epochs in 2 blocks), --eval only
-UNIT = {"umap_epochs": " epochs", "umap_layout_blocks": " blocks", "both": " (epochs+blocks)"}
-KIND = {"umap_epochs": "epochs", "umap_layout_blocks": "layout", "both": "both"}
-SHORT = {"umap_epochs": " ep", "umap_layout_blocks": " blocks", "both": " ep+blocks"}
-TITLE = {"umap_epochs": "UMAP's SGD epochs (`cluster.umap_epochs`): cost and what it changes",
-         "umap_layout_blocks": "UMAP's layout in vertex blocks (`cluster.umap_layout_blocks`): cost and what it changes",
-         "both": "Both UMAP opt-ins together (`cluster.umap_epochs` and `cluster.umap_layout_blocks`): what they change"}
-SETTING = {"umap_epochs": "an epoch setting", "umap_layout_blocks": "a block count", "both": "a setting of both"}
-DEFAULT = {"umap_epochs": "default epochs", "umap_layout_blocks": "UMAP's own layout", "both": "UMAP's own epochs and layout"}
-DEFAULT_RULE = {"umap_epochs": "Default = UMAP's own rule (500 epochs below 10,000 points, 200 above).",
-                "umap_layout_blocks": "Default = UMAP's own one-thread layout (1 block); epochs by UMAP's own rule. In blocks the layout "
-                                      "runs on threads of its own: the fitting thread's CPU seconds leave it out (compare the wall seconds).",
-                "both": "Default = UMAP's own rule for epochs and its own one-thread layout."}
-HEAD = {"umap_epochs": "epochs", "umap_layout_blocks": "blocks", "both": "epochs+blocks"}
+@dataclass(frozen=True)
+class Knob:
+    """What this script compares: a setting of ClusterConfig (or ``both`` opt-ins at once) and the
+    words its report uses for it."""
+
+    unit: str  # after a value ("200 epochs")
+    kind: str  # of an ARI pair against the default
+    short: str  # after a value in a column head
+    title: str  # of the report
+    setting: str  # a value of it, in a sentence
+    default: str  # the default, in a sentence
+    rule: str  # what the default is
+    head: str  # column head of the settings
+    stem: str  # results file stem
+    work: str  # default scratch folder
+    values: str  # default values measured against the default
+    eval_only: bool = False  # no level or builds part: it is not one ClusterConfig setting
+
+
+KNOBS = {
+    "umap_epochs": Knob(
+        " epochs", "epochs", " ep", "UMAP's SGD epochs (`cluster.umap_epochs`): cost and what it changes", "an epoch setting",
+        "default epochs", "Default = UMAP's own rule (500 epochs below 10,000 points, 200 above).", "epochs", "umap_epochs",
+        "/tmp/arborag-bench-epochs", "200"),
+    "umap_layout_blocks": Knob(
+        " blocks", "layout", " blocks", "UMAP's layout in vertex blocks (`cluster.umap_layout_blocks`): cost and what it changes",
+        "a block count", "UMAP's own layout",
+        "Default = UMAP's own one-thread layout (1 block); epochs by UMAP's own rule. In blocks the layout "
+        "runs on threads of its own: the fitting thread's CPU seconds leave it out (compare the wall seconds).",
+        "blocks", "umap_layout", "/tmp/arborag-bench-layout", "2"),
+    # the two opt-ins together (a label such as ``200+2`` = 200 epochs in 2 blocks): retrieval runs only
+    "both": Knob(
+        " (epochs+blocks)", "both", " ep+blocks",
+        "Both UMAP opt-ins together (`cluster.umap_epochs` and `cluster.umap_layout_blocks`): what they change",
+        "a setting of both", "UMAP's own epochs and layout", "Default = UMAP's own rule for epochs and its own one-thread layout.",
+        "epochs+blocks", "umap_both", "/tmp/arborag-bench-both", "200+2", eval_only=True),
+}
 
 #: systems that read only leaves (their Δ must be 0: the same leaves and vectors in every run); every other one can move with the tree
 LEAF_ONLY = ("flat", "bm25")
@@ -265,7 +287,7 @@ def _f(v: Any, signed: bool = False) -> str:
 def markdown(result: dict[str, Any]) -> str:
     knob = result.get("knob", "umap_epochs")
     md = [
-        *report_header(TITLE[knob], command=result["command"],
+        *report_header(KNOBS[knob].title, command=result["command"],
                        date=result["date"], commit=result["commit"], machine_start=result["machine_start"],
                        machine_end=result["machine_end"], busy_end=result["busy_at_end"], wall_s=result["wall_s"]),
         "",
@@ -282,15 +304,15 @@ def markdown(result: dict[str, Any]) -> str:
     lv = result.get("level")
     if lv:
         md += [f"## Level 1 over {lv['leaves']:,} leaves (`{lv['corpus']}`, {lv['snapshot']}), fresh process per setting", "",
-               f"{DEFAULT_RULE[knob]} Local fits on two threads as in a build. "
+               f"{KNOBS[knob].rule} Local fits on two threads as in a build. "
                f"Seconds: the minimum of {lv.get('rounds', 1)} rounds (settings interleaved; every round's seconds are in the .json).", ""]
         rows = [[k, r["n_distinct"], fmt_s(r["level_s"]), fmt_s(r.get("level_cpu_s")), fmt_s(r["global_umap_s"]), fmt_s(r.get("global_umap_cpu_s")),
                  f"{fmt_s(r['umap_s'])} / {r['umap_fits']}", fmt_s(r["gmm_s"]), r["global_k"], r["clusters"]] for k, r in lv["runs"].items()]
-        md += [md_table([f"{HEAD[knob]} / seed", "points", "level 1 s", "level 1 CPU s", "global UMAP s", "global UMAP CPU s (its thread)",
+        md += [md_table([f"{KNOBS[knob].head} / seed", "points", "level 1 s", "level 1 CPU s", "global UMAP s", "global UMAP CPU s (its thread)",
                          "all UMAP fits s / fits", "GMM/BIC s", "global k", "clusters"], rows), "",
                "CPU seconds (the process's for the level, the fitting thread's for the global UMAP, which runs on one thread) "
                "depend much less on the other processes than wall seconds do: compare settings by them.", ""]
-        md += [f"Agreement of the clusterings (adjusted Rand index; 1 = identical partitions): {SETTING[knob]} against the "
+        md += [f"Agreement of the clusterings (adjusted Rand index; 1 = identical partitions): {KNOBS[knob].setting} against the "
                "default at one seed, beside the default against itself under another seed (the method's own noise).", "",
                md_table(["pair", "kind", "ARI global clusters", "ARI final clusters (argmax membership)"],
                         [[p["pair"], p["kind"], f"{p['global']:.3f}", f"{p['final']:.3f}"] for p in lv["ari"]]), ""]
@@ -302,16 +324,16 @@ def markdown(result: dict[str, Any]) -> str:
             l1 = b["levels"].get(1) or b["levels"].get("1") or {}
             rows.append([ep, fmt_s(b["wall_s"]), fmt_s(b["embed_s"]), fmt_s(b["tree_s"]), fmt_s(l1.get("cluster_s")),
                          f"{fmt_s(l1.get('umap_s'))} / {l1.get('umap_fits')}", b["nodes"] or "–"])
-        md += [md_table([HEAD[knob], "build wall s", "stage embed s", "stage tree s", "level 1 cluster s", "level 1 UMAP s / fits", "nodes"], rows), ""]
+        md += [md_table([KNOBS[knob].head, "build wall s", "stage embed s", "stage tree s", "level 1 cluster s", "level 1 UMAP s / fits", "nodes"], rows), ""]
     for ev in result.get("eval") or []:
         eps = ev["epochs"]
         md += [f"## Retrieval: {ev['dataset']} ({ev['questions']} questions)", ""]
         md += [f"- {k}: `{d}` (build {ev['build_s'].get(k)} s, nodes per level {ev['nodes_per_level'].get(k)})" for k, d in ev["dirs"].items()]
-        md += ["", f"Δ = the setting's mean minus the default's (first run); *seed* = the second run (the other seed, {DEFAULT[knob]}) "
+        md += ["", f"Δ = the setting's mean minus the default's (first run); *seed* = the second run (the other seed, {KNOBS[knob].default}) "
                "minus the first. Hit: answer-in-context hit rate; recall: gold-evidence recall at budget; strategy `sentence`.", ""]
         head = ["system", "budget"]
         for m in ("hit", "recall"):
-            head += [f"{m} default", f"Δ {m} seed"] + [f"Δ {m} {ep}{SHORT[knob]}" for ep in eps]
+            head += [f"{m} default", f"Δ {m} seed"] + [f"Δ {m} {ep}{KNOBS[knob].short}" for ep in eps]
         rows = []
         for r in ev["rows"]:
             row = [r["system"], r["budget"]]
@@ -324,7 +346,7 @@ def markdown(result: dict[str, Any]) -> str:
                   f"mean seed Δ over those cells: hit {_f(nz['hit_mean_tree'], True)}, recall {_f(nz['recall_mean_tree'], True)}")
         for ep, v in ev["verdicts"].items():
             w = v["worst_delta"]
-            md.append(f"- {ep}{UNIT[knob]}: largest drop hit {_f(w['hit'], True)}, recall {_f(w['recall'], True)}; mean Δ over the tree's cells "
+            md.append(f"- {ep}{KNOBS[knob].unit}: largest drop hit {_f(w['hit'], True)}, recall {_f(w['recall'], True)}; mean Δ over the tree's cells "
                       f"hit {_f(w['hit_mean_tree'], True)}, recall {_f(w['recall_mean_tree'], True)} "
                       f"→ **{'within noise' if v['within_noise'] else 'OUTSIDE noise'}** (largest drop ≤ largest seed |Δ|)")
         md.append("")
@@ -335,7 +357,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", type=Path, default=Path("/tmp/arborag-bench-cold/corpus-1x"), help="a built corpus (its published leaves are clustered)")
     ap.add_argument("--src", type=Path, default=Path("/tmp/arborag-bench-cold/src-1x"), help="sources the --builds part builds from")
-    ap.add_argument("--knob", choices=sorted(UNIT), default="umap_epochs", help="the ClusterConfig setting compared (default: umap_epochs)")
+    ap.add_argument("--knob", choices=sorted(KNOBS), default="umap_epochs",
+                    help="the ClusterConfig setting compared, or both opt-ins at once (retrieval runs only) (default: umap_epochs)")
     ap.add_argument("--values", "--epochs", dest="values", default=None,
                     help="comma-separated values of the knob measured against the default (default: 200 epochs, 2 blocks)")
     ap.add_argument("--build-values", "--build-epochs", dest="build_values", default=None, help="values of the --builds part (default: those of --values)")
@@ -350,12 +373,12 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=None, help="scratch folder (default /tmp/arborag-bench-epochs, -layout for blocks)")
     ap.add_argument("--name", default=None, help="results file stem (default umap_epochs / umap_layout, with _eval when only --eval runs)")
     args = ap.parse_args()
-    if args.knob == "both" and (args.level or args.builds):
-        raise SystemExit("--knob both compares retrieval runs only: give --no-level --no-builds and --eval")
+    knob = KNOBS[args.knob]
+    if knob.eval_only and (args.level or args.builds):
+        raise SystemExit(f"--knob {args.knob} compares retrieval runs only: give --no-level --no-builds and --eval")
     setup_env()
-    blocks = args.knob == "umap_layout_blocks"
-    work = args.work or Path("/tmp/arborag-bench-layout" if blocks else "/tmp/arborag-bench-epochs")
-    values = args.values or ("2" if blocks else "200")
+    work = args.work or Path(knob.work)
+    values = args.values or knob.values
     settings = ["default", *[e.strip() for e in values.split(",") if e.strip()]]
     seeds = [int(s) for s in args.seeds.split(",")]
     started = time.perf_counter()
@@ -374,8 +397,7 @@ def main() -> None:
     if args.eval:
         result["eval"] = eval_part(args.eval)
     result.update(machine_end=machine_line(), busy_at_end=busy_processes(), wall_s=time.perf_counter() - started)
-    stem = {"umap_layout_blocks": "umap_layout", "both": "umap_both"}.get(args.knob, "umap_epochs")
-    name = args.name or (f"{stem}_eval" if args.eval and not (args.level or args.builds) else stem)
+    name = args.name or (f"{knob.stem}_eval" if args.eval and not (args.level or args.builds) else knob.stem)
     RESULTS.mkdir(parents=True, exist_ok=True)
     md = markdown(result)
     (RESULTS / f"{name}.md").write_text(md, encoding="utf-8")
