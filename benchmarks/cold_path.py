@@ -62,6 +62,23 @@ Below it, the build's own CPU seconds (its process and the embedding worker it s
 over the cores: the build as it is, with no core ever idle. When that is above a target, no
 reordering or overlap of the build's work can meet it; only less work can.
 
+The method's critical path: the chain above counts each level's global fit whole and nothing else
+of a level; the CPU bound below spreads all the work over the cores as if nothing ever had to
+wait. A tighter bound follows from the method itself. While a level's global UMAP lays out its
+points (seeded UMAP: one thread), nothing else of the method can run — every local fit, summary
+and encode of that level and everything above it needs its coordinates, and everything below is
+done — so the other cores wait for the method's sake; the rest of the work can at best keep
+every core busy. And before the first encode a cold process has to import torch and load the
+model, with no vector to fit yet. So the build takes at least the cold start plus (the encode
+floor's CPU + the CPU of every fit + (cores − 1) × every global layout's CPU) / cores. The layout's
+CPU is its thread's (``global_layout_s``, :func:`arborag.tasks.umap_layout.layout_thread_seconds`),
+the fits' each fit's thread's (``umap_cpu_s``, ``gmm_cpu_s``; work on other threads, like the
+global fit's neighbour search on both cores, is left out), the cold start the build's own
+recorded torch import and model load in its embedding process: every term is at most the true
+one, so the sum is a lower bound. It leaves out the summarizer, segmentation, table writes and
+the interpreter's start; no overlap or reordering of a build of this method on this machine is
+faster. Printed for builds whose record has those fields (since session 22).
+
 CPU timeline of the cold build: while the build runs, its processes (the CLI, the embedding worker,
 a helper) are sampled from ``/proc`` every 0.1 s (:class:`TreeSampler`; each process's user + system
 ticks, all its threads) and binned per half second (:func:`cpu_timeline`). The report gives the
@@ -692,15 +709,50 @@ def serial_chain(run: dict[str, Any] | None) -> tuple[float, str] | None:
     return total, detail
 
 
+def _levels(run: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The tree levels' stats (level >= 1) of a build's runs record."""
+    return [st for st in (((run or {}).get("counts") or {}).get("tree") or {}).get("stats") or [] if st.get("level", 0) >= 1]
+
+
+def _fits_cpu(st: dict[str, Any]) -> tuple[float, float, bool]:
+    """(UMAP, GMM) seconds of one level's fits: their CPU on the fits' threads when the record has
+    it (``umap_cpu_s``, ``gmm_cpu_s``), else their wall seconds (older records); and which."""
+    if st.get("umap_cpu_s") is not None and st.get("gmm_cpu_s") is not None:
+        return float(st["umap_cpu_s"]), float(st["gmm_cpu_s"]), True
+    return float(st["umap_s"]), float(st["gmm_s"]), False
+
+
 def method_cpu(run: dict[str, Any] | None) -> tuple[float, str] | None:
     """(seconds of every UMAP and GMM fit of a build, "UMAP a s, GMM b s") from its runs record, or
-    None without them. Each fit runs on one thread in the default (seeded UMAP's layout, and the
-    fits under a one-thread BLAS limit), so these wall seconds are its CPU seconds too."""
-    stats = [st for st in (((run or {}).get("counts") or {}).get("tree") or {}).get("stats") or [] if st.get("level", 0) >= 1]
+    None without them: each fit's CPU on its thread where recorded (module docs), else its wall
+    seconds — each fit runs on one thread in the default (seeded UMAP's layout, and the fits under
+    a one-thread BLAS limit), so on an uncontended core those are its CPU seconds too."""
+    stats = _levels(run)
     if not stats or any(st.get("umap_s") is None or st.get("gmm_s") is None for st in stats):
         return None
-    umap, gmm = sum(float(st["umap_s"]) for st in stats), sum(float(st["gmm_s"]) for st in stats)
-    return umap + gmm, f"UMAP {fmt_s(umap)} s, GMM {fmt_s(gmm)} s"
+    parts = [_fits_cpu(st) for st in stats]
+    umap, gmm = sum(u for u, _, _ in parts), sum(g for _, g, _ in parts)
+    what = "CPU" if all(c for _, _, c in parts) else "wall"
+    return umap + gmm, f"UMAP {fmt_s(umap)} s, GMM {fmt_s(gmm)} s ({what} seconds of the fits)"
+
+
+def critical_path(run: dict[str, Any] | None, cores: int) -> tuple[float, float, str] | None:
+    """(every level's fits' CPU plus (cores - 1) x its global layout's CPU, the cold start, detail) of a
+    build's runs record (module docs: the method's critical path), or None for a record without
+    the global layout's CPU (``global_layout_s``, recorded since session 22) or the fits' CPU."""
+    stats = _levels(run)
+    if not stats or any(st.get("global_layout_s") is None or st.get("umap_cpu_s") is None or st.get("gmm_cpu_s") is None
+                        for st in stats):
+        return None
+    total, parts = 0.0, []
+    for st in stats:
+        umap, gmm, _ = _fits_cpu(st)
+        layout = float(st["global_layout_s"])
+        total += umap + gmm + (cores - 1) * layout
+        parts.append(f"level {st['level']}: fits {fmt_s(umap + gmm)} CPU s, global layout {fmt_s(layout)} s")
+    phases = ((run or {}).get("counts") or {}).get("phases") or {}
+    start = sum(float(v) for k, v in phases.items() if k.startswith("import torch") or k == "embedding model load")
+    return total, start, "; ".join(parts) + f"; cold start {fmt_s(start)} s (the embedding process's torch import and model load)"
 
 
 def verdict(ok: bool, *steps: dict[str, Any], absolute: bool = False) -> str:
@@ -779,9 +831,17 @@ def markdown(result: dict[str, Any]) -> str:
             table.append(["the method's serial chain: encode floor + every level's global fit (as timed in this build)", fmt_s(floor_enc + fits),
                           "—", "—", "—", f"{(floor_enc + fits) / floor_enc:.2f}× encode floor",
                           f"a lower bound for a build of this method here (module docs); global fits {detail}"])
-        fits_cpu = method_cpu(size["runs"].get("build"))
-        enc_cpu = min((x for x in (r["floor"].get("encode_cpu_s"), r["floor2"].get("encode_cpu_s")) if x is not None), default=None)
         cores = result.get("cores") or 2
+        enc_cpu = min((x for x in (r["floor"].get("encode_cpu_s"), r["floor2"].get("encode_cpu_s")) if x is not None), default=None)
+        crit = critical_path(size["runs"].get("build"), cores)
+        if crit is not None and enc_cpu is not None:
+            work, start, detail = crit
+            bound = start + (enc_cpu + work) / cores
+            table.append([f"the method's critical path on {cores} cores: cold start + (encode floor's CPU + every fit's CPU + "
+                          f"{cores - 1} × every global layout's CPU) / {cores}", fmt_s(bound), "—", "—", "—",
+                          f"{bound / floor_enc:.2f}× encode floor",
+                          f"a lower bound for a cold build of this method here (module docs); encode CPU {fmt_s(enc_cpu)} s; {detail}"])
+        fits_cpu = method_cpu(size["runs"].get("build"))
         if fits_cpu is not None and enc_cpu is not None and not result.get("settings"):
             need, detail = fits_cpu
             bound = (enc_cpu + need) / cores

@@ -66,7 +66,7 @@ from arborag.config import ClusterConfig
 from arborag.errors import SchemaError
 from arborag.tasks import mixture
 from arborag.tasks.lanes import Lanes, helper_lanes
-from arborag.tasks.umap_layout import block_layout
+from arborag.tasks.umap_layout import block_layout, layout_thread_seconds
 from arborag.tasks.umap_runtime import EXACT_KNN_MAX, UMAP_EXACT_BELOW, cosine_knn, import_umap, usable_cores
 from arborag.tasks.mixture import (
     LOOSE_MIN_N,
@@ -224,7 +224,7 @@ def _reduce(x: np.ndarray, dims: int, n_neighbors: int, seed: int, stats: Cluste
     n = len(x)
     dims = max(1, min(dims, n - 2))
     n_neighbors = max(2, min(n_neighbors, n - 1))
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.thread_time()
     try:
         umap = import_umap()
         knn: tuple[Any, ...] = (None, None, None)
@@ -251,6 +251,7 @@ def _reduce(x: np.ndarray, dims: int, n_neighbors: int, seed: int, stats: Cluste
     if stats is not None:
         stats.umap_fits += 1
         stats.umap_s += time.perf_counter() - t0
+        stats.umap_cpu_s += time.thread_time() - c0
     return out
 
 
@@ -317,12 +318,13 @@ def _raptor_pass(
         return [[(i, 1.0) for i in range(n)]]
     # SPEC's sqrt(n-1), capped (docs/SCALE.md): kNN memory and time grow with n * n_neighbors
     nn = cfg.global_neighbors if cfg.global_neighbors is not None else min(int(math.sqrt(nd - 1)), cfg.max_global_neighbors)
-    t0, umap_before = time.perf_counter(), (stats.umap_s if stats is not None else 0.0)
+    t0, umap_before, layout_before = time.perf_counter(), (stats.umap_s if stats is not None else 0.0), layout_thread_seconds()
     global_clusters = _fit_level(xd, nn, cfg, stats, lanes)
     if top and stats is not None:
         stats.global_k = len(global_clusters)
         stats.global_s += time.perf_counter() - t0
         stats.global_umap_s += stats.umap_s - umap_before
+        stats.global_layout_s += layout_thread_seconds() - layout_before
     out: list[Cluster] = []
     members = [(np.array([r for r, _ in gc], dtype=np.int64), np.array([p for _, p in gc], dtype=np.float64)) for gc in global_clusters]
     if map is None:

@@ -56,9 +56,19 @@ class ClusterStats:
     global_s: float = 0.0
     #: of which the global UMAP (one core: seeded UMAP runs its layout on one thread)
     global_umap_s: float = 0.0
+    #: CPU seconds of that UMAP's one-thread SGD layout (:func:`arborag.tasks.umap_layout.layout_thread_seconds`;
+    #: 0 for a layout in blocks on several threads): the part of the level nothing else of the
+    #: method can run beside — its neighbour search may use both cores
+    global_layout_s: float = 0.0
+    #: CPU seconds of the same fits on the thread that ran each (``time.thread_time``): ``umap_s``
+    #: and ``gmm_s`` are wall seconds, which a fit sharing a core with other work overstates; a
+    #: fit's work on other threads (the global fit's neighbour search) is not in these
+    umap_cpu_s: float = 0.0
+    gmm_cpu_s: float = 0.0
 
     #: the counters that add up over fits and trees (the sizes, ks and local ks are per call)
-    SUMMED: ClassVar[tuple[str, ...]] = ("gmm_fits", "umap_fits", "reclustered", "cut", "umap_s", "gmm_s", "global_s", "global_umap_s")
+    SUMMED: ClassVar[tuple[str, ...]] = ("gmm_fits", "umap_fits", "reclustered", "cut", "umap_s", "gmm_s", "global_s", "global_umap_s",
+                                        "global_layout_s", "umap_cpu_s", "gmm_cpu_s")
 
     def add(self, other: "ClusterStats") -> None:
         """Add ``other``'s :data:`SUMMED` counters to these (a local fit's, or another tree's level)."""
@@ -121,7 +131,7 @@ def _fit_gmm(x: np.ndarray, k: int, seed: int, stats: ClusterStats | None, *, to
     from arborag.tasks.mixture_runtime import gaussian_mixture_class
 
     GaussianMixture = gaussian_mixture_class()  # scikit-learn's, its steps without the per-call machinery
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.thread_time()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -132,6 +142,7 @@ def _fit_gmm(x: np.ndarray, k: int, seed: int, stats: ClusterStats | None, *, to
     if stats is not None:
         stats.gmm_fits += 1
         stats.gmm_s += time.perf_counter() - t0
+        stats.gmm_cpu_s += time.thread_time() - c0
     return gmm
 
 
@@ -155,7 +166,7 @@ def _exact_from_loose(loose: Any, x: np.ndarray, stats: ClusterStats | None) -> 
     last = bounds[-1] - bounds[-2] if len(bounds) >= 2 else math.inf
     if not loose.converged_ or loose.n_iter_ >= max_iter or abs(last) < 1e-3:
         return loose
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.thread_time()
     gmm = copy.deepcopy(loose)
     gmm.set_params(warm_start=True, tol=1e-3, max_iter=max_iter - int(loose.n_iter_))
     try:
@@ -168,22 +179,23 @@ def _exact_from_loose(loose: Any, x: np.ndarray, stats: ClusterStats | None) -> 
     if stats is not None:
         stats.gmm_fits += 1
         stats.gmm_s += time.perf_counter() - t0
+        stats.gmm_cpu_s += time.thread_time() - c0
     return gmm
 
 
-def _gmm_job(x: np.ndarray, k: int, seed: int, tol: float, loose: Any) -> tuple[Any, float, int]:
+def _gmm_job(x: np.ndarray, k: int, seed: int, tol: float, loose: Any) -> tuple[Any, ClusterStats]:
     """One fit :func:`select_k` asks for, in this process or the helper's (:mod:`arborag.tasks.lanes`):
     the exact fit continued from ``loose`` when given (:func:`_exact_from_loose`), else
-    ``GaussianMixture(k)`` at ``tol``. Returns (model or None, fit seconds, fits made)."""
+    ``GaussianMixture(k)`` at ``tol``. Returns (model or None, the fits' counters)."""
     st = ClusterStats()
     if loose is not None:
         gmm = _exact_from_loose(loose, x, st)
         if gmm is False:  # the exact fit fails the same way: no model
-            return None, st.gmm_s, st.gmm_fits
+            return None, st
         if gmm is not None:
-            return gmm, st.gmm_s, st.gmm_fits
+            return gmm, st
     gmm = _fit_gmm(x, k, seed, st, tol=tol)
-    return gmm, st.gmm_s, st.gmm_fits
+    return gmm, st
 
 
 def select_k(
@@ -232,10 +244,9 @@ def select_k(
         args = [(x, k, seed, tol, lm) for k, tol, lm in jobs]
         out = lanes.map(_gmm_job, args) if lanes is not None and len(args) > 1 else [_gmm_job(*a) for a in args]
         if stats is not None:
-            for _, seconds, fits in out:
-                stats.gmm_fits += fits
-                stats.gmm_s += seconds
-        return [gmm for gmm, _, _ in out]
+            for _, st in out:
+                stats.add(st)
+        return [gmm for gmm, _ in out]
 
     def exact(ks: list[int]) -> dict[int, Any]:
         ks = [k for k in dict.fromkeys(ks) if k not in bics and 1 <= k <= max_k]

@@ -248,7 +248,8 @@ def _cluster_trees(
                 st["local_ks"] = cs.local_ks
     st["cluster_s"] = time.perf_counter() - t0
     st.update(umap_s=total.umap_s, gmm_s=total.gmm_s, gmm_fits=total.gmm_fits, umap_fits=total.umap_fits,
-              reclustered=total.reclustered, cut=total.cut, global_s=total.global_s, global_umap_s=total.global_umap_s)
+              reclustered=total.reclustered, cut=total.cut, global_s=total.global_s, global_umap_s=total.global_umap_s,
+              global_layout_s=total.global_layout_s, umap_cpu_s=total.umap_cpu_s, gmm_cpu_s=total.gmm_cpu_s)
     return per_tree
 
 

@@ -43,12 +43,13 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-__all__ = ["BLOCKS_MIN", "SUBSTEPS", "block_layout", "current_blocks", "optimize_layout_blocks"]
+__all__ = ["BLOCKS_MIN", "SUBSTEPS", "block_layout", "current_blocks", "layout_thread_seconds", "optimize_layout_blocks"]
 
 #: Sub-steps per epoch: how often the blocks exchange coordinates (1/SUBSTEPS epoch of staleness).
 SUBSTEPS = 8
@@ -81,6 +82,15 @@ def block_layout(blocks: int, threads: int = 1) -> Iterator[None]:
 def current_blocks() -> int:
     """The block count :func:`block_layout` set on this thread (1 outside it)."""
     return int(getattr(_STATE, "blocks", 1))
+
+
+def layout_thread_seconds() -> float:
+    """CPU seconds this thread has spent in UMAP's own one-thread layout (the block-less path of
+    :func:`optimize_layout_blocks`) so far: a caller takes the difference around a fit. The
+    global fit's is the part of a level nothing of the method can run beside
+    (``benchmarks/cold_path.py``: the method's critical path); a block layout on several threads
+    is not counted."""
+    return float(getattr(_STATE, "layout_cpu", 0.0))
 
 
 def _kernels() -> Any:
@@ -216,10 +226,15 @@ def optimize_layout_blocks(
     n_vertices = int(n_vertices)
     if (blocks <= 1 or n_vertices < max(BLOCKS_MIN, 2 * blocks) or densmap or isinstance(n_epochs, list)
             or head_embedding is not tail_embedding or len(head) == 0):
-        return optimize_layout_euclidean(
-            head_embedding, tail_embedding, head, tail, n_epochs, n_vertices, epochs_per_sample, a, b, rng_state,
-            gamma, initial_alpha, negative_sample_rate, parallel=parallel, verbose=verbose, densmap=densmap,
-            densmap_kwds=densmap_kwds, tqdm_kwds=tqdm_kwds, move_other=move_other)
+        t0 = time.thread_time()
+        try:
+            return optimize_layout_euclidean(
+                head_embedding, tail_embedding, head, tail, n_epochs, n_vertices, epochs_per_sample, a, b, rng_state,
+                gamma, initial_alpha, negative_sample_rate, parallel=parallel, verbose=verbose, densmap=densmap,
+                densmap_kwds=densmap_kwds, tqdm_kwds=tqdm_kwds, move_other=move_other)
+        finally:
+            if not parallel:
+                _STATE.layout_cpu = layout_thread_seconds() + (time.thread_time() - t0)
     substep, merge, all_epochs = _kernels()
     emb = head_embedding
     if np.any(np.diff(head) < 0):  # UMAP's COO graph is sorted by row; kept stable if one is not

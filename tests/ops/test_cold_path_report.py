@@ -46,7 +46,8 @@ def test_the_bounds_are_the_runs_own_arithmetic(cold_path) -> None:
     cores = saved["cores"]
     floor = min(rows["floor"]["encode_s"], rows["floor2"]["encode_s"])
     enc_cpu = min(rows["floor"]["encode_cpu_s"], rows["floor2"]["encode_cpu_s"])
-    fits = sum(s["umap_s"] + s["gmm_s"] for s in stats)
+    # the fits' CPU on their threads where the record has it (since session 22), else their wall
+    fits = sum(s.get("umap_cpu_s", s["umap_s"]) + s.get("gmm_cpu_s", s["gmm_s"]) for s in stats)
 
     chain = _row(report, "the method's serial chain")
     assert _seconds(chain[1]) == pytest.approx(floor + sum(s["global_s"] for s in stats), abs=0.01)
@@ -58,6 +59,32 @@ def test_the_bounds_are_the_runs_own_arithmetic(cold_path) -> None:
     assert own[5].startswith(f"{rows['build']['cpu'] / cores / floor:.2f}×")
     build = _row(report, "cold CLI build")
     assert build[5].startswith(f"{rows['build']['wall'] / floor:.2f}×")
+
+
+def test_the_critical_path_is_the_cold_start_plus_the_work_with_one_core_per_global_layout(cold_path) -> None:
+    """cold start + (encode floor's CPU + every fit's CPU + (cores - 1) x every global layout's CPU) / cores,
+    from the fits' thread CPU (not their wall); absent from a record without the layouts' CPU."""
+    saved = copy.deepcopy(json.loads(SAVED.read_text(encoding="utf-8")))
+    size = saved["sizes"][0]
+    run = size["runs"]["build"]
+    stats = [s for s in run["counts"]["tree"]["stats"] if s["level"] >= 1]
+    for i, st in enumerate(stats):  # numbers of their own, so the row cannot be another row's
+        st.update(global_layout_s=1.5 + i, umap_cpu_s=st["umap_s"] * 0.9, gmm_cpu_s=st["gmm_s"] * 0.8)
+    run["counts"]["phases"] = {**run["counts"].get("phases", {}), "import torch + tokenizers": 1.25, "embedding model load": 0.25,
+                               "import umap (numba's cached code)": 9.0}
+    rows, cores = size["rows"], saved["cores"]
+    floor = min(rows["floor"]["encode_s"], rows["floor2"]["encode_s"])
+    enc_cpu = min(rows["floor"]["encode_cpu_s"], rows["floor2"]["encode_cpu_s"])
+    work = sum(s["umap_cpu_s"] + s["gmm_cpu_s"] + (cores - 1) * s["global_layout_s"] for s in stats)
+    want = 1.5 + (enc_cpu + work) / cores
+    crit = _row(cold_path.markdown(saved), "the method's critical path")
+    assert _seconds(crit[1]) == pytest.approx(want, abs=0.01)
+    assert crit[5].startswith(f"{want / floor:.2f}×") and "cold start 1.50 s" in crit[6]
+    method = _row(cold_path.markdown(saved), "the method's CPU")  # the CPU bound takes the fits' CPU too, and says so
+    assert "CPU seconds of the fits" in method[6]
+    for st in stats:
+        del st["global_layout_s"]
+    assert "| the method's critical path" not in cold_path.markdown(saved)
 
 
 def test_settings_from_the_environment_are_named_and_drop_the_one_thread_bound(cold_path) -> None:

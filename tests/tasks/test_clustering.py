@@ -175,6 +175,10 @@ def test_separated_blobs_give_pure_clusters_and_cover_every_row():
     assert stats.n == 120 and stats.global_k >= 2 and stats.umap_fits >= 1
     # the global fit is timed on its own (UMAP, then the BIC search); the local fits come after it
     assert 0.0 < stats.global_umap_s <= stats.global_s and stats.global_umap_s < stats.umap_s
+    # of which the one-thread SGD layout's CPU seconds (the critical path's serial part)
+    assert 0.0 < stats.global_layout_s <= stats.global_umap_s
+    # every fit's CPU on its own thread, within its wall
+    assert 0.0 < stats.umap_cpu_s <= stats.umap_s and 0.0 < stats.gmm_cpu_s <= stats.gmm_s
     for c in clusters:
         assert len({labels[r] for r, _ in c}) == 1, "a cluster mixes two blobs"
         for _, p in c:

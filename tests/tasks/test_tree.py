@@ -245,6 +245,7 @@ def test_corpus_tree_structure(corpus_tree):
         assert {"cluster_s", "summarize_s", "embed_s", "n_clusters", "n_nodes"} <= set(st)
         # the global fit (the serial part benchmarks/cold_path.py bounds a build with) is inside the level's clustering
         assert 0.0 <= st["global_umap_s"] <= st["global_s"] <= st["cluster_s"] and st["global_umap_s"] <= st["umap_s"]
+        assert 0.0 <= st["global_layout_s"] <= st["global_umap_s"]
 
 
 def test_vectors_are_aligned_with_nodes(corpus_tree):

@@ -57,6 +57,26 @@ def test_one_block_is_umaps_own_layout():
     assert np.array_equal(ours, own)
 
 
+def test_one_thread_layout_seconds_count_on_the_fitting_thread_only():
+    """``layout_thread_seconds`` (the critical path's serial part in benchmarks/cold_path.py) grows
+    by the layout's CPU on the thread that fits — within the fit's wall — and not on another."""
+    import threading
+    import time
+
+    x, _ = _blobs([40, 30, 30])
+    _fit(x, epochs=20)  # the compiled layout loaded: the timed fit below is its own work
+    before, t0 = umap_layout.layout_thread_seconds(), time.perf_counter()
+    _fit(x, epochs=400)
+    wall, spent = time.perf_counter() - t0, umap_layout.layout_thread_seconds() - before
+    assert 0.0 < spent <= wall
+    seen: list[float] = []
+    worker = threading.Thread(target=lambda: (_fit(x, epochs=50), seen.append(umap_layout.layout_thread_seconds())))
+    mine = umap_layout.layout_thread_seconds()
+    worker.start()
+    worker.join()
+    assert seen and seen[0] > 0.0 and umap_layout.layout_thread_seconds() == mine
+
+
 def test_blocks_give_the_same_coordinates_on_any_number_of_threads(monkeypatch):
     """No block reads what another writes during a sub-step: one thread, two or three, bit for bit."""
     x, _ = _blobs([60, 50, 40], seed=1)
