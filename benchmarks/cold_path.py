@@ -739,10 +739,12 @@ def method_cpu(run: dict[str, Any] | None) -> tuple[float, str] | None:
 def critical_path(run: dict[str, Any] | None, cores: int) -> tuple[float, float, str] | None:
     """(every level's fits' CPU plus (cores - 1) x its global layout's CPU, the cold start, detail) of a
     build's runs record (module docs: the method's critical path), or None for a record without
-    the global layout's CPU (``global_layout_s``, recorded since session 22) or the fits' CPU."""
+    the global layout's CPU (``global_layout_s``, recorded since session 22) or the fits' CPU — and
+    for a build of several trees a level (``tree.scope: document``), whose global fits could run
+    side by side."""
     stats = _levels(run)
     if not stats or any(st.get("global_layout_s") is None or st.get("umap_cpu_s") is None or st.get("gmm_cpu_s") is None
-                        for st in stats):
+                        or int(st.get("n_trees", 1)) > 1 for st in stats):
         return None
     total, parts = 0.0, []
     for st in stats:
