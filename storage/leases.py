@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 import uuid
 from datetime import datetime, timezone
@@ -79,6 +80,11 @@ class Lease:
         self.ttl_s = float(ttl_s)
         self.token = uuid.uuid4().hex
         self.released = False
+        # renew and release serialised: a renew that passed its check while another thread released
+        # the lease would write the record again after the release deleted it — a lease nobody
+        # holds, live until its expiry (seen once as a flaky tests/serve run: the server's timer
+        # renewed the snapshot a request had just let go)
+        self._lock = threading.Lock()
         pid = os.getpid()
         self._record: dict[str, Any] = {
             "snapshot": snapshot_id, "holder": holder, "pid": pid, "host": socket.gethostname(),
@@ -95,14 +101,20 @@ class Lease:
         self.corpus.put_record(_rel(self.snapshot_id, self.token), self._record)
 
     def renew(self) -> None:
-        """Push the expiry ``ttl_s`` seconds past now (serve: on a timer or per request)."""
-        if self.released:
-            raise RuntimeError(f"lease on {self.snapshot_id} was released; acquire a new one")
-        self._write()
+        """Push the expiry ``ttl_s`` seconds past now (serve: on a timer or per request). Raises
+        :class:`RuntimeError` once the lease is released (a caller racing a release checks
+        :attr:`released` after catching it)."""
+        with self._lock:
+            if self.released:
+                raise RuntimeError(f"lease on {self.snapshot_id} was released; acquire a new one")
+            self._write()
 
     def release(self) -> None:
-        """Give the snapshot up (idempotent); retention may remove it from now on."""
-        if not self.released:
+        """Give the snapshot up (idempotent); retention may remove it from now on. Waits for a
+        renew in progress on another thread, so the record it writes is the one deleted."""
+        with self._lock:
+            if self.released:
+                return
             self.released = True
             self.corpus.delete_record(_rel(self.snapshot_id, self.token))
 

@@ -84,7 +84,11 @@ class Snapshot:
         """Push the expiry of this snapshot's reader lease forward (no-op without one)."""
         lease = getattr(self.index, "lease", None) if self.index is not None else None
         if lease is not None and not lease.released:
-            lease.renew()
+            try:
+                lease.renew()
+            except RuntimeError:
+                if not lease.released:
+                    raise  # released by a request meanwhile: nothing left to renew
 
     def documents(self) -> dict[str, tuple[str | None, str]]:
         """doc_id -> (title, uri) from the snapshot's documents (the corpus's documents table for a
