@@ -280,6 +280,92 @@ def eval_part(specs: list[str]) -> list[dict[str, Any]]:
     return out
 
 
+#: relabelings a pooled permutation test enumerates at most; beyond, this many are drawn (seeded)
+PERM_MAX = 200_000
+
+
+def permutation_test(groups: list[tuple[list[float], list[float]]], *, draws: int = PERM_MAX, seed: int = 0) -> dict[str, Any]:
+    """Does a setting change a metric, or is the difference seed noise? A two-sample permutation
+    test pooled over datasets. ``groups``: per dataset, (the default runs' values, the setting's
+    runs' values), each run at its own seed.
+
+    The statistic Δ is the mean over datasets of mean(setting runs) − mean(default runs). If the
+    setting changes nothing, a dataset's runs are exchangeable: any of them could have carried
+    either label. So the null distribution is Δ over every relabeling of each dataset's runs into
+    groups of the same sizes, combined across datasets — all of them when there are at most
+    ``draws``, else ``draws`` drawn with ``seed``. ``p_two``: the share at least as far from 0 as
+    the observed Δ; ``p_low``: the share at most as low (a drop)."""
+    import itertools
+
+    import numpy as np
+
+    per: list[np.ndarray] = []
+    observed = []
+    for default, setting in groups:
+        vals = np.asarray([*default, *setting], dtype=np.float64)
+        n, k = len(vals), len(setting)
+        stats = []
+        for chosen in itertools.combinations(range(n), k):
+            mask = np.zeros(n, dtype=bool)
+            mask[list(chosen)] = True
+            stats.append(vals[mask].mean() - vals[~mask].mean())
+        per.append(np.asarray(stats))
+        observed.append(float(np.mean(setting) - np.mean(default)))
+    delta = float(np.mean(observed))
+    total = 1
+    for p in per:
+        total *= len(p)
+    if total <= draws:
+        null = per[0]
+        for p in per[1:]:
+            null = np.add.outer(null, p).ravel()
+        null = null / len(per)
+    else:
+        rng = np.random.default_rng(seed)
+        null = sum(p[rng.integers(0, len(p), draws)] for p in per) / len(per)
+    eps = 1e-12  # ties count as "at least as extreme"
+    return {"delta": delta, "per_dataset": observed, "labelings": int(min(total, draws)), "exhaustive": total <= draws,
+            "p_two": float(np.mean(np.abs(null) >= abs(delta) - eps)), "p_low": float(np.mean(null <= delta + eps))}
+
+
+def pooled_part(evals: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`permutation_test` per setting, tree system and metric over every ``--eval`` run: per
+    dataset, the default's runs (both seeds of each pair, each run once) against the setting's runs;
+    a run's value is its mean over the budgets. Empty unless some dataset has two runs a side."""
+    from eval_compare import SYSTEM_ORDER, _means
+
+    runs: dict[str, dict[str, set[str]]] = {}  # dataset -> arm -> run folders
+    for ev in evals:
+        arms = runs.setdefault(ev["dataset"], {})
+        for key, d in ev["dirs"].items():
+            arms.setdefault("default" if key in ("default", "other seed") else key, set()).add(d)
+    settings = sorted({arm for arms in runs.values() for arm in arms if arm != "default"})
+    if not any(len(arms.get("default", ())) >= 2 and any(len(arms.get(s, ())) >= 2 for s in settings) for arms in runs.values()):
+        return []
+    means = {d: _means(Path(d)) for arms in runs.values() for folders in arms.values() for d in folders}
+    systems = sorted({k[0] for m in means.values() for k in m if k[0] not in LEAF_ONLY},
+                     key=lambda s: (SYSTEM_ORDER.index(s) if s in SYSTEM_ORDER else 99, s))
+
+    def value(folder: str, system: str, metric: str) -> float | None:
+        got = [v[metric] for (sys_, _), v in means[folder].items() if sys_ == system and v[metric] is not None]
+        return sum(got) / len(got) if got else None
+
+    out = []
+    for setting in settings:
+        for system in systems:
+            for metric in ("hit", "recall"):
+                groups, names = [], []
+                for dataset, arms in runs.items():
+                    a = [value(d, system, metric) for d in sorted(arms.get("default", ()))]
+                    b = [value(d, system, metric) for d in sorted(arms.get(setting, ()))]
+                    if a and b and None not in a and None not in b:
+                        groups.append((a, b))
+                        names.append(f"{dataset} ({len(a)}/{len(b)})")
+                if groups:
+                    out.append({"setting": setting, "system": system, "metric": metric, "datasets": names, **permutation_test(groups)})
+    return out
+
+
 def _f(v: Any, signed: bool = False) -> str:
     return "–" if v is None else (f"{v:+.3f}" if signed else f"{v:.3f}")
 
@@ -350,6 +436,21 @@ def markdown(result: dict[str, Any]) -> str:
                       f"hit {_f(w['hit_mean_tree'], True)}, recall {_f(w['recall_mean_tree'], True)} "
                       f"→ **{'within noise' if v['within_noise'] else 'OUTSIDE noise'}** (largest drop ≤ largest seed |Δ|)")
         md.append("")
+    pooled = result.get("pooled") or []
+    if pooled:
+        md += ["## Across seeds: a permutation test per system and metric", "",
+               "Every run above counts once, per dataset: the default's (both seeds of each pair) against the setting's, each "
+               "run at its own seed; a run's value is its mean over the budgets. Δ = the setting's runs' mean minus the default's, "
+               "averaged over the datasets that have the metric (runs default / setting in brackets). If the setting changes "
+               "nothing, a dataset's runs are exchangeable, so p is the share of the relabelings of each dataset's runs (group "
+               "sizes kept, all of them) whose Δ is as far from 0 (two-sided) or as low (one-sided, a drop). Unlike the per-pair "
+               "rule above, which sets one Δ against one seed-to-seed Δ of about the same spread, this uses every run at once. "
+               "With a few runs a side it cannot tell a small effect from seed noise: a large p is not evidence of no effect.", "",
+               md_table(["setting", "system", "metric", "Δ", "Δ per dataset", "relabelings", "p two-sided", "p as low or lower"],
+                        [[f"{r['setting']}{KNOBS[knob].short}", r["system"], r["metric"], _f(r["delta"], True),
+                          ", ".join(f"{n} {_f(d, True)}" for n, d in zip(r["datasets"], r["per_dataset"])),
+                          f"{r['labelings']:,}" + ("" if r["exhaustive"] else " (drawn)"), f"{r['p_two']:.3f}", f"{r['p_low']:.3f}"]
+                         for r in pooled]), ""]
     return "\n".join(md)
 
 
@@ -396,6 +497,7 @@ def main() -> None:
         result["builds"] = build_part(args.src, work, settings if args.build_values is None else ["default", *args.build_values.split(",")], args.knob)
     if args.eval:
         result["eval"] = eval_part(args.eval)
+        result["pooled"] = pooled_part(result["eval"])
     result.update(machine_end=machine_line(), busy_at_end=busy_processes(), wall_s=time.perf_counter() - started)
     name = args.name or (f"{knob.stem}_eval" if args.eval and not (args.level or args.builds) else knob.stem)
     RESULTS.mkdir(parents=True, exist_ok=True)
