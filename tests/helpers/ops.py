@@ -1,4 +1,5 @@
-"""Helpers of tests/ops: a lock held by another real process, and a local Prefect server.
+"""Helpers of tests/ops: a lock held by another real process, a local Prefect server, and a
+benchmark script imported as a module (its report code is tested without running it).
 
 Nothing here imports arborag at module level (the processes it starts do).
 """
@@ -14,12 +15,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from helpers.reliability import REPO, cli_env, wait_for
 
 PYTHON = sys.executable
 
-__all__ = ["HOLD_LOCK", "free_port", "hold_lock", "no_server_env", "prefect_server", "stop", "write_small_docs"]
+__all__ = ["HOLD_LOCK", "benchmark_module", "free_port", "hold_lock", "no_server_env", "prefect_server", "stop", "write_small_docs"]
 
 # hold the corpus lock in a separate process until the file argv[3] exists (or argv[4] seconds pass)
 HOLD_LOCK = r"""
@@ -139,3 +141,16 @@ def prefect_server(home: Path, *, timeout: float = 90.0) -> Iterator[str]:
     finally:
         stop(proc, grace=0)
         log.close()
+
+
+def benchmark_module(name: str) -> Any:
+    """``benchmarks/<name>.py`` imported as a module (the folder is on ``sys.path`` only while it
+    imports: its scripts import their ``_common`` helpers from there)."""
+    import importlib
+
+    folder = str(REPO / "benchmarks")
+    sys.path.insert(0, folder)
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(folder)

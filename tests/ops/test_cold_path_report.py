@@ -10,10 +10,10 @@ from __future__ import annotations
 import copy
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
+from helpers.ops import benchmark_module
 
 REPO = Path(__file__).resolve().parents[2]
 SAVED = REPO / "benchmarks" / "results" / "cold_path.json"
@@ -21,12 +21,7 @@ SAVED = REPO / "benchmarks" / "results" / "cold_path.json"
 
 @pytest.fixture(scope="module")
 def cold_path():
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    try:
-        import cold_path as module
-    finally:
-        sys.path.remove(str(REPO / "benchmarks"))
-    return module
+    return benchmark_module("cold_path")
 
 
 def _row(report: str, starts: str) -> list[str]:

@@ -3,23 +3,16 @@
 
 from __future__ import annotations
 
-import sys
 from math import comb
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
+from helpers.ops import benchmark_module
 
 
 @pytest.fixture(scope="module")
 def umap_epochs():
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    try:
-        import umap_epochs as module
-    finally:
-        sys.path.remove(str(REPO / "benchmarks"))
-    return module
+    return benchmark_module("umap_epochs")
 
 
 def test_no_difference_is_never_significant(umap_epochs) -> None:
