@@ -698,20 +698,20 @@ def encode_floor(rows: dict[str, dict[str, Any]]) -> float:
     return min(float(rows["floor"]["encode_s"]), float(rows["floor2"]["encode_s"]))
 
 
+def _levels(run: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The tree levels' stats (level >= 1) of a build's runs record."""
+    return [st for st in (((run or {}).get("counts") or {}).get("tree") or {}).get("stats") or [] if st.get("level", 0) >= 1]
+
+
 def serial_chain(run: dict[str, Any] | None) -> tuple[float, str] | None:
     """(seconds of every level's global fit, "level 1 a s (UMAP b s), ...") of a build's runs
     record, or None when the record has no ``global_s`` (a build before it was recorded)."""
-    stats = [st for st in (((run or {}).get("counts") or {}).get("tree") or {}).get("stats") or [] if st.get("level", 0) >= 1]
+    stats = _levels(run)
     if not stats or any(st.get("global_s") is None for st in stats):
         return None
     total = sum(float(st["global_s"]) for st in stats)
     detail = ", ".join(f"level {st['level']} {fmt_s(st['global_s'])} s (UMAP {fmt_s(st.get('global_umap_s'))} s)" for st in stats)
     return total, detail
-
-
-def _levels(run: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The tree levels' stats (level >= 1) of a build's runs record."""
-    return [st for st in (((run or {}).get("counts") or {}).get("tree") or {}).get("stats") or [] if st.get("level", 0) >= 1]
 
 
 def _fits_cpu(st: dict[str, Any]) -> tuple[float, float, bool]:

@@ -41,6 +41,7 @@ run's seed; give a second ``--eval`` with the seeds swapped to compare at the ot
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -231,8 +232,17 @@ KNOBS = {
 LEAF_ONLY = ("flat", "bm25")
 
 
+@functools.cache
+def _run_means(folder: str) -> dict[tuple[str, int], dict[str, Any]]:
+    """An eval run's means per (system, budget) (``eval_compare._means``), read once per run: the
+    per-pair sections and the pooled test read the same runs, a default run in two pairs."""
+    from eval_compare import _means
+
+    return _means(Path(folder))
+
+
 def eval_part(specs: list[str]) -> list[dict[str, Any]]:
-    from eval_compare import SYSTEM_ORDER, _means
+    from eval_compare import SYSTEM_ORDER
 
     out = []
     for spec in specs:
@@ -242,7 +252,7 @@ def eval_part(specs: list[str]) -> list[dict[str, Any]]:
             raise SystemExit(f"--eval {spec}: give LABEL=DEFAULT,DEFAULT_OTHER_SEED,EPOCHS:DIR[,...]")
         base, seed2 = Path(parts[0]), Path(parts[1])
         others = [(p.split(":", 1)[0], Path(p.split(":", 1)[1])) for p in parts[2:]]
-        means = {"default": _means(base), "other seed": _means(seed2), **{ep: _means(d) for ep, d in others}}
+        means = {"default": _run_means(str(base)), "other seed": _run_means(str(seed2)), **{ep: _run_means(str(d)) for ep, d in others}}
         meta = {"default": base, "other seed": seed2, **{ep: d for ep, d in others}}
         runs = {k: json.loads((Path(d) / "run.json").read_text(encoding="utf-8")) for k, d in meta.items()}
         keys = sorted(set.intersection(*(set(m) for m in means.values())),
@@ -332,7 +342,7 @@ def pooled_part(evals: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """:func:`permutation_test` per setting, tree system and metric over every ``--eval`` run: per
     dataset, the default's runs (both seeds of each pair, each run once) against the setting's runs;
     a run's value is its mean over the budgets. Empty unless some dataset has two runs a side."""
-    from eval_compare import SYSTEM_ORDER, _means
+    from eval_compare import SYSTEM_ORDER
 
     runs: dict[str, dict[str, set[str]]] = {}  # dataset -> arm -> run folders
     for ev in evals:
@@ -342,7 +352,7 @@ def pooled_part(evals: list[dict[str, Any]]) -> list[dict[str, Any]]:
     settings = sorted({arm for arms in runs.values() for arm in arms if arm != "default"})
     if not any(len(arms.get("default", ())) >= 2 and any(len(arms.get(s, ())) >= 2 for s in settings) for arms in runs.values()):
         return []
-    means = {d: _means(Path(d)) for arms in runs.values() for folders in arms.values() for d in folders}
+    means = {d: _run_means(d) for arms in runs.values() for folders in arms.values() for d in folders}
     systems = sorted({k[0] for m in means.values() for k in m if k[0] not in LEAF_ONLY},
                      key=lambda s: (SYSTEM_ORDER.index(s) if s in SYSTEM_ORDER else 99, s))
 

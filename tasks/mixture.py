@@ -125,6 +125,14 @@ def _params_per_component(dims: int) -> int:
     return dims + dims * (dims + 1) // 2 + 1
 
 
+def _count_gmm_fit(stats: ClusterStats | None, t0: float, c0: float) -> None:
+    """Count one GMM fit started at ``t0`` (``time.perf_counter``) / ``c0`` (``time.thread_time``)."""
+    if stats is not None:
+        stats.gmm_fits += 1
+        stats.gmm_s += time.perf_counter() - t0
+        stats.gmm_cpu_s += time.thread_time() - c0
+
+
 def _fit_gmm(x: np.ndarray, k: int, seed: int, stats: ClusterStats | None, *, tol: float = 1e-3) -> Any:
     """GaussianMixture(k, random_state=seed) fitted to ``x`` (``tol`` 1e-3 is sklearn's default), by
     :mod:`arborag.tasks.mixture_runtime`'s class: scikit-learn's numbers, less of its overhead."""
@@ -139,10 +147,7 @@ def _fit_gmm(x: np.ndarray, k: int, seed: int, stats: ClusterStats | None, *, to
     except (ValueError, np.linalg.LinAlgError, FloatingPointError) as exc:
         log.debug("GMM k=%d failed on %d points: %s", k, len(x), exc)
         gmm = None
-    if stats is not None:
-        stats.gmm_fits += 1
-        stats.gmm_s += time.perf_counter() - t0
-        stats.gmm_cpu_s += time.thread_time() - c0
+    _count_gmm_fit(stats, t0, c0)
     return gmm
 
 
@@ -176,10 +181,7 @@ def _exact_from_loose(loose: Any, x: np.ndarray, stats: ClusterStats | None) -> 
     except (ValueError, np.linalg.LinAlgError, FloatingPointError) as exc:
         log.debug("GMM k=%d failed on %d points: %s", loose.n_components, len(x), exc)
         gmm = False  # the fit from scratch fails the same way
-    if stats is not None:
-        stats.gmm_fits += 1
-        stats.gmm_s += time.perf_counter() - t0
-        stats.gmm_cpu_s += time.thread_time() - c0
+    _count_gmm_fit(stats, t0, c0)
     return gmm
 
 
