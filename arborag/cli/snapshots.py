@@ -14,11 +14,12 @@ from typing import Any, Optional
 import typer
 
 from arborag.cli.common import config_from, console, err_console, fail
+from arborag.cli.common import check_corpus_path
 from arborag.errors import ArboragError
 
 __all__ = ["register"]
 
-CORPUS = typer.Option(..., "--corpus", "-c", envvar="ARBORAG_CORPUS", help="Corpus directory or s3:// URI.")
+CORPUS = typer.Option(..., "--corpus", "-c", callback=check_corpus_path, envvar="ARBORAG_CORPUS", help="Corpus directory or s3:// URI.")
 JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
 
 
