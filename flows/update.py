@@ -50,7 +50,7 @@ from arborag.flows.ingest import discover
 from arborag.flows.lazy import lazy_flow
 from arborag.flows.noop import quick_noop, remember
 from arborag.flows.pipelines import INGEST_PIPELINE, PLAN, UPDATE_PIPELINE
-from arborag.flows.stage import finish_run, pipeline_fingerprint, run_pipeline
+from arborag.flows.stage import code_versions, finish_run, run_pipeline
 from arborag.hashing import hash_json
 from arborag.storage.corpus import Corpus
 from arborag.storage.vectors import LANCEDB_IMPORT
@@ -132,7 +132,7 @@ def update_pipeline(
                 build_tree(ctx, leaves, use_prefect=use_prefect, out=out)
             else:
                 prev = (ctx.corpus.manifest() or {})["snapshot"]
-                key = out["update_key"] = hash_json(["update", prev, build_key(leaves, ctx.config, pipeline_fingerprint(UPDATE_PIPELINE))])
+                key = out["update_key"] = hash_json(["update", prev, build_key(leaves, ctx.config, code_versions(UPDATE_PIPELINE))])
                 ctx.resources["previous_snapshot"] = prev
                 _warm_vectors()
                 run_pipeline(ctx, UPDATE_PIPELINE, use_prefect=use_prefect, out=out, key=key)
