@@ -121,7 +121,7 @@ def _print_summary(out: dict) -> None:
     for line in fallback_lines(out, "tree"):
         console.print(line, highlight=False)
     if out.get("status") == "partial":
-        console.print("[yellow]some documents failed[/]: arborag sql \"select uri, error from documents where status = 'error'\" --corpus ...")
+        console.print("[yellow]some documents failed[/]: arborag sql --working \"select uri, error from documents where status = 'error'\" --corpus ...")
 
 
 def fallback_lines(out: dict, stage: str) -> list[str]:
