@@ -12,7 +12,7 @@ Layout::
       pins/<snapshot_id>.json                           pinned snapshots (kept by retention)
       leases/<snapshot_id>/<token>.json                 readers' leases (storage/leases.py)
       published.duckdb                                  DuckDB views over the published snapshot
-                                                        (storage/sql.py ``write_catalog``)
+                                                        (storage/catalog.py)
 
 Which snapshots are kept, and how caches, staging folders and Prefect records stay bounded:
 :mod:`arborag.storage.snapshots`.
@@ -244,7 +244,7 @@ class Corpus:
     def _write_catalog(self, folder: Path) -> None:
         """Point ``published.duckdb`` at the snapshot in ``folder`` (just published). The publish
         stands if that fails: the error is logged, and ``arborag snapshots catalog`` writes it again."""
-        from arborag.storage.sql import write_catalog
+        from arborag.storage.catalog import write_catalog
 
         try:
             write_catalog(self, folder)

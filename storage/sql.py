@@ -34,7 +34,7 @@ Time travel and retention: :func:`run_sql` holds a reader lease
 is done, so ``arborag snapshots gc`` cannot remove files under a running query; a snapshot that
 gc removed between listing and leasing is left out of the ``*_all`` views.
 
-Plain DuckDB: :func:`write_catalog` keeps ``CORPUS/published.duckdb`` — views over the
+Plain DuckDB: :func:`~arborag.storage.catalog.write_catalog` keeps ``CORPUS/published.duckdb`` — views over the
 published snapshot's files — switched atomically at every publish and rollback.
 """
 
@@ -46,6 +46,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from arborag.errors import QueryError
+from arborag.storage.catalog import CATALOG_FILE, SNAPSHOT_VIEW_TABLES, write_catalog
+from arborag.storage.catalog import sql_ident as _ident
+from arborag.storage.catalog import sql_literal as _literal
 from arborag.storage.corpus import Corpus
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -68,14 +71,8 @@ __all__ = [
     "write_catalog",
 ]
 
-#: Tables a snapshot may carry, exposed per snapshot (``--snapshot``) and over all of them (``<name>_all``).
-SNAPSHOT_VIEW_TABLES: Final = ("nodes", "edges", "documents", "chunks", "links")
-
 #: The corpus's logs (every run, every query): the same in every state, shown beside a snapshot's tables.
 LOG_TABLES: Final = ("runs", "queries")
-
-#: The DuckDB file beside the manifest holding views over the published snapshot (:func:`write_catalog`).
-CATALOG_FILE: Final = "published.duckdb"
 
 #: The DuckDB statement types that run (EXPLAIN only around one of these).
 QUERY_STATEMENTS: Final = frozenset({"SELECT"})
@@ -190,20 +187,6 @@ def _leased_views(corpus: Corpus, snapshot: str | None, working: bool = False) -
             lease.release()
         raise
     return views, leases, sid
-
-
-def _literal(value: str | int | float | bool | None) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "TRUE" if value else "FALSE"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    return "'" + str(value).replace("'", "''") + "'"
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _dataset(files: Sequence[Path]) -> Any:
@@ -379,52 +362,6 @@ def run_sql_state(corpus_dir: str | Path, query: str, *, views: Views | None = N
         for lease in leases:
             lease.release()
     return SqlResult(columns, rows, sid)
-
-
-def write_catalog(corpus: Corpus, folder: Path | None = None) -> Path:
-    """Write ``CORPUS/published.duckdb``: a DuckDB database of views over the snapshot in
-    ``folder`` (default: the published one) — its tables (:data:`SNAPSHOT_VIEW_TABLES`, those it
-    holds) and ``snapshot`` (one row: id, published_at, run_id, build_key). Returns its path.
-
-    For plain DuckDB, opened read-only (``duckdb -readonly CORPUS/published.duckdb``): the views
-    name the Parquet files by absolute path (DuckDB resolves a relative one against the reader's
-    working directory), and a snapshot's files never change, so a reader that opened the file
-    before a publish keeps reading the snapshot it opened (while retention keeps it: the published
-    one, the grace period, the last ``keep_last``). The file is written under a temporary name and
-    ``os.replace``\ d: a reader opens the old file or the new one. For a remote corpus the views
-    point at the local mirror's copy of the snapshot (downloaded when missing).
-    """
-    import json
-    import os
-    import uuid
-
-    import duckdb
-
-    if folder is None:
-        folder = corpus.published_dir()
-    folder = folder.resolve()
-    info = json.loads((folder / "info.json").read_text(encoding="utf-8"))
-    target = corpus.root / CATALOG_FILE
-    tmp = corpus.root / f".{CATALOG_FILE}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"
-    try:
-        con = duckdb.connect(str(tmp))
-        try:
-            for name in SNAPSHOT_VIEW_TABLES:
-                path = folder / f"{name}.parquet"
-                if path.exists():
-                    con.execute(f"CREATE VIEW {_ident(name)} AS SELECT * FROM read_parquet({_literal(str(path))})")
-            row = {k: info.get(k) for k in ("snapshot", "published_at", "run_id", "build_key")}
-            row["snapshot"] = row["snapshot"] or folder.name
-            cols = ", ".join(f"{_literal(None if v is None else str(v))}::VARCHAR AS {_ident(k)}" for k, v in row.items())
-            con.execute(f"CREATE VIEW snapshot AS SELECT {cols}, {_literal(str(folder))}::VARCHAR AS folder")
-            con.execute("CHECKPOINT")
-        finally:
-            con.close()
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-        Path(f"{tmp}.wal").unlink(missing_ok=True)
-    return target
 
 
 def _run(query: str, views: Views) -> tuple[list[str], list[tuple[Any, ...]]]:

@@ -235,7 +235,7 @@ def register(app: typer.Typer) -> None:
     def catalog_cmd(corpus: str = CORPUS,
                     no_wait: bool = typer.Option(False, "--no-wait", help="Fail at once if a writer holds the corpus lock.")) -> None:
         from arborag.storage.lock import corpus_lock
-        from arborag.storage.sql import write_catalog
+        from arborag.storage.catalog import write_catalog
 
         c = _corpus(corpus)
         try:
