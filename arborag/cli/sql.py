@@ -82,7 +82,7 @@ def register(app: typer.Typer) -> None:
             "(whichever it holds), or the snapshot --snapshot ID names; --working reads the working "
             "tables instead (documents, sections, doc_context, chunks: what the next build starts from, "
             "e.g. documents that failed to read). Before anything is published, the working tables. "
-            "The logs runs and queries are there in every state. stderr names the state read. "
+            "The logs runs and queries are there in every state. The table format names the state read (stderr). "
             "JSON columns (documents.metadata, runs.counts) work with DuckDB's json functions.\n\n"
             "History: nodes_all, edges_all, documents_all, chunks_all, links_all hold every retained snapshot "
             "(`arborag snapshots list`) with a `snapshot` column (and `snapshot_published_at`), so one query "
@@ -120,8 +120,9 @@ def register(app: typer.Typer) -> None:
         except ArboragError as exc:
             fail(exc)
             return
-        state = f"snapshot {got.snapshot}" if got.snapshot else "the working tables"
-        if not got.snapshot and not working:
-            state += " (nothing is published yet)"
-        err_console.print(f"[dim]reading {state}[/]")
         _print_sql(got.columns, got.rows, fmt, max_chars)
+        if fmt == "table":  # csv and json print the rows alone (scripts read them whole)
+            state = f"snapshot {got.snapshot}" if got.snapshot else "the working tables"
+            if not got.snapshot and not working:
+                state += " (nothing is published yet)"
+            err_console.print(f"[dim]read {state}[/]", highlight=False)
