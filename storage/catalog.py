@@ -15,13 +15,17 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:  # pragma: no cover
     from arborag.storage.corpus import Corpus
 
-__all__ = ["CATALOG_FILE", "SNAPSHOT_VIEW_TABLES", "sql_ident", "sql_literal", "write_catalog"]
+__all__ = ["CATALOG_FILE", "SNAPSHOT_VIEW_TABLES", "STORAGE_VERSION", "sql_ident", "sql_literal", "write_catalog"]
 
 #: Tables a snapshot may carry: the views of one snapshot (``arborag sql``, the catalog) and of all of them (``<name>_all``).
 SNAPSHOT_VIEW_TABLES: Final = ("nodes", "edges", "documents", "chunks", "links")
 
 #: The DuckDB file beside the manifest holding views over the published snapshot (:func:`write_catalog`).
 CATALOG_FILE: Final = "published.duckdb"
+
+#: The DuckDB storage format of the catalog: readable by DuckDB 1.0 and later (the CLI a user has
+#: may be older than the Python package that wrote it).
+STORAGE_VERSION: Final = "v1.0.0"
 
 
 def sql_literal(value: str | int | float | bool | None) -> str:
@@ -66,7 +70,8 @@ def write_catalog(corpus: "Corpus", folder: Path | None = None) -> Path:
     target = corpus.root / CATALOG_FILE
     tmp = corpus.root / f".{CATALOG_FILE}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"
     try:
-        con = duckdb.connect(str(tmp))
+        # the oldest storage format this DuckDB can write: a reader's older DuckDB (CLI 1.x) opens it too
+        con = duckdb.connect(str(tmp), config={"storage_compatibility_version": STORAGE_VERSION})
         try:
             for name in SNAPSHOT_VIEW_TABLES:
                 path = folder / f"{name}.parquet"
