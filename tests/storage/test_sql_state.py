@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,9 @@ def test_catalog_follows_publish_and_rollback_and_reads_read_only(history: dict[
     assert (corpus / CATALOG_FILE).read_bytes() == before and not (corpus / f"{CATALOG_FILE}.wal").exists()
     assert sorted(os.listdir(tmp_path)) == []
     assert not list(corpus.glob(f".{CATALOG_FILE}.*"))  # no temporary file left behind
+    # DuckDB's storage format 64 (v1.0.0) in the file header: a duckdb CLI 1.x opens it too
+    header = before[:20]
+    assert header[8:12] == b"DUCK" and struct.unpack("<Q", header[12:20]) == (64,)
 
 
 def test_dry_run_with_more_sources_writes_nothing_the_views_show(history: dict[str, Any]) -> None:
