@@ -33,6 +33,7 @@ benchmarks; ``use_prefect=False`` runs the same pipeline directly).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Sequence
@@ -141,13 +142,17 @@ def build_pipeline(ctx: StageContext, files: list[str] | None, *, use_prefect: b
     status, message = "ok", ""
     try:
         strategy = ctx.config.segment.strategy
-        run_pipeline(ctx, INGEST_PIPELINE, use_prefect=use_prefect, out=out, files=files, strategy=strategy)
-        leaves = ctx.shared("leaves", lambda: leaves_for(ctx.corpus.read("chunks"), strategy))
-        if dry_run:
+        if dry_run:  # ingest into a scratch copy of the working tables: nothing a reader sees changes
+            with ctx.corpus.scratch_copy() as scratch:
+                dry = dataclasses.replace(ctx, corpus=scratch)
+                run_pipeline(dry, INGEST_PIPELINE, use_prefect=use_prefect, out=out, files=files, strategy=strategy)
+                leaves = leaves_for(scratch.read("chunks"), strategy)
             out["build_key"] = build_key(leaves, ctx.config, code_versions(TREE_PIPELINE))
             out["estimate"] = estimate_cost(leaves, ctx.config)
             out["leaves"] = leaves.num_rows
             return out
+        run_pipeline(ctx, INGEST_PIPELINE, use_prefect=use_prefect, out=out, files=files, strategy=strategy)
+        leaves = ctx.shared("leaves", lambda: leaves_for(ctx.corpus.read("chunks"), strategy))
         if leaves.num_rows == 0:
             raise IngestError(str(ctx.corpus.root), "no chunks to build a tree from: ingest at least one readable, non-empty document")
         # the tree stage's UMAP (numba's cached code) and the vectors stage's lancedb, imported while
@@ -159,7 +164,7 @@ def build_pipeline(ctx: StageContext, files: list[str] | None, *, use_prefect: b
         failed = int((out.get("ingest") or {}).get("failed", 0) or 0)
         if failed:
             status = "partial"
-            message = f"{failed} document(s) could not be read; see `arborag sql \"select uri, error from documents where status = 'error'\"`"
+            message = f"{failed} document(s) could not be read; see `arborag sql --working \"select uri, error from documents where status = 'error'\"`"
         elif files is not None:  # the next `arborag update` of these sources can tell "nothing changed" from file stats
             remember(ctx.corpus, ctx.config, files, ctx.config.update.prune, out.get("snapshot"))
         return out

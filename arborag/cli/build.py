@@ -126,7 +126,7 @@ def _print_summary(out: dict, corpus: str) -> None:
     for line in fallback_lines(out, "tree"):
         console.print(line, highlight=False)
     if out.get("status") == "partial":
-        console.print("[yellow]some documents failed[/]: arborag sql \"select uri, error from documents where status = 'error'\" "
+        console.print("[yellow]some documents failed[/]: arborag sql --working \"select uri, error from documents where status = 'error'\" "
                       f"--corpus {shlex.quote(str(corpus))}", highlight=False)
 
 

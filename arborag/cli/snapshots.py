@@ -225,3 +225,23 @@ def register(app: typer.Typer) -> None:
         elif gc:
             console.print(f"retention after the rollback: {gc.get('snapshots_removed', 0)} snapshots removed, "
                           f"{gc.get('bytes_freed', 0) / 1e6:.1f} MB freed")
+
+    @snaps.command("catalog", help=(
+        "Write CORPUS/published.duckdb again: DuckDB views (documents, chunks, nodes, edges, links, snapshot) over the "
+        "published snapshot, for plain `duckdb -readonly`. Every publish and rollback writes it; run this for a corpus "
+        "published before it existed, after moving the corpus folder (the views hold absolute paths), or on another "
+        "machine of an s3:// corpus (its local mirror gets the snapshot and the file). Takes the writer lock.\n\n"
+        "Example:\n\n  arborag snapshots catalog --corpus /tmp/demo\n\n"
+        "  duckdb -readonly /tmp/demo/published.duckdb -c \"SELECT snapshot FROM snapshot\""))
+    def catalog_cmd(corpus: str = CORPUS,
+                    no_wait: bool = typer.Option(False, "--no-wait", help="Fail at once if a writer holds the corpus lock.")) -> None:
+        from arborag.storage.lock import corpus_lock
+        from arborag.storage.catalog import write_catalog
+
+        c = _corpus(corpus)
+        try:
+            with corpus_lock(c.root, wait=not no_wait, purpose="catalog"):
+                path = write_catalog(c)
+        except (ArboragError, OSError) as exc:
+            fail(exc)
+        console.print(f"wrote {path}", highlight=False)
