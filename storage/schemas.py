@@ -1,4 +1,4 @@
-"""The Arrow schemas of every arborag table, in one place (SPEC §1).
+"""The Arrow schemas of every arborag table, in one place (docs/METHODS.md §1).
 
 Each table is a Parquet file readable by DuckDB with no arborag code. Writers go through
 :func:`arborag.storage.tables.write_table`, which refuses a table whose schema is not the one here.
@@ -47,7 +47,7 @@ SECTIONS = pa.schema(
     ]
 )
 
-# AutoContext (SPEC §4): one row per document whose chunks carry headers.
+# AutoContext (docs/METHODS.md §4): one row per document whose chunks carry headers.
 DOC_CONTEXT = pa.schema(
     [
         pa.field("doc_id", pa.string(), nullable=False),

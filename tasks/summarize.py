@@ -1,4 +1,4 @@
-"""Cluster summarizers (SPEC §5 step 7).
+"""Cluster summarizers (docs/METHODS.md §5.7).
 
 - :class:`SummaryResult` and the :class:`Summarizer` protocol (``name`` + ``summarize_many``).
 - :class:`ExtractiveSummarizer`, the default: LLM-free, offline, deterministic. It picks
