@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install arborag into ./.venv (offline-capable: only the package registry is needed).
-# torch==2.13.0 goes first: it is a local CPU wheel on our machines, and installing it
+# torch==2.13.0 goes first: a CPU wheel, and installing it
 # before anything that depends on torch stops pip from pulling a multi-GB CUDA build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
