@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install arborag into ./.venv (offline-capable: only the package registry is needed).
-# torch==2.13.0 goes first: a CPU wheel, and installing it
-# before anything that depends on torch stops pip from pulling a multi-GB CUDA build.
+# torch==2.13.0 goes first: where a CPU-only wheel of it is available (a local wheel or index),
+# installing it before anything that depends on torch stops pip from pulling a multi-GB CUDA build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
