@@ -445,7 +445,7 @@ def _parse(path: Path) -> ast.Module:
 
 #: The import lists of our modules, kept across processes by file (path, mtime, size): an update's
 #: code fingerprint otherwise parses ~80 modules with ``ast`` in every new process (0.6-2 s of a
-#: small update, issue 26). ``ARBORAG_CODE_CACHE=0`` switches it off.
+#: small update). ``ARBORAG_CODE_CACHE=0`` switches it off.
 _DISK_NAME = "code_imports.json"
 _disk: dict[str, list[str]] | None = None
 _disk_dirty = False

@@ -1,4 +1,4 @@
-"""The query index over a published snapshot, and the public API every retrieval mode uses (SPEC §6).
+"""The query index over a published snapshot, and the public API every retrieval mode uses (docs/METHODS.md §6).
 
 :meth:`Index.search` looks the mode up in :mod:`arborag.query.modes` (the one registry) and
 calls it; the modes themselves (``query/core.py``: collapsed, traversal, sparse, hybrid;

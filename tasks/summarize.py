@@ -1,4 +1,4 @@
-"""Cluster summarizers (SPEC §5 step 7).
+"""Cluster summarizers (docs/METHODS.md §5.7).
 
 - :class:`SummaryResult` and the :class:`Summarizer` protocol (``name`` + ``summarize_many``).
 - :class:`ExtractiveSummarizer`, the default: LLM-free, offline, deterministic. It picks
@@ -71,7 +71,7 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 def _stop_words() -> frozenset[str]:
     """scikit-learn's ``ENGLISH_STOP_WORDS``, read from its own module file without importing the
     ``sklearn`` package (whose ``__init__`` pulls scipy.stats: ~1 s of a small update's process on
-    the 2-core box, issue 26); the package import where the file is not found."""
+    a 2-core machine); the package import where the file is not found."""
     import importlib.util
 
     spec = importlib.util.find_spec("sklearn")  # a top-level package: located, not imported

@@ -1,4 +1,4 @@
-"""The RAPTOR tree (SPEC §5): leaves -> (cluster -> summarize -> embed) per level.
+"""The RAPTOR tree (docs/METHODS.md §5): leaves -> (cluster -> summarize -> embed) per level.
 
 :func:`build_tree` is pure: it takes the chunks table and their vectors and returns the
 ``nodes`` and ``edges`` tables (storage schemas NODES, EDGES) plus the vectors of every node.

@@ -214,7 +214,7 @@ def _search_index(index: Any, text: str, *, mode: str, budget: int | None, k: in
     except QueryError as exc:
         if not lucene or exc.position is None:
             raise
-        # SPEC §6: a malformed Lucene query is reported, then retried as a plain match
+        # docs/METHODS.md §6.4: a malformed Lucene query is reported, then retried as a plain match
         err_console.print(f"[yellow]warning:[/] {exc}\nretrying as a plain match of the words")
         hits = index.search(text, mode=mode, budget=budget, k=k, levels=levels, lucene=False)  # type: ignore[arg-type]
     rows = [_Row(h.node_id, h.level, h.score, h.n_tokens, tuple(h.doc_ids), h.text,

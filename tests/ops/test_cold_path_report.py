@@ -41,7 +41,7 @@ def test_the_bounds_are_the_runs_own_arithmetic(cold_path) -> None:
     cores = saved["cores"]
     floor = min(rows["floor"]["encode_s"], rows["floor2"]["encode_s"])
     enc_cpu = min(rows["floor"]["encode_cpu_s"], rows["floor2"]["encode_cpu_s"])
-    # the fits' CPU on their threads where the record has it (since session 22), else their wall
+    # the fits' CPU on their threads where the record has it (newer records), else their wall
     fits = sum(s.get("umap_cpu_s", s["umap_s"]) + s.get("gmm_cpu_s", s["gmm_s"]) for s in stats)
 
     chain = _row(report, "the method's serial chain")
