@@ -20,7 +20,7 @@ corpus folder (no embedding cache shared between sizes).
 
 Each size runs in a fresh worker process that first warms up (model load, numba/UMAP JIT for
 both the small and the >= 4,096-point NNDescent path) — reported separately, excluded from the
-build time. Targets (issue): at >= 1M tokens the whole build <= 1.5x the leaf-embedding time;
+build time. Targets: at >= 1M tokens the whole build <= 1.5x the leaf-embedding time;
 4x the corpus <= 4.4x the time. When a target is missed, the biggest size is built once more
 under py-spy (or cProfile) and the report says where the time goes.
 

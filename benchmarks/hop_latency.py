@@ -1,4 +1,4 @@
-"""Latency of ``--mode hop`` beside ``auto`` at 100k leaves, in the same run (issue 25).
+"""Latency of ``--mode hop`` beside ``auto`` at 100k leaves, in the same run.
 
 The corpus is the serve benchmark's synthetic published snapshot (``benchmarks/serve.py``:
 random unit vectors, texts = HotpotQA sentences recombined, a three-level tree, the embedded
@@ -115,12 +115,12 @@ def main() -> None:
     verdict = "met" if stats["hop"]["p50"] <= target else "missed"
     command = "python benchmarks/hop_latency.py " + " ".join(sys.argv[1:])
     md = [
-        f"# `hop` vs `auto` latency at {built['leaves']:,} leaves (issue 25)", "",
+        f"# `hop` vs `auto` latency at {built['leaves']:,} leaves", "",
         f"- command: `{command}`",
         f"- date: {started:%Y-%m-%d %H:%M} UTC; commit `{git_commit()}`",
         f"- machine: {machine_line()}",
         f"- load average at start / end: {load0[0]:.2f} / {load1[0]:.2f} (1 min) — the 2-core machine was shared with other "
-        "engineers' jobs, so read the ms as upper bounds",
+        "jobs, so read the ms as upper bounds",
         f"- corpus: the serve benchmark's synthetic snapshot, {n:,} nodes ({built['leaves']:,} leaves), documents titled by "
         f"HotpotQA titles (cycled); links built by `tasks/links.build_links`: {built['links']:,} rows "
         f"({built['title_links']:,} title links) in **{built['seconds']:.1f} s**; the hop mode reads them in {load_graph_s:.2f} s "

@@ -1,4 +1,4 @@
-"""Label precision of the tree's summary labels on the shared HotpotQA and NarrativeQA corpora (issue 27).
+"""Label precision of the tree's summary labels on the shared HotpotQA and NarrativeQA corpora.
 
 For each corpus: prepare the shared data as a folder of files (``tasks/evaluation/datasets.py``),
 build it with ``arborag build --no-prefect`` (default config: sentence leaves, extractive
@@ -102,10 +102,10 @@ def main() -> None:
                       [[r["dataset"], lv, p["clusters"], f(p["own"]), f(p["siblings"]), f(p["margin"])]
                        for r in rows for lv, p in r["precision"]["by_level"].items()])
     ex = md_table(["corpus", "level", "title", "keywords"], [[r["dataset"], e["level"], e["title"], e["keywords"]] for r in rows for e in r["examples"]])
-    md = f"""# Label precision of summary labels (issue 27)
+    md = f"""# Label precision of summary labels
 
 Command: `{out['command']}` · date {out['date']} · commit {out['commit']}
-Machine at start: {machine0}; at end: {out['machine_at_end']} (shared with other engineers' jobs: {', '.join(out['busy_at_end']) or 'none above 20% at the end'}).
+Machine at start: {machine0}; at end: {out['machine_at_end']} (other busy processes: {', '.join(out['busy_at_end']) or 'none above 20% at the end'}).
 Builds: default config (sentence leaves ≤ 100 tokens, extractive summaries, MiniLM), `arborag build --no-prefect`.
 
 Label precision (tasks/evaluation/labels.py): for each summary node with a sibling, the share of its

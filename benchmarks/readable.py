@@ -1,5 +1,5 @@
 """Is the tree readable? Fragment rate, whole sentences and coverage of the summaries, and line
-breaks inside sentences in the leaves (issue 27), on the demo corpus and the FinanceBench PDFs.
+breaks inside sentences in the leaves, on the demo corpus and the FinanceBench PDFs.
 
     python benchmarks/readable.py                                   # build both, measure, write results
     python benchmarks/readable.py --measure before-demo=/tmp/old-demo-corpus   # also measure built corpora
@@ -172,7 +172,7 @@ def main() -> None:
         f"- date: {started:%Y-%m-%d %H:%M} UTC",
         f"- machine before: {load_before}",
         f"- machine after: {load_after}",
-        "- the machine was **shared** with other engineers' builds and tests (load above); build seconds are noisy, the metrics are not"
+        "- the machine was **shared** with other builds and tests (load above); build seconds are noisy, the metrics are not"
         + (f"; busy then: {'; '.join(busy)}" if busy else ""),
         f"- commit: {git_commit()}",
         "- definitions: docs/EVALUATION.md, \"Readability\" (`tasks/evaluation/readability.py`)",

@@ -1,4 +1,4 @@
-"""Retention and gc over many updates (issue 24): does every part of a corpus plateau, and what
+"""Retention and gc over many updates: does every part of a corpus plateau, and what
 does gc cost per publish?
 
 A corpus of HotpotQA paragraph pieces (``--docs``, default 400 documents; each paragraph cut
@@ -139,7 +139,7 @@ def main() -> None:
         f"# Retention over {args.cycles} updates ({args.docs} HotpotQA documents, default retention)\n\n"
         f"- command: `{result['command']}`\n- date: {result['when']}\n- commit: {result['commit']}\n"
         f"- machine before: {machine_before}\n- machine after: {result['machine_after']}\n"
-        "- the machine was shared with other engineers' test runs during the measurement (see the load averages)\n\n"
+        "- the machine was shared with other test runs during the measurement (see the load averages)\n\n"
         f"Build: {result['build_s']} s. Size after the last cycle over the size after cycle 10, per part: "
         + ", ".join(f"{p} {g}" for p, g in growth.items() if g is not None)
         + f". Most snapshots kept at once: {result['max_snapshots']}. gc after each publish: mean {result['gc_seconds_mean']} s, "

@@ -323,7 +323,7 @@ def main() -> None:
         "- latency is measured by the client (includes HTTP, JSON and the client's own share of the 2 cores); "
         "'server p50' is the server's own search time (`took_ms`: embedding + search, no HTTP/JSON)", "",
         table, "", *[f"- {x}" for x in notes + WORKAROUNDS], "",
-        "Targets (issue 13): at 100k nodes p50 ≤ 25 ms dense including the query embedding, ≤ 5 ms excluding it "
+        "Targets: at 100k nodes p50 ≤ 25 ms dense including the query embedding, ≤ 5 ms excluding it "
         "(1 client); server ≤ 1 GiB beyond the model.",
     ]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

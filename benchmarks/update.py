@@ -1,4 +1,4 @@
-"""Incremental update vs full builds (issue 9), and the quality drift of incremental updates.
+"""Incremental update vs full builds, and the quality drift of incremental updates.
 
 Part ``scale`` — a corpus of >= 2,000 documents made from the shared HotpotQA paragraphs (each
 paragraph cut into consecutive 2-sentence pieces, one .txt document per piece: 2,318 pieces;
@@ -240,7 +240,7 @@ def markdown(result: dict[str, Any]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--part", choices=["all", "scale", "drift"], default="all")
-    ap.add_argument("--docs", type=int, default=2000, help="documents in the scale corpus (>= 2,000 for the issue)")
+    ap.add_argument("--docs", type=int, default=2000, help="documents in the scale corpus")
     ap.add_argument("--budget", type=int, default=1000, help="token budget of the drift evaluation")
     ap.add_argument("--paragraphs", type=int, default=None, help="drift: use only N paragraphs (a smoke run; default all 994)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/arborag-bench-update"))
