@@ -13,6 +13,7 @@ is measured separately and added for the end-to-end figure.
 
     python benchmarks/hop_latency.py                       # 100k leaves, 200 questions
     python benchmarks/hop_latency.py --leaves 10000 --questions 50
+    python benchmarks/hop_latency.py --smoke --work /tmp/hop --out /tmp/hop/hop_latency  # a tiny check run
 """
 
 from __future__ import annotations
@@ -74,8 +75,11 @@ def main() -> None:
     ap.add_argument("--leaves", type=int, default=100_000)
     ap.add_argument("--questions", type=int, default=200)
     ap.add_argument("--work", default="/tmp/arborag-bench-hop")
-    ap.add_argument("--out", default=str(RESULTS / "hop_latency"))
+    ap.add_argument("--out", default=str(RESULTS / "hop_latency"), help="results path; its .md and .json are written")
+    ap.add_argument("--smoke", action="store_true", help="a tiny run that checks the script works (300 leaves, 5 questions)")
     a = ap.parse_args()
+    if a.smoke:
+        a.leaves, a.questions = 300, 5
     from serve import synth_corpus  # the serve benchmark's snapshot writer
 
     from arborag.config import load_config
