@@ -673,7 +673,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resume", action="store_true", help="continue the run in --work (a fresh run when there is none)")
     ap.add_argument("--out", type=Path, default=RESULTS / "soak", help="results prefix: writes .json, .md and -cycles.jsonl")
     ap.add_argument("--machine-note", default="", help="what else ran on the machine meanwhile (written beside the load average)")
+    ap.add_argument("--smoke", action="store_true", help="a tiny run that checks the script works (20 documents, 2 cycles, no evaluation)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.docs, args.cycles, args.no_eval, args.client_interval = 20, 2, True, 0.5
 
     work: Path = args.work
     src, corpus, logs = work / "src", work / "corpus", work / "logs"
