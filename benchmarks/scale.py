@@ -235,6 +235,7 @@ def render(data: dict[str, Any]) -> str:
 
 
 def main() -> None:
+    global OUT_JSON, OUT_MD
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="250000,1000000", help="token counts, comma-separated")
     ap.add_argument("--threads", default="1", help="torch intra-op threads of the build worker")
@@ -248,7 +249,13 @@ def main() -> None:
     ap.add_argument("--gmm-sample", type=int, default=800)
     ap.add_argument("--floor-max", type=int, default=10**12, help="measure the leaf-embedding floor only up to this size")
     ap.add_argument("--size-index", type=int, default=0, help="corpus variant seed offset (build_scaling's size index)")
+    ap.add_argument("--out", type=Path, default=RESULTS / "scale.md", help="the report; the .json (read and merged into by every mode) is beside it")
+    ap.add_argument("--smoke", action="store_true", help="a tiny run that checks the script works (one 3k-token size, no Dask)")
     args = ap.parse_args()
+    OUT_MD, OUT_JSON = args.out, args.out.with_suffix(".json")
+    OUT_MD.parent.mkdir(parents=True, exist_ok=True)
+    if args.smoke:
+        args.sizes, args.no_dask = "3000", True
     setup_env()
     data: dict[str, Any] = json.loads(OUT_JSON.read_text()) if OUT_JSON.exists() else {}
     if args.gmm_check is not None:
