@@ -58,7 +58,7 @@ from arborag.tasks.stage_context import StageContext, table_fingerprint
 
 __all__ = [
     "SOURCES", "SNAPSHOT", "Stage", "code_versions", "declared_config", "describe_pipeline", "finish_run", "module_closure", "must_wait",
-    "normalized_code", "pipeline_fingerprint", "record_run", "run_pipeline", "run_stage", "snapshot_files", "stage_done", "stage_key", "staged", "table",
+    "normalized_code", "normalized_source", "pipeline_fingerprint", "record_run", "run_pipeline", "run_stage", "snapshot_files", "stage_done", "stage_key", "staged", "table",
 ]
 
 Done = Callable[[dict[str, Any] | None], bool]
