@@ -30,6 +30,7 @@ from typing import Any
 from arborag.config import ArboragConfig, load_config
 from arborag.env import offline_env
 from arborag.errors import ArboragError, BackendUnavailable, LLMError
+from arborag.extras import extra
 from arborag.hashing import hash_json
 from arborag.storage.corpus import Corpus
 from arborag.tasks.stage_context import file_fingerprint, table_fingerprint
@@ -206,7 +207,8 @@ def dask_task_runner(*, workers: int | None = None, address: str | None = None) 
     """A ``DaskTaskRunner``: joins the scheduler at ``address`` (``tcp://host:port``) or starts a
     ``LocalCluster`` of ``workers`` single-threaded worker processes on 127.0.0.1 (no dashboard)."""
     offline_env()
-    from prefect_dask import DaskTaskRunner
+    with extra("scale", "the Dask runner (arborag build --runner dask)"):
+        from prefect_dask import DaskTaskRunner
 
     if address:
         return DaskTaskRunner(address=address)

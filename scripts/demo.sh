@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/install.sh
+bash scripts/install.sh  # the core install: no extra is needed for the demo
 . .venv/bin/activate
 . scripts/env.sh
 

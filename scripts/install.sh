@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # Install arborag into ./.venv (offline-capable: only the package registry is needed).
+#   bash scripts/install.sh            the core: build, update, query, sql, inspect, serve
+#   bash scripts/install.sh dev        plus every extra and the test tools (scripts/test.sh)
+#   bash scripts/install.sh eval,llm   plus the extras named (pyproject.toml [project.optional-dependencies])
 # torch==2.13.0 goes first: where a CPU-only wheel of it is available (a local wheel or index),
 # installing it before anything that depends on torch stops pip from pulling a multi-GB CUDA build.
 set -euo pipefail
@@ -11,7 +14,10 @@ fi
 . .venv/bin/activate
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 python -c "import torch" 2>/dev/null || pip install -q "torch==2.13.0"
-pip install -q -e ".[dev]" 2>&1 | grep -v "is ignored: it is neither" || true
+EXTRAS=${1:-}
+TARGET="."
+if [ -n "$EXTRAS" ]; then TARGET=".[$EXTRAS]"; fi
+pip install -q -e "$TARGET" 2>&1 | grep -v "is ignored: it is neither" || true
 # Byte-compile the project's modules now, as pip does for a regular (non-editable) install: an
 # editable install leaves that to the first import, and where PYTHONDONTWRITEBYTECODE is set it
 # never happens — every `arborag` process then compiles ~120 modules again (0.3 s of a cold

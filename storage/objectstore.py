@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from arborag.errors import ArboragError
+from arborag.extras import extra
 
 __all__ = [
     "ManifestConflict",
@@ -127,6 +128,10 @@ class ObjectStore:
 
     def __init__(self, uri: str) -> None:
         import fsspec
+
+        if uri.startswith(("s3://", "s3a://")):
+            with extra("scale", "an s3:// corpus"):
+                import s3fs  # noqa: F401  (fsspec's s3 filesystem)
 
         self.uri = uri.rstrip("/")
         self.fs, self.base = fsspec.core.url_to_fs(self.uri, **storage_options(self.uri))

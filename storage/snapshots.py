@@ -25,7 +25,8 @@ window, e.g. a server left on one snapshot for a week).
 **Everything else that grows** (:func:`collect_garbage`, also run after every publish):
 
 - ``snapshots/*.partial`` and other unsealed folders (a killed publish), ``.trash-*`` leftovers;
-- ``.scratch-<pid>-*`` copies of dry runs whose process died (:meth:`Corpus.scratch_copy`);
+- ``.scratch-<pid>-*`` copies of dry runs and ``.published.duckdb.<pid>-*`` half-written catalogs
+  whose process died (:meth:`Corpus.scratch_copy`, :func:`arborag.storage.catalog.write_catalog`);
 - ``staging/<key>/`` of abandoned runs (gc holds the writer lock — or runs inside the writer
   after its publish — so no live writer owns any of them);
 - Prefect task records under ``prefect/results`` whose build key is no snapshot kept, and any
@@ -509,23 +510,29 @@ def _sweep_unsealed(corpus: "Corpus", report: GcReport, *, dry_run: bool) -> Non
 
 def _sweep_scratch(corpus: "Corpus", report: GcReport, *, dry_run: bool) -> None:
     """Scratch copies (:meth:`~arborag.storage.corpus.Corpus.scratch_copy`, ``.scratch-<pid>-<random>``)
+    and half-written catalogs (``.published.duckdb.<pid>-<random>.tmp``, :func:`~arborag.storage.catalog.write_catalog`)
     of processes that died before removing theirs."""
+    from arborag.storage.catalog import CATALOG_FILE
     from arborag.storage.corpus import SCRATCH_PREFIX
     from arborag.storage.lock import _pid_alive
 
     if not corpus.root.is_dir():
         return
-    for p in corpus.root.glob(f"{SCRATCH_PREFIX}*"):
-        try:
-            pid = int(p.name[len(SCRATCH_PREFIX):].split("-", 1)[0])
-        except ValueError:
-            continue
-        if not p.is_dir() or _pid_alive(pid):
-            continue
-        size = _dir_bytes(p)
-        if not dry_run:
-            shutil.rmtree(p, ignore_errors=True)
-        report.add("scratch", 1, size)
+    for prefix in (SCRATCH_PREFIX, f".{CATALOG_FILE}."):
+        for p in corpus.root.glob(f"{prefix}*"):
+            try:
+                pid = int(p.name[len(prefix):].split("-", 1)[0])
+            except ValueError:
+                continue
+            if _pid_alive(pid):
+                continue
+            size = _dir_bytes(p) if p.is_dir() else p.stat().st_size
+            if not dry_run:
+                if p.is_dir():
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    p.unlink(missing_ok=True)
+            report.add("scratch", 1, size)
 
 
 def _sweep_staging(corpus: "Corpus", report: GcReport, *, dry_run: bool, keep: set[str]) -> set[str]:

@@ -39,6 +39,21 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
+def _print_version(value: bool) -> None:
+    if value:
+        from arborag import installed_version
+
+        typer.echo(f"arborag {installed_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(False, "--version", "-V", callback=_print_version, is_eager=True, help="Print arborag's version and exit."),
+) -> None:
+    pass
+
+
 for _module in (_ingest, _segment, _sql, _build, _query, _inspect, _serve, _evaluate, _update, _add, _ask, _schedule, _snapshots, _mcp, _pipeline):
     _module.register(app)
 

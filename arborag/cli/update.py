@@ -80,12 +80,13 @@ def register(app: typer.Typer) -> None:
         if allow_delete and max_delete is not None:
             fail(ArboragError("give either --max-delete or --allow-delete, not both"), EXIT_USAGE)
         limit = "all" if allow_delete else max_delete
-        from arborag.tasks.stages.plan import DeleteLimit  # polars, pyarrow: not at CLI import
+        if max_delete is not None:  # checked before any work; the plan module (polars, pyarrow) only then
+            from arborag.tasks.stages.plan import DeleteLimit
 
-        try:
-            DeleteLimit.parse(limit)
-        except ArboragError as exc:
-            fail(exc, EXIT_USAGE)
+            try:
+                DeleteLimit.parse(limit)
+            except ArboragError as exc:
+                fail(exc, EXIT_USAGE)
         run_command(sources, corpus, prune=prune, max_delete=limit, dry_run=dry_run, prefect=prefect, no_wait=no_wait,
                     follow_external_symlinks=follow_external_symlinks, config=config, adding=False)
 

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from arborag.errors import BackendUnavailable, ConfigError, LLMError
+from arborag.extras import extra
 from arborag.llm.types import OPENAI_DEFAULT_URL, PLACEHOLDER_API_KEY, Completion, LLMStats, Message
 
 if TYPE_CHECKING:
@@ -66,7 +67,8 @@ class Transport:
     def _client(self) -> Any:
         with self._lock:
             if self._openai is None:
-                from openai import OpenAI
+                with extra("llm", "an OpenAI-compatible endpoint (backend: openai, arborag ask)"):
+                    from openai import OpenAI
 
                 key = os.environ.get(self.api_key_env, "").strip()
                 if not key:
@@ -124,7 +126,8 @@ class Transport:
         5xx are retried (after ``Retry-After`` when the server sends one, else backoff); other
         statuses raise at once (401/403/404 as :class:`AbortBatch`). The one HTTP layer of
         every OpenAI-compatible request arborag makes (chat completions, embeddings)."""
-        import openai
+        with extra("llm", "an OpenAI-compatible endpoint (backend: openai, arborag ask)"):
+            import openai
 
         client = self._client()
         attempts = self.retries + 1

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from arborag.config import ArboragConfig
+from arborag.extras import extra
 from arborag.mcpserver import tools
 from arborag.mcpserver.tools import Limits
 from arborag.query.modes import DEFAULT_MODE
@@ -40,7 +41,8 @@ def create_server(corpus_dir: str | Path, *, config: ArboragConfig | None = None
 
     ``warm``: open the snapshot and load the query embedder now (else the first call does).
     """
-    from mcp.server.mcpserver import MCPServer
+    with extra("mcp", "arborag mcp"):
+        from mcp.server.mcpserver import MCPServer
 
     from arborag.config import load_config
     from arborag.llm.configured import llm_configured

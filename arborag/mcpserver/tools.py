@@ -14,7 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mcp.server.mcpserver.exceptions import ToolError as ToolInputError
+from arborag.extras import extra
+
+with extra("mcp", "arborag mcp"):
+    from mcp.server.mcpserver.exceptions import ToolError as ToolInputError
 
 __all__ = ["Limits", "ToolInputError", "ask", "get_chunk", "get_node", "search", "snapshot_info", "tree_top"]
 

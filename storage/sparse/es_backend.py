@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from arborag.config import SparseConfig
 from arborag.errors import QueryError, SparseBulkError, SparseIndexError, SparseNotBuiltError
+from arborag.extras import extra
 from arborag.storage.sparse.analysis import node_rows
 from arborag.storage.sparse.es_bodies import es_alias_name, es_index_body, es_index_name, es_search_body
 from arborag.storage.sparse.es_connection import ES_MAX_RETRIES, ES_RETRY_STATUS, EsConnection, es_meta, es_reason
@@ -47,8 +48,9 @@ def _bulk_actions(index: str, rows: Iterable[tuple[str, int, str, list[str]]]) -
 
 def build_elasticsearch(nodes: pa.Table, directory: Path, cfg: SparseConfig, *, snapshot_id: str) -> dict[str, Any]:
     """Create and fill index ``{prefix}-{snapshot_id}`` (not yet aliased) and record it in ``directory``."""
-    import elasticsearch
-    from elasticsearch import helpers
+    with extra("es", "the Elasticsearch sparse backend (sparse.backend: elasticsearch)"):
+        import elasticsearch
+        from elasticsearch import helpers
 
     started = time.perf_counter()
     conn = EsConnection(cfg, request_timeout=120.0)
@@ -135,7 +137,8 @@ class ElasticsearchSparseIndex:
     backend = "elasticsearch"
 
     def __init__(self, cfg: SparseConfig, target: str) -> None:
-        import elasticsearch
+        with extra("es", "the Elasticsearch sparse backend (sparse.backend: elasticsearch)"):
+            import elasticsearch
 
         self._conn = EsConnection(cfg)
         self.target = target
@@ -169,7 +172,8 @@ class ElasticsearchSparseIndex:
         doc_ids: Sequence[str] | None = None,
         lucene: bool = True,
     ) -> list[SparseHit]:
-        import elasticsearch
+        with extra("es", "the Elasticsearch sparse backend (sparse.backend: elasticsearch)"):
+            import elasticsearch
 
         body = es_search_body(query, k=k, levels=levels, doc_ids=doc_ids, lucene=lucene)
         if body is None:
@@ -192,7 +196,8 @@ def publish_elasticsearch(cfg: SparseConfig, *, snapshot_id: str, corpus_name: s
     """Move alias ``{prefix}-corpus-{corpus}`` to the snapshot's index in one atomic request
     (readers see the old or the new index, never a half-built one); refuses an incomplete index.
     """
-    import elasticsearch
+    with extra("es", "the Elasticsearch sparse backend (sparse.backend: elasticsearch)"):
+        import elasticsearch
 
     conn = EsConnection(cfg)
     name = es_index_name(cfg, snapshot_id)

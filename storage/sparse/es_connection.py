@@ -14,6 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from arborag.config import SparseConfig
 from arborag.errors import BackendUnavailable, ConfigError
+from arborag.extras import extra
 from arborag.storage.sparse.es_bodies import es_safe
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,7 +54,8 @@ def _compat8_node_class() -> type:
     rejection, so a 9.x client works against an 8.x server without pinning
     ``elasticsearch>=8,<9`` (which also works and needs no switch).
     """
-    from elastic_transport import Urllib3HttpNode
+    with extra("es", "the Elasticsearch sparse backend (sparse.backend: elasticsearch)"):
+        from elastic_transport import Urllib3HttpNode
 
     class Compat8Node(Urllib3HttpNode):  # type: ignore[misc]
         def perform_request(self, method, target, body=None, headers=None, **kw):  # type: ignore[no-untyped-def]
@@ -115,7 +117,8 @@ class EsConnection:
     @property
     def client(self) -> "Elasticsearch":
         if self._client is None:
-            from elasticsearch import Elasticsearch
+            with extra("es", "the Elasticsearch sparse backend (sparse.backend: elasticsearch)"):
+                from elasticsearch import Elasticsearch
 
             kwargs = dict(self._kwargs)
             if self._compat8:
@@ -136,8 +139,9 @@ class EsConnection:
 
     def call(self, fn: Callable[["Elasticsearch"], _R]) -> _R:
         """Run ``fn(client)``, mapping transport/auth failures to BackendUnavailable."""
-        import elastic_transport
-        import elasticsearch
+        with extra("es", "the Elasticsearch sparse backend (sparse.backend: elasticsearch)"):
+            import elastic_transport
+            import elasticsearch
 
         try:
             return fn(self.client)
@@ -191,7 +195,8 @@ def es_reason(exc: Exception) -> str:
 
 def es_meta(conn: EsConnection, name: str) -> dict[str, Any] | None:
     """The arborag ``_meta`` of index ``name``; None when the index does not exist."""
-    import elasticsearch
+    with extra("es", "the Elasticsearch sparse backend (sparse.backend: elasticsearch)"):
+        import elasticsearch
 
     try:
         resp = conn.call(lambda c: c.indices.get_mapping(index=name))

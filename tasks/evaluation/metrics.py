@@ -42,6 +42,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal, Protocol
 
+from arborag.extras import extra
+
 __all__ = [
     "GoldItem",
     "MatchMode",
@@ -356,7 +358,8 @@ class _WordTokenizer:
 
 @lru_cache(maxsize=1)
 def _rouge_scorer():  # type: ignore[no-untyped-def]
-    from rouge_score import rouge_scorer
+    with extra("eval", "ROUGE and BLEU scores (arborag eval)"):
+        from rouge_score import rouge_scorer
 
     return rouge_scorer.RougeScorer(["rougeL"], tokenizer=_WordTokenizer())
 
@@ -371,7 +374,8 @@ def rouge_l(prediction: str, references: Sequence[str]) -> float:
 
 @lru_cache(maxsize=8)
 def _bleu_metric(n: int):  # type: ignore[no-untyped-def]
-    from sacrebleu.metrics import BLEU
+    with extra("eval", "ROUGE and BLEU scores (arborag eval)"):
+        from sacrebleu.metrics import BLEU
 
     return BLEU(max_ngram_order=n, effective_order=True, lowercase=True)
 
@@ -391,7 +395,8 @@ def corpus_bleu(predictions: Sequence[str], references: Sequence[Sequence[str]],
     """
     if not predictions:
         return 0.0
-    from sacrebleu.metrics import BLEU
+    with extra("eval", "ROUGE and BLEU scores (arborag eval)"):
+        from sacrebleu.metrics import BLEU
 
     width = max(len(r) for r in references)
     streams = [[(refs[i] if i < len(refs) else refs[0]) for refs in references] for i in range(width)]

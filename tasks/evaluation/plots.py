@@ -10,6 +10,7 @@ from pathlib import Path
 
 import polars as pl
 
+from arborag.extras import extra
 from arborag.tasks.evaluation.aggregate import (
     STRATEGY_ORDER,
     SYSTEM_ORDER,
@@ -25,7 +26,8 @@ __all__ = ["plot_hit_rate_vs_budget", "plot_level_mix", "plot_strategy_heatmap"]
 
 
 def _plt():  # type: ignore[no-untyped-def]
-    import matplotlib
+    with extra("eval", "the evaluation plots (arborag eval)"):
+        import matplotlib
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt

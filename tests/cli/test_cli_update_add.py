@@ -199,3 +199,20 @@ def test_the_build_hint_for_failed_documents_names_the_corpus(tmp_path: Path, ca
     _print_summary({"status": "partial", "snapshot": "s1", "ingest": {"documents": 2, "failed": 1}}, str(corpus))
     out = flat(capsys.readouterr().out)
     assert f"--corpus '{corpus}'" in out and "--corpus ..." not in out
+
+
+def test_add_starts_the_embedding_worker_early_as_update_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    from arborag import worker_spawn
+
+    monkeypatch.delenv("ARBORAG_EMBED_WORKER", raising=False)
+    assert worker_spawn.will_embed(["arborag", "add", "notes.txt", "--corpus", "c"])
+    assert not worker_spawn.will_embed(["arborag", "add", "notes.txt", "--corpus", "c", "--dry-run"])
+
+
+def test_update_init_takes_a_new_folder(tmp_path: Path, examples_dir: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "note.txt").write_text(NOTES, encoding="utf-8")
+    code, out = invoke("update", str(src), "--corpus", str(tmp_path / "new"), "--init", "--dry-run")
+    assert code == EXIT_OK, out
+    assert "Update plan" in out and f"added: {src / 'note.txt'}" in out

@@ -1,6 +1,7 @@
 """gc's view of the stages and of scratch copies: the Prefect records of every stage keyed by a
 build key (``links`` included) are kept or swept by that key, the list storage holds equals the
-pipelines' declarations, and the scratch copies of dry runs whose process died are removed."""
+pipelines' declarations, and the scratch copies of dry runs and half-written catalogs whose
+process died are removed."""
 
 from __future__ import annotations
 
@@ -45,18 +46,22 @@ def _dead_pid() -> int:
     return proc.pid
 
 
-def test_scratch_copies_of_dead_processes_are_swept(tmp_path: Path) -> None:
+def test_scratch_copies_and_catalog_writes_of_dead_processes_are_swept(tmp_path: Path) -> None:
     corpus = Corpus(tmp_path / "c").ensure()
     dead = corpus.root / f"{SCRATCH_PREFIX}{_dead_pid()}-abcd1234"
     live = corpus.root / f"{SCRATCH_PREFIX}{os.getpid()}-abcd1234"
     for folder in (dead, live):
         (folder / "tables").mkdir(parents=True)
         (folder / "tables" / "documents.parquet").write_bytes(b"x" * 100)
+    torn = corpus.root / f".published.duckdb.{_dead_pid()}-abcd1234.tmp"  # a catalog write killed midway
+    writing = corpus.root / f".published.duckdb.{os.getpid()}-abcd1234.tmp"
+    torn.write_bytes(b"y" * 10)
+    writing.write_bytes(b"y" * 10)
     report = GcReport(dry_run=True)
     _sweep_scratch(corpus, report, dry_run=True)
-    assert dead.is_dir() and report.parts["scratch"] == {"items": 1, "bytes": 100}
+    assert dead.is_dir() and torn.is_file() and report.parts["scratch"] == {"items": 2, "bytes": 110}
     _sweep_scratch(corpus, GcReport(dry_run=False), dry_run=False)
-    assert not dead.exists() and live.is_dir()
+    assert not dead.exists() and live.is_dir() and not torn.exists() and writing.is_file()
 
 
 def test_scratch_copy_changes_nothing_of_the_corpus(tmp_path: Path) -> None:

@@ -130,6 +130,22 @@ def test_dry_run_with_more_sources_writes_nothing_the_views_show(history: dict[s
     assert not list(corpus.glob(".scratch-*"))  # the scratch copy is gone
 
 
+def test_update_dry_run_with_more_sources_writes_nothing_the_views_show(history: dict[str, Any]) -> None:
+    corpus, src, first = history["corpus"], history["src"], history["first"]
+    tables = _digest(corpus / "tables")
+    catalog = (corpus / CATALOG_FILE).read_bytes()
+    for name, text in EXTRA.items():
+        (src / name).write_text(text, encoding="utf-8")
+    try:
+        out = run_update([src], corpus, NO_AUTO, dry_run=True)
+    finally:
+        for name in EXTRA:
+            (src / name).unlink()
+    assert out["plan"]["added"] == len(EXTRA) and "snapshot" not in out
+    assert _digest(corpus / "tables") == tables and (corpus / CATALOG_FILE).read_bytes() == catalog
+    assert run_sql_state(corpus, COUNTS).rows == [_snapshot_counts(corpus, first)]
+
+
 def test_cli_sql_says_which_state_it_read(history: dict[str, Any]) -> None:
     from arborag.cli.app import app
 
