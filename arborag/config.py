@@ -430,7 +430,7 @@ def _env_layer() -> dict[str, Any]:
             if value[:1] in "[{":
                 parsed = yaml.safe_load(value)
             layer.setdefault(section, {})[field] = parsed
-    # Convenience aliases documented in the README.
+    # Convenience aliases documented in docs/OPERATIONS.md (optional services).
     for var, fld in (("ARBORAG_ES_URL", "es_url"), ("ARBORAG_ES_API_KEY", "es_api_key"), ("ARBORAG_ES_USERNAME", "es_username"),
                      ("ARBORAG_ES_PASSWORD", "es_password"), ("ARBORAG_ES_CA_CERTS", "es_ca_certs")):
         if os.environ.get(var):

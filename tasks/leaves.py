@@ -82,7 +82,7 @@ def load_leaves(ctx: StageContext) -> pa.Table:
 
 
 # Average number of children a summary covers. RAPTOR's GMM clusters hold a handful of
-# nodes; 5 matches the trees we build (see README). Used only for estimates.
+# nodes; 5 matches the trees arborag builds. Used only for estimates.
 _EST_CLUSTER_SIZE = 5.0
 _EST_MEMBERSHIP = 1.1  # soft membership puts some nodes in more than one cluster
 
