@@ -23,6 +23,7 @@ from arborag.config import ArboragConfig, EmbedConfig, SparseConfig, load_config
 from arborag.errors import BackendUnavailable, QueryError, SparseNotBuiltError
 from arborag.query.fusion import adaptive_weight, fuse, normalize
 from arborag.query.hits import Hit, fill_hits, greedy_fill, top_order
+from arborag.query.options import FROM_CONFIG, FromConfig, query_settings
 from arborag.storage.corpus import Corpus
 from arborag.storage.vectors import VectorStore
 
@@ -208,9 +209,9 @@ class Index:
         self,
         text: str,
         *,
-        mode: Mode = "hop",
-        budget: int | None = 2000,
-        k: int = 5,
+        mode: Mode | None = None,
+        budget: "int | None | FromConfig" = FROM_CONFIG,
+        k: int | None = None,
         levels: Sequence[int] | None = None,
         doc_ids: Sequence[str] | None = None,
         lucene: bool = False,
@@ -219,7 +220,11 @@ class Index:
     ) -> list[Hit]:
         """Retrieve nodes for ``text``.
 
-        - ``auto`` (the default; :mod:`arborag.query.auto`): dense and BM25 scores of the leaves
+        ``mode``, ``budget`` and ``k`` not given are ``query.mode``, ``query.budget`` and
+        ``query.k`` of the index's config (:func:`arborag.query.options.query_settings`, the
+        defaults of every front door). ``text`` is plain words unless ``lucene=True``.
+
+        - ``auto`` (:mod:`arborag.query.auto`): dense and BM25 scores of the leaves
           fused (``query.fusion``), filled best-first — the best configuration measured on the
           shared sets (README "Evaluation").
         - ``collapsed``: every node of every level scored by cosine, added best-first until
@@ -244,6 +249,7 @@ class Index:
         """
         from arborag.query.modes import available_modes, check_options, get_mode
 
+        mode, budget, k = query_settings(self.config.query, mode=mode, budget=budget, k=k)
         if not text.strip() and vector is None:
             raise QueryError(text, "the query is empty")
         spec = get_mode(mode)
