@@ -371,13 +371,14 @@ class Index:
                      fallback: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """(rows, fused score) of every node the filters allow: dense ⊕ BM25
         (:func:`arborag.query.fusion.fuse`; ``dense_weight`` a number or ``"adaptive"``).
+        The scores are on ``fusion``'s one scale whether BM25 contributes or not (``sparse=False``,
+        no BM25 hit, no sparse index): reciprocal-rank sums for ``rrf``, normalized scores for
+        ``minmax``/``zscore``; without BM25 the dense list is fused alone (weight 1).
         ``fallback``: with no sparse index (or its backend down), fuse the dense list alone
         (logged once) instead of raising."""
         d_rows, d_scores = self.dense_scores(vector, levels=levels, doc_ids=doc_ids)
         if not sparse or d_rows.size == 0:
-            if fusion == "rrf":
-                return fuse([(d_rows, d_scores)], method="rrf", k=rrf_k)
-            return d_rows, normalize(d_scores, fusion, depth=depth)[0]  # type: ignore[arg-type]
+            return _dense_alone(d_rows, d_scores, fusion, depth=depth, rrf_k=rrf_k)
         try:
             s_rows, s_scores = self.sparse_ranked(text, n=2 * depth, levels=levels, doc_ids=doc_ids, lucene=lucene)
         except (SparseNotBuiltError, BackendUnavailable) as exc:  # the default mode still answers, dense only
@@ -385,11 +386,18 @@ class Index:
                 raise
             _warn_once(f"auto: no BM25 list ({exc}); fusing the dense list only. Rebuild the corpus or start the sparse backend.")
             s_rows, s_scores = np.zeros(0, dtype=np.int64), np.zeros(0)
-        if s_rows.size == 0:
-            return d_rows, normalize(d_scores, "minmax" if fusion == "rrf" else fusion, depth=depth)[0]  # type: ignore[arg-type]
+        if s_rows.size == 0:  # no BM25 hit: the dense list on the same scale as the dense-only path
+            return _dense_alone(d_rows, d_scores, fusion, depth=depth, rrf_k=rrf_k)
         w = adaptive_weight(d_scores, s_scores, depth) if dense_weight == "adaptive" else float(dense_weight)
         return fuse([(d_rows, d_scores), (s_rows, s_scores)], method=fusion, weights=[w, 1.0 - w], k=rrf_k, depth=depth,  # type: ignore[arg-type]
                     absent=[None, 0.0])
+
+
+def _dense_alone(rows: np.ndarray, scores: np.ndarray, fusion: str, *, depth: int, rrf_k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The dense list fused on its own: ``1 / (rrf_k + rank)`` for ``rrf``, else its normalized scores."""
+    if fusion == "rrf":
+        return fuse([(rows, scores)], method="rrf", k=rrf_k)
+    return rows, normalize(scores, fusion, depth=depth)[0]  # type: ignore[arg-type]
 
 
 _WARNED: set[str] = set()

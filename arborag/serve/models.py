@@ -130,7 +130,8 @@ class Source(BaseModel):
 class SearchHit(BaseModel):
     node_id: str
     level: int
-    score: float = Field(..., description="Higher is better: cosine (dense), BM25 (sparse), RRF (hybrid).")
+    score: float = Field(..., description="Higher is better, on the mode's one scale: cosine (collapsed), BM25 (sparse), "
+                         "the fused score of query.fusion (auto, hop, hybrid; RRF sums for rrf).")
     text: str
     tokens: int
     sources: list[Source]
