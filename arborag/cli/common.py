@@ -83,6 +83,7 @@ def query_options(cfg: ArboragConfig, mode: str | None, budget: int | None, k: i
     from arborag.query.options import FROM_CONFIG, query_settings
 
     settings = query_settings(cfg.query, mode=mode, budget=FROM_CONFIG if budget is None else budget, k=k)
+    assert settings.budget is not None  # --budget is a number, and so is query.budget
     return QueryOptions(settings.mode, settings.budget, settings.k, lv)
 
 
