@@ -29,6 +29,9 @@ def _registered(mode: str) -> str:
 #: Every mode of the registry (arborag.query.modes; the same names as ``arborag query --mode``); a
 #: mode whose module is not installed answers 400 with a clear error.
 Mode = Annotated[str, AfterValidator(_registered), WithJsonSchema({"type": "string", "enum": list(MODE_NAMES)})]
+#: A request's mode: a registered one, or left out (the server's ``query.mode``).
+RequestMode = Annotated[str | None, AfterValidator(lambda m: None if m is None else _registered(m)),
+                        WithJsonSchema({"type": "string", "enum": list(MODE_NAMES)})]
 _MODE_HELP = "Default: query.mode of the server's config. " + " | ".join(MODE_NAMES) + ": " + "; ".join(
     f"{m.name}: {m.description}" for m in MODES.values())
 #: Fields left out of a request take the server's config (``query.mode``, ``query.budget``,
@@ -59,7 +62,7 @@ class AskRequest(BaseModel):
     })
 
     text: str = Field(..., min_length=1, description="The question.")
-    mode: Mode | None = Field(None, description="The retrieval mode of the context (as in POST /search; default: query.mode).")
+    mode: RequestMode = Field(None, description="The retrieval mode of the context (as in POST /search; default: query.mode).")
     budget: int | None = Field(None, ge=1, description=_BUDGET_HELP)
     k: int | None = Field(None, ge=1, description="traversal: nodes kept per level (default: query.k).")
     levels: list[int] | None = Field(None, description="Tree levels to search ([0] = leaves only).")
@@ -80,7 +83,7 @@ class SearchRequest(BaseModel):
 
     text: str = Field(..., min_length=1, description="The question (plain words; '?' and other Lucene syntax characters "
                       "are just text), or a Lucene query with lucene=true.")
-    mode: Mode | None = Field(None, description=_MODE_HELP)
+    mode: RequestMode = Field(None, description=_MODE_HELP)
     budget: int | None = Field(None, ge=1, description=_BUDGET_HELP)
     k: int | None = Field(None, ge=1, description="traversal: nodes kept per level; with budget=null: number of hits (default: query.k).")
     levels: list[int] | None = Field(None, description="Tree levels to search ([0] = leaves only, the flat baseline).")

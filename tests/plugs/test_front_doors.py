@@ -11,6 +11,7 @@ fake), so no model loads; no LLM is configured, so the LLM-optional modes run of
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,10 @@ def _http(corpus: Path, cfg: Any) -> tuple[str, list[str], int, Any]:
 
     with TestClient(create_app(corpus, config=cfg)) as client:
         resp = client.post("/search", json={"text": QUESTION})
+        page = client.get("/").text
     assert resp.status_code == 200, resp.text
+    selected = re.search(r'<option value="([^"]+)"[^>]* selected>', page)
+    assert selected is not None and selected.group(1) == cfg.query.mode  # the search page offers the config's mode first
     data = resp.json()
     return data["mode"], [h["node_id"] for h in data["hits"]], data["tokens"], data["budget"]
 
