@@ -138,8 +138,8 @@ def register(app: typer.Typer) -> None:
 
 def pointer(query: str, position: int | None) -> str:
     """Two lines under a message: the query and a ``^`` under ``position`` (nothing for a query
-    of several lines or without a position)."""
-    if position is None or "\n" in query or not 0 <= position <= len(query):
+    of several lines, longer than a line of text, or without a position)."""
+    if position is None or "\n" in query or len(query) > 160 or not 0 <= position <= len(query):
         return ""
     return "\n  " + escape_markup(query) + "\n  " + " " * position + "^"
 
