@@ -283,11 +283,15 @@ class SparseConfig(_Stage):
 
 
 class QueryConfig(_Stage):
+    """The defaults of every front door (``arborag query``/``ask``, ``arborag serve``, ``arborag mcp``,
+    ``Index.search``; :func:`arborag.query.options.query_settings`): a call that leaves out the mode,
+    budget or k gets these."""
+
     mode: str = Field("hop", description="Default retrieval mode: hop (the measured best: auto's dense + BM25 leaves fused, "
                       "plus one hop through the links between leaves; docs/EVALUATION.md) | auto | collapsed | traversal | "
                       "sparse | hybrid, or a plug-in mode (arborag.query.modes); checked when a query runs.")
     budget: int = Field(2000, ge=1, description="Token budget of retrieved context.")
-    k: int = Field(5, ge=1, description="traversal: top-k per level.")
+    k: int = Field(5, ge=1, description="traversal: top-k per level; with no token budget: the number of hits.")
     rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant.")
     fusion: Literal["rrf", "minmax", "zscore"] = Field(
         "zscore", description="hybrid/auto: how dense and BM25 scores are fused: rrf (ranks, rrf_k), or a convex combination "

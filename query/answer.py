@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from arborag.llm.types import Usage
+from arborag.query.options import FROM_CONFIG, FromConfig
 
 if TYPE_CHECKING:
     from arborag.llm.types import ChatLLM
@@ -164,16 +165,20 @@ def ask(
     question: str,
     *,
     llm: ChatLLM | None,
-    mode: str = "collapsed",
-    budget: int | None = 2000,
-    k: int = 5,
+    mode: str | None = None,
+    budget: "int | None | FromConfig" = FROM_CONFIG,
+    k: int | None = None,
     levels: Sequence[int] | None = None,
     max_tokens: int | None = None,
     **options: Any,
 ) -> Answer:
     """Retrieve with ``mode`` and answer with ``llm`` (None: status ``no_llm``, the passages
-    still returned). ``multi`` and ``level`` get the same ``llm`` for their own calls."""
+    still returned). ``multi`` and ``level`` get the same ``llm`` for their own calls. ``mode``,
+    ``budget``, ``k`` not given: ``query.*`` of the index's config, as in ``Index.search``."""
     from arborag.llm.configured import HOW_TO_CONFIGURE
+    from arborag.query.options import query_settings
+
+    mode, budget, k = query_settings(index.config.query, mode=mode, budget=budget, k=k)
 
     started = time.perf_counter()
     usage = Usage()

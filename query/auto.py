@@ -25,6 +25,12 @@ Other options (``Index.search(mode="auto", **options)``): ``fusion`` (``rrf`` | 
 ``zscore``), ``dense_weight`` (0..1, or ``"adaptive"``: per question, the list whose best
 score stands out more gets more weight), ``depth``, ``sparse=False`` (dense leaves only).
 ``levels`` (e.g. ``[0]``) and ``doc_ids`` restrict the candidates as in every mode.
+
+Scores: one scale per fusion, whether BM25 contributes or not (``sparse=False``, no BM25 hit
+for the question, no sparse index): ``rrf`` gives reciprocal-rank sums ``Σ w / (rrf_k + rank)``
+(the dense list alone: ``1 / (rrf_k + rank)``), ``minmax``/``zscore`` the weighted normalized
+scores (the dense list alone: its normalized scores). :meth:`~arborag.query.index.Index.fused_scores`
+holds the rule.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from arborag.config import ArboragConfig, EmbedConfig, SparseConfig, load_config
 from arborag.errors import BackendUnavailable, QueryError, SparseNotBuiltError
 from arborag.query.fusion import adaptive_weight, fuse, normalize
 from arborag.query.hits import Hit, fill_hits, greedy_fill, top_order
+from arborag.query.options import FROM_CONFIG, FromConfig, query_settings
 from arborag.storage.corpus import Corpus
 from arborag.storage.vectors import VectorStore
 
@@ -208,9 +209,9 @@ class Index:
         self,
         text: str,
         *,
-        mode: Mode = "hop",
-        budget: int | None = 2000,
-        k: int = 5,
+        mode: Mode | None = None,
+        budget: "int | None | FromConfig" = FROM_CONFIG,
+        k: int | None = None,
         levels: Sequence[int] | None = None,
         doc_ids: Sequence[str] | None = None,
         lucene: bool = False,
@@ -219,7 +220,11 @@ class Index:
     ) -> list[Hit]:
         """Retrieve nodes for ``text``.
 
-        - ``hop`` (the default; :mod:`arborag.query.hop`): ``auto`` plus one hop through the links
+        ``mode``, ``budget`` and ``k`` not given are ``query.mode``, ``query.budget`` and
+        ``query.k`` of the index's config (:func:`arborag.query.options.query_settings`, the
+        defaults of every front door). ``text`` is plain words unless ``lucene=True``.
+
+        - ``hop`` (the shipped ``query.mode``; :mod:`arborag.query.hop`): ``auto`` plus one hop through the links
           between leaves (docs/METHODS.md §9.2); without links it is ``auto``.
         - ``auto`` (:mod:`arborag.query.auto`): dense and BM25 scores of the leaves
           fused (``query.fusion``), filled best-first — the best configuration measured on the
@@ -246,6 +251,7 @@ class Index:
         """
         from arborag.query.modes import available_modes, check_options, get_mode
 
+        mode, budget, k = query_settings(self.config.query, mode=mode, budget=budget, k=k)
         if not text.strip() and vector is None:
             raise QueryError(text, "the query is empty")
         spec = get_mode(mode)
@@ -367,13 +373,14 @@ class Index:
                      fallback: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """(rows, fused score) of every node the filters allow: dense ⊕ BM25
         (:func:`arborag.query.fusion.fuse`; ``dense_weight`` a number or ``"adaptive"``).
+        The scores are on ``fusion``'s one scale whether BM25 contributes or not (``sparse=False``,
+        no BM25 hit, no sparse index): reciprocal-rank sums for ``rrf``, normalized scores for
+        ``minmax``/``zscore``; without BM25 the dense list is fused alone (weight 1).
         ``fallback``: with no sparse index (or its backend down), fuse the dense list alone
         (logged once) instead of raising."""
         d_rows, d_scores = self.dense_scores(vector, levels=levels, doc_ids=doc_ids)
         if not sparse or d_rows.size == 0:
-            if fusion == "rrf":
-                return fuse([(d_rows, d_scores)], method="rrf", k=rrf_k)
-            return d_rows, normalize(d_scores, fusion, depth=depth)[0]  # type: ignore[arg-type]
+            return _dense_alone(d_rows, d_scores, fusion, depth=depth, rrf_k=rrf_k)
         try:
             s_rows, s_scores = self.sparse_ranked(text, n=2 * depth, levels=levels, doc_ids=doc_ids, lucene=lucene)
         except (SparseNotBuiltError, BackendUnavailable) as exc:  # the default mode still answers, dense only
@@ -381,11 +388,18 @@ class Index:
                 raise
             _warn_once(f"auto: no BM25 list ({exc}); fusing the dense list only. Rebuild the corpus or start the sparse backend.")
             s_rows, s_scores = np.zeros(0, dtype=np.int64), np.zeros(0)
-        if s_rows.size == 0:
-            return d_rows, normalize(d_scores, "minmax" if fusion == "rrf" else fusion, depth=depth)[0]  # type: ignore[arg-type]
+        if s_rows.size == 0:  # no BM25 hit: the dense list on the same scale as the dense-only path
+            return _dense_alone(d_rows, d_scores, fusion, depth=depth, rrf_k=rrf_k)
         w = adaptive_weight(d_scores, s_scores, depth) if dense_weight == "adaptive" else float(dense_weight)
         return fuse([(d_rows, d_scores), (s_rows, s_scores)], method=fusion, weights=[w, 1.0 - w], k=rrf_k, depth=depth,  # type: ignore[arg-type]
                     absent=[None, 0.0])
+
+
+def _dense_alone(rows: np.ndarray, scores: np.ndarray, fusion: str, *, depth: int, rrf_k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The dense list fused on its own: ``1 / (rrf_k + rank)`` for ``rrf``, else its normalized scores."""
+    if fusion == "rrf":
+        return fuse([(rows, scores)], method="rrf", k=rrf_k)
+    return rows, normalize(scores, fusion, depth=depth)[0]  # type: ignore[arg-type]
 
 
 _WARNED: set[str] = set()

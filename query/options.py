@@ -8,14 +8,54 @@ of ours.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
-    "AutoOptions", "HopOptions", "HybridOptions", "LevelOptions", "ModeOptions", "MultiOptions", "NoOptions", "RerankOptions",
-    "SegmentsOptions",
+    "FROM_CONFIG", "AutoOptions", "FromConfig", "HopOptions", "HybridOptions", "LevelOptions", "ModeOptions", "MultiOptions",
+    "NoOptions", "QuerySettings", "RerankOptions", "SegmentsOptions", "query_settings",
 ]
+
+
+class FromConfig:
+    """The type of :data:`FROM_CONFIG`: "not given, take the config's value" (where None already
+    means something, as ``budget=None`` = no token cap)."""
+
+    _instance: "FromConfig | None" = None
+
+    def __new__(cls) -> "FromConfig":
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "FROM_CONFIG"
+
+
+#: The default of ``budget`` in every front door: ``query.budget`` of the config.
+FROM_CONFIG: Final = FromConfig()
+
+
+class QuerySettings(NamedTuple):
+    """The mode, token budget and k a search runs with."""
+
+    mode: str
+    budget: int | None
+    k: int
+
+
+def query_settings(query: Any, *, mode: str | None = None, budget: "int | None | FromConfig" = FROM_CONFIG,
+                   k: int | None = None) -> QuerySettings:
+    """The one place the front doors (``arborag query``/``ask``, ``arborag serve``, ``arborag mcp``,
+    ``Index.search``, ``query.answer.ask``) take their defaults from: what the call gives, else
+    ``query.mode``, ``query.budget`` and ``query.k`` of the config (``query``: its
+    :class:`~arborag.config.QueryConfig`). ``budget=None`` stays None (no token cap: ``k`` hits)."""
+    return QuerySettings(
+        query.mode if mode is None else mode,
+        query.budget if isinstance(budget, FromConfig) else budget,
+        query.k if k is None else k,
+    )
 
 
 class ModeOptions(BaseModel):

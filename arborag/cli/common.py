@@ -124,12 +124,11 @@ def query_options(cfg: ArboragConfig, mode: str | None, budget: int | None, k: i
             lv = [int(x) for x in levels.split(",") if x.strip()]
         except ValueError:
             raise typer.BadParameter(f"{levels!r}: give tree levels as comma-separated whole numbers, e.g. 0 or 0,1", param_hint="--levels") from None
-    return QueryOptions(
-        mode if mode is not None else cfg.query.mode,
-        budget if budget is not None else cfg.query.budget,
-        k if k is not None else cfg.query.k,
-        lv,
-    )
+    from arborag.query.options import FROM_CONFIG, query_settings
+
+    settings = query_settings(cfg.query, mode=mode, budget=FROM_CONFIG if budget is None else budget, k=k)
+    assert settings.budget is not None  # --budget is a number, and so is query.budget
+    return QueryOptions(settings.mode, settings.budget, settings.k, lv)
 
 
 def fail(exc: BaseException, code: int = EXIT_ERROR) -> None:

@@ -137,6 +137,14 @@ def register(app: typer.Typer) -> None:
                 _print_trace(trace)
 
 
+def pointer(query: str, position: int | None) -> str:
+    """Two lines under a message: the query and a ``^`` under ``position`` (nothing for a query
+    of several lines, longer than a line of text, or without a position)."""
+    if position is None or "\n" in query or len(query) > 160 or not 0 <= position <= len(query):
+        return ""
+    return "\n  " + escape_markup(query) + "\n  " + " " * position + "^"
+
+
 def escape_markup(text: str) -> str:
     from rich.markup import escape
 
@@ -214,8 +222,9 @@ def _search_index(index: Any, text: str, *, mode: str, budget: int | None, k: in
     except QueryError as exc:
         if not lucene or exc.position is None:
             raise
-        # docs/METHODS.md §6.4: a malformed Lucene query is reported, then retried as a plain match
-        err_console.print(f"[yellow]warning:[/] {exc}\nretrying as a plain match of the words")
+        # docs/METHODS.md §6.4: a malformed Lucene query is reported (where it goes wrong), then retried as a plain match
+        err_console.print(f"[yellow]warning:[/] {escape_markup(str(exc))}{pointer(text, exc.position)}\n"
+                          "retrying as a plain match of the words", highlight=False)
         hits = index.search(text, mode=mode, budget=budget, k=k, levels=levels, lucene=False)  # type: ignore[arg-type]
     rows = [_Row(h.node_id, h.level, h.score, h.n_tokens, tuple(h.doc_ids), h.text,
                  getattr(h, "title", None), getattr(h, "start_char", None), getattr(h, "end_char", None)) for h in hits]
@@ -253,7 +262,9 @@ def _search_server(url: str, text: str, *, mode: str, budget: int | None, k: int
     report = data.get("lucene")
     if report:
         at = f" at position {report['position']}" if report.get("position") is not None else ""
-        err_console.print(f"[yellow]warning:[/] cannot run query {text!r}{at}: {report['error']}\nretrying as a plain match of the words")
+        message = escape_markup(f"cannot run query {text!r}{at}: {report['error']}")
+        err_console.print(f"[yellow]warning:[/] {message}{pointer(text, report.get('position'))}\n"
+                          "retrying as a plain match of the words", highlight=False)
     titles: dict[str, str] = {}
     rows = []
     for h in data["hits"]:

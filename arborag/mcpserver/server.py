@@ -28,7 +28,7 @@ __all__ = ["create_server", "http_app", "run_stdio"]
 
 INSTRUCTIONS = (
     "arborag: retrieval over one corpus, as a RAPTOR tree of leaf chunks and summaries. Start with `search` "
-    f"(mode {DEFAULT_MODE} is the measured default; the hits fill a token budget, best first). `get_node` shows a hit's "
+    f"(ask in plain words; mode {DEFAULT_MODE} is the measured default; the hits fill a token budget, best first). `get_node` shows a hit's "
     "parents (summaries above it) and children; `get_chunk` reads a document by character offsets; `tree_top` "
     "lists the summaries at the top of the tree with their labels (what the corpus is about). Resource arborag://snapshot/info "
     "describes the index."
@@ -68,19 +68,22 @@ def create_server(corpus_dir: str | Path, *, config: ArboragConfig | None = None
         except ArboragError as exc:  # an unreachable endpoint, an embedder mismatch ...: said, not a crash
             raise tools.ToolInputError(str(exc)) from None
 
+    q = cfg.query  # the defaults of every front door (arborag.query.options.query_settings), shown in the schema
+
     @server.tool(description="Search the corpus: the best tree nodes (leaf chunks and summaries) for a question or "
-                             "keywords, best first, within a token budget. Returns node ids, scores, texts and sources.")
+                             "keywords, best first, within a token budget. The text is plain words (a question ending "
+                             "in '?' is fine) unless lucene=true. Returns node ids, scores, texts and sources.")
     async def search(
-        text: Annotated[str, Field(description="The question or keywords.")],
-        mode: Annotated[str, Field(description=f"Retrieval mode: {DEFAULT_MODE} (the default), auto (dense + BM25 fused), "
-                                               "collapsed, traversal, sparse (BM25, Lucene syntax), hybrid, or a plug-in "
-                                               "mode (see resource arborag://snapshot/info).")] = DEFAULT_MODE,
-        budget: Annotated[int, Field(description=f"Token budget of the returned context (1..{lim.max_budget}).")] = 2000,
-        k: Annotated[int, Field(description=f"traversal: nodes per level (1..{lim.max_k}).")] = 5,
+        text: Annotated[str, Field(description="The question or keywords (plain text; Lucene syntax only with lucene=true).")],
+        mode: Annotated[str, Field(description=f"Retrieval mode (default: the server's query.mode, {q.mode}): hop, auto "
+                                               "(dense + BM25 fused), collapsed, traversal, sparse (BM25), hybrid, or a "
+                                               "plug-in mode (see resource arborag://snapshot/info).")] = q.mode,
+        budget: Annotated[int, Field(description=f"Token budget of the returned context (1..{lim.max_budget}).")] = q.budget,
+        k: Annotated[int, Field(description=f"traversal: nodes per level (1..{lim.max_k}).")] = q.k,
         lucene: Annotated[bool, Field(description="Read text as a Lucene query in the sparse part (field:term, "
-                                                  "\"phrase\", AND/OR/NOT, term^2).")] = True,
-        strict_lucene: Annotated[bool, Field(description="A malformed Lucene query is an error (true) or is retried as "
-                                                         "plain words and reported (false).")] = True,
+                                                  "\"phrase\", AND/OR/NOT, term^2); false: plain words.")] = False,
+        strict_lucene: Annotated[bool, Field(description="With lucene=true: a malformed Lucene query is an error (true) "
+                                                         "or is retried as plain words and reported (false).")] = False,
         doc_ids: Annotated[list[str] | None, Field(description="Only nodes of these documents.")] = None,
         levels: Annotated[list[int] | None, Field(description="Only these tree levels (0 = leaf chunks).")] = None,
     ) -> dict[str, Any]:
@@ -114,9 +117,9 @@ def create_server(corpus_dir: str | Path, *, config: ArboragConfig | None = None
                                  "passages as [1], [2] (with their node ids and sources).")
         async def ask(
             question: Annotated[str, Field(description="The question.")],
-            mode: Annotated[str, Field(description="Retrieval mode (as in search).")] = DEFAULT_MODE,
-            budget: Annotated[int, Field(description=f"Token budget of the context (1..{lim.max_budget}).")] = 2000,
-            k: Annotated[int, Field(description="traversal: nodes per level.")] = 5,
+            mode: Annotated[str, Field(description=f"Retrieval mode (as in search; default: query.mode, {q.mode}).")] = q.mode,
+            budget: Annotated[int, Field(description=f"Token budget of the context (1..{lim.max_budget}).")] = q.budget,
+            k: Annotated[int, Field(description="traversal: nodes per level.")] = q.k,
         ) -> dict[str, Any]:
             return await run(tools.ask, question, mode=mode, budget=budget, k=k, limits=lim)
 

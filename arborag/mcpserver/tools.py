@@ -83,18 +83,25 @@ def _sources(doc_ids: Sequence[str], docs: dict[str, tuple[str | None, str]]) ->
     return [{"doc_id": d, "title": docs.get(d, (None, None))[0], "uri": docs.get(d, (None, None))[1]} for d in doc_ids]
 
 
-def search(holder: Any, text: str, *, mode: str, budget: int, k: int, lucene: bool, strict_lucene: bool,
-           doc_ids: Sequence[str] | None, levels: Sequence[int] | None, limits: Limits) -> dict[str, Any]:
-    """Hits of ``text`` in the current snapshot, best first, within ``budget`` tokens."""
+def search(holder: Any, text: str, *, mode: str | None = None, budget: int | None = None, k: int | None = None,
+           lucene: bool = False, strict_lucene: bool = False, doc_ids: Sequence[str] | None = None,
+           levels: Sequence[int] | None = None, limits: Limits) -> dict[str, Any]:
+    """Hits of ``text`` in the current snapshot, best first, within ``budget`` tokens. ``mode``,
+    ``budget``, ``k`` not given: ``query.*`` of the server's config (as every front door);
+    ``text`` is plain words unless ``lucene``."""
     from arborag.errors import QueryError
+    from arborag.query.modes import MODES
+    from arborag.query.options import FROM_CONFIG, query_settings
 
+    mode, budget, k = query_settings(holder.config.query, mode=mode, budget=FROM_CONFIG if budget is None else budget, k=k)
+    assert budget is not None  # a tool call always has a token budget: the config's is a number
     _check_text(text, limits)
     _check_search_args(mode, budget, k, doc_ids, levels, limits)
     with holder.lease() as snap:
         index = _need(snap, holder).index
         args: dict[str, Any] = dict(mode=mode, budget=budget, k=k, levels=list(levels) if levels else None,
                                     doc_ids=list(doc_ids) if doc_ids else None)
-        if mode != "sparse":
+        if MODES[mode].uses_vector:
             args["vector"] = index.embed_queries([text])[0]  # once, even when a Lucene retry follows
         lucene_error = None
         try:
@@ -190,10 +197,15 @@ def tree_top(holder: Any, *, max_nodes: int, limits: Limits) -> dict[str, Any]:
         }
 
 
-def ask(holder: Any, question: str, *, mode: str, budget: int, k: int, limits: Limits) -> dict[str, Any]:
-    """A cited answer from the configured LLM over the hits of ``question``."""
+def ask(holder: Any, question: str, *, mode: str | None = None, budget: int | None = None, k: int | None = None,
+        limits: Limits) -> dict[str, Any]:
+    """A cited answer from the configured LLM over the hits of ``question`` (defaults as :func:`search`)."""
     from arborag.llm.configured import llm_from_config
     from arborag.query.answer import ask as ask_question
+    from arborag.query.options import FROM_CONFIG, query_settings
+
+    mode, budget, k = query_settings(holder.config.query, mode=mode, budget=FROM_CONFIG if budget is None else budget, k=k)
+    assert budget is not None
 
     _check_text(question, limits, "question")
     _check_search_args(mode, budget, k, None, None, limits)

@@ -17,7 +17,7 @@ from arborag.query.modes import MODES
 from arborag.serve.models import (
     AskRequest,
     ID_PATTERN, DocumentResponse, ErrorBody, Health, Limits, LuceneReport, NodeRef, NodeResponse,
-    SearchHit, SearchRequest, SearchResponse, SnapshotEntry, Snapshots, Source, Stats,
+    SearchHit, SearchRequest, SearchResponse, SnapshotEntry, Snapshots, Source, Stats, settings_of,
 )
 
 __all__ = ["make_router"]
@@ -30,18 +30,23 @@ def _unprocessable(field: str, msg: str) -> HTTPException:
     return HTTPException(422, detail=f"{field}: {msg}")
 
 
-def _check_limits(req: SearchRequest, limits: Limits) -> None:
+def _check_limits(req: SearchRequest, limits: Limits, settings: Any) -> None:
+    """``settings``: the request's mode, budget and k with the config's defaults filled in."""
     if len(req.text) > limits.max_text_chars:
         raise _unprocessable("text", f"longer than the limit of {limits.max_text_chars} characters")
-    if req.k > limits.max_k:
+    if settings.k > limits.max_k:
         raise _unprocessable("k", f"must be <= {limits.max_k}")
-    if req.budget is not None and req.budget > limits.max_budget:
+    if settings.budget is not None and settings.budget > limits.max_budget:
         raise _unprocessable("budget", f"must be <= {limits.max_budget}")
     if req.doc_ids is not None and len(req.doc_ids) > limits.max_filter_ids:
         raise _unprocessable("doc_ids", f"at most {limits.max_filter_ids} ids")
-    if req.vector is not None and not MODES[req.mode].uses_vector:
+    spec = MODES.get(settings.mode)
+    if spec is None:
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, detail=(
+            f"the server's query.mode {settings.mode!r} is not a mode; use one of {', '.join(MODES)}"))
+    if req.vector is not None and not spec.uses_vector:
         dense = ", ".join(n for n, m in MODES.items() if m.uses_vector)
-        raise _unprocessable("vector", f"mode {req.mode} embeds nothing; a query vector is for the modes {dense}")
+        raise _unprocessable("vector", f"mode {settings.mode} embeds nothing; a query vector is for the modes {dense}")
 
 
 def _sources(doc_ids: Any, docs: dict[str, tuple[str | None, str]]) -> list[Source]:
@@ -81,7 +86,8 @@ def make_router(holder: Any, limits: Limits, guard: Any) -> APIRouter:
     @api.post("/search", response_model=SearchResponse, dependencies=protected, responses=errors, tags=["search"],
               summary="Retrieve context for a question from the published snapshot (or a retained earlier one)")
     def search(req: SearchRequest) -> SearchResponse:
-        _check_limits(req, limits)
+        settings = settings_of(req, holder.config.query)
+        _check_limits(req, limits, settings)
         import numpy as np
 
         with holder.lease(req.snapshot) as snap:
@@ -93,11 +99,11 @@ def make_router(holder: Any, limits: Limits, guard: Any) -> APIRouter:
                 if (dim is not None and vector.shape != (dim,)) or not np.isfinite(vector).all():
                     raise _unprocessable("vector", f"must be {dim} finite numbers (the snapshot's embedding size)")
             t0 = time.perf_counter()
-            embedded = vector is None and MODES[req.mode].uses_vector
+            embedded = vector is None and MODES[settings.mode].uses_vector
             if embedded:  # once, even when a malformed Lucene query is retried below
                 vector = index.embed_queries([req.text])[0]
             embed_ms = (time.perf_counter() - t0) * 1000 if embedded else None
-            args = dict(mode=req.mode, budget=req.budget, k=req.k, levels=req.levels, doc_ids=req.doc_ids, vector=vector)
+            args = dict(mode=settings.mode, budget=settings.budget, k=settings.k, levels=req.levels, doc_ids=req.doc_ids, vector=vector)
             report = None
             try:
                 hits = index.search(req.text, lucene=req.lucene, **args)
@@ -111,7 +117,7 @@ def make_router(holder: Any, limits: Limits, guard: Any) -> APIRouter:
             docs = snap.documents()
             labels = _labels(snap, [h.node_id for h in hits if h.level > 0])
             return SearchResponse(
-                snapshot=snap.id, mode=req.mode, budget=req.budget, tokens=sum(h.n_tokens for h in hits),
+                snapshot=snap.id, mode=settings.mode, budget=settings.budget, tokens=sum(h.n_tokens for h in hits),
                 took_ms=round(took, 3), embedded=embedded, embed_ms=None if embed_ms is None else round(embed_ms, 3), lucene=report,
                 hits=[SearchHit(node_id=h.node_id, level=h.level, score=h.score, text=h.text, tokens=h.n_tokens,
                                 sources=_sources(h.doc_ids, docs), **labels.get(h.node_id, {})) for h in hits],
@@ -124,7 +130,8 @@ def make_router(holder: Any, limits: Limits, guard: Any) -> APIRouter:
         (``summarize.base_url`` / ``ARBORAG_SUMMARIZE__*``), citing passages [1], [2] that map to
         node ids and sources. ``status`` is answered | refused | no_llm | failed; with no LLM the
         retrieved passages come back with the answer saying how to configure one (never an error)."""
-        _check_limits(SearchRequest(text=req.text, mode=req.mode, budget=req.budget, k=req.k, levels=req.levels), limits)
+        settings = settings_of(req, holder.config.query)
+        _check_limits(SearchRequest(text=req.text, levels=req.levels), limits, settings)
         from arborag.llm.configured import llm_from_config
         from arborag.query.answer import ask as ask_question
 
@@ -132,7 +139,7 @@ def make_router(holder: Any, limits: Limits, guard: Any) -> APIRouter:
             index = _need(snap).index
             llm = llm_from_config(index.config, cache_dir=index.corpus.cache_dir / "llm")
             try:
-                answer = ask_question(index, req.text, llm=llm, mode=req.mode, budget=req.budget, k=req.k,
+                answer = ask_question(index, req.text, llm=llm, mode=settings.mode, budget=settings.budget, k=settings.k,
                                       levels=req.levels, max_tokens=req.max_tokens)
             finally:
                 if llm is not None:

@@ -38,13 +38,13 @@ _PAGE_HEADERS = {
 _MODES_MARK = "      <!-- MODES: filled by the server from the mode registry (arborag/query/modes.py) -->\n"
 
 
-def _mode_options() -> str:
-    """The search page's mode choices: every registered mode, the default selected."""
+def _mode_options(default: str) -> str:
+    """The search page's mode choices: every registered mode, ``default`` (``query.mode``) selected."""
     from html import escape
 
-    from arborag.query.modes import DEFAULT_MODE, MODES
+    from arborag.query.modes import MODES
 
-    return "".join(f'      <option value="{escape(m.name)}" title="{escape(m.description)}"{" selected" if m.name == DEFAULT_MODE else ""}>'
+    return "".join(f'      <option value="{escape(m.name)}" title="{escape(m.description)}"{" selected" if m.name == default else ""}>'
                    f"{escape(m.name)}</option>\n" for m in MODES.values())
 
 
@@ -145,7 +145,7 @@ def create_app(
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def page() -> HTMLResponse:
-        return HTMLResponse(_static("index.html").replace(_MODES_MARK, _mode_options()), headers=_PAGE_HEADERS)
+        return HTMLResponse(_static("index.html").replace(_MODES_MARK, _mode_options(holder.config.query.mode)), headers=_PAGE_HEADERS)
 
     @app.get("/static/{name}", include_in_schema=False)
     def static(name: str) -> Response:

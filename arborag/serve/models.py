@@ -7,14 +7,14 @@ here, so a deployment can tighten them without new models.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 
-from arborag.query.modes import DEFAULT_MODE, MODE_NAMES, MODES
+from arborag.query.modes import MODE_NAMES, MODES
 
 __all__ = [
-    "AskRequest", "Limits", "SearchRequest", "SearchResponse", "SearchHit", "Source", "LuceneReport",
+    "settings_of", "AskRequest", "Limits", "SearchRequest", "SearchResponse", "SearchHit", "Source", "LuceneReport",
     "NodeRef", "NodeResponse", "SnapshotEntry", "Snapshots", "DocumentResponse", "Health", "Stats", "ErrorBody", "ID_PATTERN",
 ]
 
@@ -29,8 +29,14 @@ def _registered(mode: str) -> str:
 #: Every mode of the registry (arborag.query.modes; the same names as ``arborag query --mode``); a
 #: mode whose module is not installed answers 400 with a clear error.
 Mode = Annotated[str, AfterValidator(_registered), WithJsonSchema({"type": "string", "enum": list(MODE_NAMES)})]
-_MODE_HELP = " | ".join(f"{n} (the default)" if n == DEFAULT_MODE else n for n in MODE_NAMES) + ": " + "; ".join(
+#: A request's mode: a registered one, or left out (the server's ``query.mode``).
+RequestMode = Annotated[str | None, AfterValidator(lambda m: None if m is None else _registered(m)),
+                        WithJsonSchema({"type": "string", "enum": list(MODE_NAMES)})]
+_MODE_HELP = "Default: query.mode of the server's config. " + " | ".join(MODE_NAMES) + ": " + "; ".join(
     f"{m.name}: {m.description}" for m in MODES.values())
+#: Fields left out of a request take the server's config (``query.mode``, ``query.budget``,
+#: ``query.k``), as ``arborag query``, ``arborag mcp`` and ``Index.search`` do.
+_BUDGET_HELP = "Token budget of the returned context (left out: query.budget of the server's config; null = k hits, no cap)."
 # node and document ids are content hashes (hex, maybe with a short prefix); nothing path-like
 ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
 
@@ -56,9 +62,9 @@ class AskRequest(BaseModel):
     })
 
     text: str = Field(..., min_length=1, description="The question.")
-    mode: Mode = Field(DEFAULT_MODE, description="The retrieval mode of the context (as in POST /search).")
-    budget: int | None = Field(2000, ge=1, description="Token budget of the retrieved context.")
-    k: int = Field(5, ge=1, description="traversal: nodes kept per level.")
+    mode: RequestMode = Field(None, description="The retrieval mode of the context (as in POST /search; default: query.mode).")
+    budget: int | None = Field(None, ge=1, description=_BUDGET_HELP)
+    k: int | None = Field(None, ge=1, description="traversal: nodes kept per level (default: query.k).")
     levels: list[int] | None = Field(None, description="Tree levels to search ([0] = leaves only).")
     max_tokens: int | None = Field(None, ge=1, le=4096, description="Cap on the answer's length (tokens).")
 
@@ -75,10 +81,11 @@ class SearchRequest(BaseModel):
         "examples": [{"text": "How did Cinderella reach her happy ending?", "mode": "auto", "budget": 2000}],
     })
 
-    text: str = Field(..., min_length=1, description="The question, or a Lucene query with lucene=true.")
-    mode: Mode = Field(DEFAULT_MODE, description=_MODE_HELP)
-    budget: int | None = Field(2000, ge=1, description="Token budget of the returned context; null = k hits.")
-    k: int = Field(5, ge=1, description="traversal: nodes kept per level; with budget=null: number of hits.")
+    text: str = Field(..., min_length=1, description="The question (plain words; '?' and other Lucene syntax characters "
+                      "are just text), or a Lucene query with lucene=true.")
+    mode: RequestMode = Field(None, description=_MODE_HELP)
+    budget: int | None = Field(None, ge=1, description=_BUDGET_HELP)
+    k: int | None = Field(None, ge=1, description="traversal: nodes kept per level; with budget=null: number of hits (default: query.k).")
     levels: list[int] | None = Field(None, description="Tree levels to search ([0] = leaves only, the flat baseline).")
     doc_ids: list[str] | None = Field(None, description="Only nodes drawing on these documents.")
     lucene: bool = Field(False, description="sparse/hybrid: run text as Lucene syntax (+must -not \"phrase\" term^2).")
@@ -108,6 +115,15 @@ class SearchRequest(BaseModel):
         return v
 
 
+def settings_of(req: "SearchRequest | AskRequest", query: Any) -> Any:
+    """The mode, budget and k of ``req`` (:class:`~arborag.query.options.QuerySettings`): a field
+    left out takes ``query`` (the server's ``query.*`` config); ``"budget": null`` stays no cap."""
+    from arborag.query.options import FROM_CONFIG, query_settings
+
+    return query_settings(query, mode=req.mode, k=req.k,
+                          budget=req.budget if "budget" in req.model_fields_set else FROM_CONFIG)
+
+
 class Source(BaseModel):
     doc_id: str
     title: str | None = None
@@ -117,7 +133,8 @@ class Source(BaseModel):
 class SearchHit(BaseModel):
     node_id: str
     level: int
-    score: float = Field(..., description="Higher is better: cosine (dense), BM25 (sparse), RRF (hybrid).")
+    score: float = Field(..., description="Higher is better, on the mode's one scale: cosine (collapsed), BM25 (sparse), "
+                         "the fused score of query.fusion (auto, hop, hybrid; RRF sums for rrf).")
     text: str
     tokens: int
     sources: list[Source]

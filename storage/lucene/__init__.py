@@ -22,7 +22,7 @@ only add score when a required clause exists), and a group made only of prohibit
 matches everything except them (Elasticsearch's ``fixNegativeQueryIfNeeded``).
 
 Rejected with :class:`~arborag.errors.QueryError` (0-based ``position`` and a ``reason``):
-unbalanced quotes or parentheses, an operator without a query on each side, an unknown field,
+unbalanced quotes or parentheses (named before any other problem), an operator without a query on each side, an unknown field,
 ``^`` without a number, and the Lucene features outside the subset — wildcards ``* ?``, fuzzy
 ``term~``, ranges ``[a TO b]``/``{a TO b}``, regular expressions ``/.../`` (escape those
 characters with ``\\`` to search them literally). Callers fall back with :func:`plain_query`

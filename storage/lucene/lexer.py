@@ -8,7 +8,7 @@ from typing import Final
 
 from arborag.errors import QueryError
 
-__all__ = ["OPERATORS", "Tok", "lex", "syntax_error"]
+__all__ = ["OPERATORS", "Tok", "check_balance", "lex", "syntax_error"]
 
 OPERATORS: Final = {"AND": "AND", "&&": "AND", "OR": "OR", "||": "OR", "NOT": "NOT"}
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
@@ -30,6 +30,40 @@ class Tok:
 
 def syntax_error(query: str, pos: int, reason: str) -> QueryError:
     return QueryError(query, reason, pos)
+
+
+def check_balance(q: str) -> None:
+    """Raise a QueryError naming the first unbalanced quote or parenthesis of ``q``, with its
+    position, before anything else is looked at (an unknown field or a wildcard elsewhere in the
+    query would otherwise be reported first). Backslash escapes are honoured, and parentheses
+    inside a phrase are text."""
+    opened: list[int] = []
+    quote: int | None = None
+    i, n = 0, len(q)
+    while i < n:
+        c = q[i]
+        if c == "\\":
+            i += 2
+            continue
+        if quote is not None:
+            if c == '"':
+                quote = None
+        elif c == '"':
+            quote = i
+        elif c == "(":
+            opened.append(i)
+        elif c == ")":
+            if not opened:
+                raise syntax_error(q, i, "unbalanced parenthesis: this ')' has no matching '(' (remove it, add a '(' "
+                                   "before it, or escape it as \\))")
+            opened.pop()
+        i += 1
+    if quote is not None:
+        raise syntax_error(q, quote, "unterminated phrase, an unbalanced quote: this '\"' is never closed (add a closing '\"' or escape it as \\\")")
+    if opened:
+        more = f" (nor {len(opened) - 1} more before it)" if len(opened) > 1 else ""
+        raise syntax_error(q, opened[-1], f"unbalanced parenthesis: this '(' is never closed{more}; add a ')' or escape it "
+                           "as \\(")
 
 
 def lex(q: str) -> list[Tok]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from arborag.errors import QueryError
-from arborag.storage.lucene.lexer import Tok, lex, syntax_error
+from arborag.storage.lucene.lexer import Tok, check_balance, lex, syntax_error
 from arborag.storage.lucene.nodes import (
     DEFAULT_FIELD,
     FIELDS,
@@ -189,8 +189,10 @@ def parse_query(
     """Parse ``query`` (the Lucene subset of docs/METHODS.md §6.4) into a :class:`Bool`.
 
     An empty or blank query is an empty :class:`Bool` (it matches nothing). Raises
-    :class:`~arborag.errors.QueryError` with the 0-based ``position`` of the problem.
+    :class:`~arborag.errors.QueryError` with the 0-based ``position`` of the problem; an
+    unbalanced quote or parenthesis is reported before any other problem.
     """
+    check_balance(query)  # unbalanced quotes and parentheses first, whatever else is wrong
     parser = _Parser(query, fields, default_field)
     root = parser.query(default_field, 0)
     tok = parser.peek()

@@ -76,12 +76,15 @@ def session(openai_corpus) -> dict[str, Any]:
             seen["info"] = await client.read_resource("arborag://snapshot/info")
             call = client.call_tool
             seen["search"] = await call("search", {"text": "glass slipper prince", "budget": 300})
-            seen["search_sparse"] = await call("search", {"text": "slipper AND prince", "mode": "sparse", "budget": 500})
+            seen["search_sparse"] = await call("search", {"text": "slipper AND prince", "mode": "sparse", "budget": 500,
+                                                          "lucene": True})
             seen["search_docs"] = await call("search", {"text": "orbit", "mode": "collapsed", "levels": [0]})
             seen["bad_mode"] = await call("search", {"text": "slipper", "mode": "telepathy"})
             seen["big_budget"] = await call("search", {"text": "slipper", "budget": 10_000_000})
-            seen["bad_lucene"] = await call("search", {"text": "title:(unclosed AND", "mode": "sparse"})
-            seen["lenient_lucene"] = await call("search", {"text": "title:(unclosed AND", "mode": "sparse", "strict_lucene": False})
+            seen["question"] = await call("search", {"text": "What did Cinderella lose at the palace ball?"})
+            seen["bad_lucene"] = await call("search", {"text": "title:(unclosed AND", "mode": "sparse", "lucene": True,
+                                                       "strict_lucene": True})
+            seen["lenient_lucene"] = await call("search", {"text": "title:(unclosed AND", "mode": "sparse", "lucene": True})
             seen["empty_text"] = await call("search", {"text": "   "})
             seen["wrong_type"] = await call("search", {"text": "slipper", "budget": "lots"})
             hit = _data(seen["search"])["hits"][0]
@@ -136,6 +139,7 @@ def test_search_returns_hits_within_the_budget(session) -> None:
     ("bad_mode", "unknown mode 'telepathy': use one of"),
     ("big_budget", "budget 10000000 is out of range"),
     ("bad_lucene", "lucene=false"),
+    ("bad_lucene", "unbalanced parenthesis"),
     ("empty_text", "text is empty"),
     ("wrong_type", "budget"),
     ("no_node", "no node 'nope'"),
@@ -152,7 +156,17 @@ def test_bad_input_is_a_tool_error_the_agent_can_read(session, step: str, says: 
 
 def test_a_malformed_lucene_query_can_fall_back_to_words(session) -> None:
     data = _data(session["lenient_lucene"])
-    assert data["lucene"]["retried_as"] == "plain words" and data["lucene"]["error"]
+    assert data["lucene"]["retried_as"] == "plain words" and "unbalanced parenthesis" in data["lucene"]["error"]
+    assert data["lucene"]["position"] == 6
+
+
+def test_a_question_is_plain_text_by_default(session) -> None:
+    """'?' is a Lucene wildcard: a question reaches the search as words unless lucene=true is asked for."""
+    data = _data(session["question"])
+    assert data["hits"] and data["lucene"] is None
+    assert any("slipper" in h["text"] for h in data["hits"])
+    props = {t.name: t for t in session["tools"].tools}["search"].input_schema["properties"]
+    assert props["lucene"]["default"] is False and props["strict_lucene"]["default"] is False
 
 
 def test_the_doc_filter_keeps_one_document(session) -> None:

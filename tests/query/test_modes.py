@@ -119,3 +119,16 @@ def test_modes_use_only_the_public_index_api():
                 if name in ("index", "ix", "idx"):
                     bad.append(f"{path.relative_to(ROOT)}:{node.lineno} {name}.{node.attr}")
     assert not bad, "private Index members used by modes:\n" + "\n".join(bad)
+
+
+def test_search_without_mode_budget_or_k_takes_the_configs(tmp_path):
+    from arborag.config import ArboragConfig
+
+    corpus = Corpus(tmp_path / "c").ensure()
+    publish_snapshot(corpus, "s1")
+    cfg = ArboragConfig().with_overrides(query={"mode": "traversal", "budget": 90, "k": 1})
+    index = open_index(corpus.root, config=cfg, embed_query=FakeQueryEmbedder())
+    implicit = [(h.node_id, h.score) for h in index.search("alpha")]
+    assert implicit == [(h.node_id, h.score) for h in index.search("alpha", mode="traversal", budget=90, k=1)]
+    assert implicit != [(h.node_id, h.score) for h in index.search("alpha", mode="hop", budget=2000, k=5)]
+    assert len(index.search("alpha", mode="collapsed", budget=None)) == 1  # budget=None stays no cap: query.k hits

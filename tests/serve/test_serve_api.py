@@ -361,3 +361,16 @@ def test_concurrent_queries_share_forward_passes():
     for i, vecs in results.items():  # every caller gets its own texts' vectors, in order
         assert vecs.shape == (2, 4) and vecs[0, 0] == i and vecs[1, 0] == i + 100
     assert sum(batches) == 16 and len(batches) < 8 and max(batches) > 2
+
+
+def test_left_out_fields_take_the_config_and_a_null_budget_stays_uncapped(built_corpus, embedders) -> None:
+    from arborag.config import ArboragConfig
+
+    cfg = ArboragConfig().with_overrides(query={"mode": "collapsed", "budget": 150, "k": 2})
+    with TestClient(create_app(built_corpus, config=cfg, embedders=embedders)) as c:
+        left_out = c.post("/search", json={"text": QUESTION}).json()
+        uncapped = c.post("/search", json={"text": QUESTION, "budget": None}).json()
+        wildcard_question = c.post("/search", json={"text": "Who lost a glass slipper?"})
+    assert (left_out["mode"], left_out["budget"]) == ("collapsed", 150) and 0 < left_out["tokens"] <= 150
+    assert uncapped["budget"] is None and len(uncapped["hits"]) == 2  # no cap: query.k hits
+    assert wildcard_question.status_code == 200 and wildcard_question.json()["lucene"] is None
