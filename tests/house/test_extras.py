@@ -233,3 +233,15 @@ def test_the_changelog_has_an_entry_for_the_version_in_pyproject() -> None:
     releases = [line for line in changelog.splitlines() if line.startswith("## [") and not line.startswith("## [Unreleased]")]
     assert releases, "CHANGELOG.md has no release section"
     assert releases[0].startswith(f"## [{project_version}] - "), (releases[0], project_version)
+
+
+def test_the_command_line_prints_the_install_command_with_its_brackets(capsys: pytest.CaptureFixture[str]) -> None:
+    """The extra in ``pip install 'arborag[eval]'`` is printed, not taken for console markup."""
+    import typer
+
+    from arborag.cli.common import fail
+
+    with pytest.raises(typer.Exit):
+        fail(MissingExtra("eval", "`arborag eval`", "rouge_score"))
+    err = " ".join(capsys.readouterr().err.split())
+    assert "error: `arborag eval` needs the eval extra (rouge_score is not installed): pip install 'arborag[eval]'" in err
