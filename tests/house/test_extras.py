@@ -245,3 +245,24 @@ def test_the_command_line_prints_the_install_command_with_its_brackets(capsys: p
         fail(MissingExtra("eval", "`arborag eval`", "rouge_score"))
     err = " ".join(capsys.readouterr().err.split())
     assert "error: `arborag eval` needs the eval extra (rouge_score is not installed): pip install 'arborag[eval]'" in err
+
+
+def test_arborag_eval_checks_its_extra_before_any_work(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from arborag.cli.app import app
+
+    block(monkeypatch, "sacrebleu")
+    out = tmp_path / "eval"
+    result = CliRunner().invoke(app, ["eval", "hotpotqa", "--out", str(out), "--limit", "1", "--no-progress"])
+    assert result.exit_code == 1, result.output
+    assert "`arborag eval` needs the eval extra (sacrebleu is not installed): pip install 'arborag[eval]'" in " ".join(result.output.split())
+    assert not out.exists()
+
+
+def test_require_imports_every_package_of_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from arborag.extras import require
+
+    block(monkeypatch, "matplotlib")
+    with pytest.raises(MissingExtra, match=r"^`arborag eval` needs the eval extra \(matplotlib is not installed\)"):
+        require("eval", "`arborag eval`")
