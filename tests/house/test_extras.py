@@ -211,6 +211,22 @@ def test_the_core_commands_import_no_extra() -> None:
     assert lines["loaded"] == "[]"
 
 
+def test_help_loads_no_extra_even_when_installed() -> None:
+    """`arborag --help` with every extra installed: none of their packages is imported (they would
+    only slow the command line down)."""
+    names = sorted(set().union(*EXTRAS.values()))
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from arborag.cli.app import app\n"
+        "assert CliRunner().invoke(app, ['--help']).exit_code == 0\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {names!r}))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "[]"
+
+
 # --- the version ------------------------------------------------------------------------------
 
 
