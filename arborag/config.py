@@ -101,7 +101,7 @@ class SegmentConfig(_Stage):
 class SectionsConfig(_Stage):
     strategy: Literal["none", "structural", "semantic"] = Field(
         "none",
-        description="Sections a document is chunked within (SPEC §3): none (chunk ids as before), structural (offline: "
+        description="Sections a document is chunked within (docs/METHODS.md §3): none (chunk ids as before), structural (offline: "
         "Markdown/HTML headings, DOCX heading styles, PDF outline, else blank-line blocks) or semantic (the LLM of summarize.*).",
     )
     target_chars: int = Field(4000, ge=1, description="structural: blank-line blocks are grouped up to about this many characters.")
@@ -113,7 +113,7 @@ class SectionsConfig(_Stage):
 
 class ContextConfig(_Stage):
     headers: bool | None = Field(
-        None, description="AutoContext chunk headers (SPEC §4), embedded and indexed with each chunk; None = on when sections are on."
+        None, description="AutoContext chunk headers (docs/METHODS.md §4), embedded and indexed with each chunk; None = on when sections are on."
     )
     llm: bool = Field(
         False, description="Ask the LLM of summarize.* for document titles (when none is found) and summaries; off = extractive, offline."
@@ -302,7 +302,7 @@ class EvalConfig(_Stage):
 
 class RerankConfig(_Stage):
     kind: Literal["cosine", "cross_encoder", "llm"] = Field(
-        "cosine", description="Reranker of leaf candidates (SPEC §6 rerank): cosine (offline default: the query against the "
+        "cosine", description="Reranker of leaf candidates (docs/METHODS.md §6.7): cosine (offline default: the query against the "
         "full-chunk vectors), cross_encoder (a local sentence-transformers CrossEncoder at model_path) or llm (0-10 ratings "
         "from the LLM of summarize.*; a failed or malformed rating falls back to cosine)."
     )
@@ -317,13 +317,13 @@ class RerankConfig(_Stage):
 
 class SegmentsConfig(_Stage):
     preset: Literal["balanced", "precision", "find_all"] = Field(
-        "balanced", description="`--mode segments` (dsRAG RSE, SPEC §6) preset: balanced, precision or find_all."
+        "balanced", description="`--mode segments` (dsRAG RSE, docs/METHODS.md §6.8) preset: balanced, precision or find_all."
     )
     candidates: int = Field(200, ge=1, description="Leaf candidates (dense, best first) whose relevance RSE sees.")
 
 
 class LevelConfig(_Stage):
-    """``--mode level`` (LevelRAG searchers, SPEC §7; arborag.query.level). The LLM is the endpoint of summarize.*."""
+    """``--mode level`` (LevelRAG searchers, docs/METHODS.md §7; arborag.query.level). The LLM is the endpoint of summarize.*."""
 
     searchers: list[Literal["sparse", "dense"]] = Field(
         default_factory=lambda: ["sparse", "dense"], description="Low-level searchers run per sub-question (web: see web_provider)."
@@ -430,7 +430,7 @@ def _env_layer() -> dict[str, Any]:
             if value[:1] in "[{":
                 parsed = yaml.safe_load(value)
             layer.setdefault(section, {})[field] = parsed
-    # Convenience aliases documented in the README.
+    # Convenience aliases documented in docs/OPERATIONS.md (optional services).
     for var, fld in (("ARBORAG_ES_URL", "es_url"), ("ARBORAG_ES_API_KEY", "es_api_key"), ("ARBORAG_ES_USERNAME", "es_username"),
                      ("ARBORAG_ES_PASSWORD", "es_password"), ("ARBORAG_ES_CA_CERTS", "es_ca_certs")):
         if os.environ.get(var):

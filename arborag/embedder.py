@@ -1,4 +1,4 @@
-"""The sentence embedder: a lazily loaded sentence-transformers model (SPEC §5.1).
+"""The sentence embedder: a lazily loaded sentence-transformers model (docs/METHODS.md §5.1).
 
 Nothing is loaded at import time or in ``__init__``; torch and the model load on first use
 (``dim`` of the packaged model is read from its config files without loading torch). Vectors

@@ -4,7 +4,7 @@
 through :func:`spawn`: ROLE ``model`` (the embedding worker: it imports torch and tokenizers at
 once, then reads which model to load) or ``helper`` (no model: calls only).
 
-A cold ``arborag build`` / ``update`` spends ~0.4 s importing the command line (typer, rich, the
+A cold ``arborag build`` / ``update`` / ``add`` spends ~0.4 s importing the command line (typer, rich, the
 config models) before the command can say which model it embeds with, and a small update waits
 for the worker's torch import. So the console script's launcher (:mod:`arborag.launch`) calls
 :func:`start_early` first: for a command that will embed locally it spawns the ``model`` worker
@@ -29,7 +29,7 @@ from collections.abc import Sequence
 __all__ = ["EARLY_COMMANDS", "discard_early", "spawn", "start_early", "take_early"]
 
 #: The commands whose run embeds with the local model (unless their options say otherwise).
-EARLY_COMMANDS = ("build", "update")
+EARLY_COMMANDS = ("build", "update", "add")
 
 #: Options after which a command embeds nothing (or not in a worker of this process).
 _NO_EMBEDDING = ("--help", "-h", "--dry-run", "--runner=dask")

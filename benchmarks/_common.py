@@ -205,7 +205,7 @@ def git_commit() -> str:
     lines = status.splitlines()
     dirty = any(not line.startswith("??") for line in lines)
     untracked = any(line.startswith("??") and line.rstrip().endswith(".py") for line in lines)
-    return head + (" + uncommitted changes" if dirty else "") + (" (plus untracked modules in the work tree)" if untracked else "")
+    return head + (" + uncommitted changes" if dirty else "") + (" + untracked .py files" if untracked else "")
 
 
 # -- formatting ----------------------------------------------------------------------------------

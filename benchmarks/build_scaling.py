@@ -2,7 +2,8 @@
 
 Usage:
     python benchmarks/build_scaling.py [--base-tokens 250000] [--multipliers 1,2,4] [--profile auto]
-    python benchmarks/build_scaling.py --quick          # N = 25k tokens: a smoke run of a few minutes
+    python benchmarks/build_scaling.py --quick          # N = 25k tokens: a small run of a few minutes
+    python benchmarks/build_scaling.py --smoke --out /tmp/bs.md   # N = 3k tokens, 1N only: a check run
 
 Builds the tree (extractive summaries, ``run_build(..., use_prefect=False)``) over N, 2N and 4N
 tokens (WordPiece) of real text from ../shared/data — HotpotQA corpus paragraphs, NarrativeQA
@@ -20,7 +21,7 @@ corpus folder (no embedding cache shared between sizes).
 
 Each size runs in a fresh worker process that first warms up (model load, numba/UMAP JIT for
 both the small and the >= 4,096-point NNDescent path) — reported separately, excluded from the
-build time. Targets (issue): at >= 1M tokens the whole build <= 1.5x the leaf-embedding time;
+build time. Targets: at >= 1M tokens the whole build <= 1.5x the leaf-embedding time;
 4x the corpus <= 4.4x the time. When a target is missed, the biggest size is built once more
 under py-spy (or cProfile) and the report says where the time goes.
 
@@ -324,7 +325,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base-tokens", type=int, default=250_000, help="N (WordPiece tokens)")
     ap.add_argument("--multipliers", default="1,2,4")
-    ap.add_argument("--quick", action="store_true", help="N = 25k tokens (smoke run)")
+    ap.add_argument("--quick", action="store_true", help="N = 25k tokens (a small run)")
+    ap.add_argument("--smoke", action="store_true", help="a tiny run that checks the script works (N = 3k tokens, 1N only, no profile, no waiting)")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/arborag-build-scaling"))
     ap.add_argument("--profile", choices=("auto", "always", "never"), default="auto",
                     help="profile the biggest size: when a target is missed (auto), always, or never")
@@ -351,8 +353,10 @@ def main() -> None:
     setup_env()
     if args.quick and args.base_tokens == 250_000:
         args.base_tokens = 25_000
+    if args.smoke:
+        args.base_tokens, args.multipliers, args.profile, args.wait_max = 3_000, "1", "never", 0.0
     if args.out is None:
-        args.out = RESULTS / ("build_scaling_quick.md" if args.quick else "build_scaling.md")
+        args.out = RESULTS / "build_scaling.md"
     if not args.worker and args.threads == "auto":
         t = choose_torch_threads("auto")
         args.threads = str(t) if t else "default"

@@ -5,6 +5,7 @@ Not a test. Run from the repo root::
     python benchmarks/chunking.py            # full run (~50 MB English, ~10 MB Chinese); writes
                                              # benchmarks/results/chunking.md
     python benchmarks/chunking.py --quick    # a small run; prints only (unless --out is given)
+    python benchmarks/chunking.py --smoke    # a tiny check run; prints only (unless --out is given)
 
 What is measured (one process, wall clock ``time.perf_counter``, best of ``--repeat`` runs taken
 in interleaved rounds, so a change of the machine's load during the run affects all alike):
@@ -59,6 +60,8 @@ for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):  # offline, as scripts/
 from arborag.config import SegmentConfig  # noqa: E402
 from arborag.tokenizer import Tokenizer, get_tokenizer  # noqa: E402
 from arborag.tasks.stages.segment import STRATEGIES, segment_offsets, segment_text  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import git_commit  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data"
 DEFAULT_OUT = REPO / "benchmarks" / "results" / "chunking.md"
@@ -320,6 +323,8 @@ def run(args: argparse.Namespace) -> str:
     # ------------------------------------------------------------------ report
     say(f"# Chunking throughput ({'quick run' if args.quick else 'full run'})")
     say()
+    say(f"Command: `python benchmarks/chunking.py {' '.join(sys.argv[1:])}`; commit {git_commit()}.")
+    say()
     say(
         f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {os.cpu_count()} cores "
         f"({platform.processor() or platform.machine()}), shared with other work: load average "
@@ -431,6 +436,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help=f"shared data folder (default {DEFAULT_DATA})")
     parser.add_argument("--quick", action="store_true", help="small inputs, one run each; prints only unless --out")
+    parser.add_argument("--smoke", action="store_true", help="tiny inputs, one run each (checks the script works); prints only unless --out")
     parser.add_argument("--english-mb", type=float, default=50.0, help="English text size (default 50)")
     parser.add_argument("--chinese-mb", type=float, default=10.0, help="Chinese text size (default 10)")
     parser.add_argument("--lc-token-mb", type=float, default=2.0, help="English prefix for LangChain-token (default 2)")
@@ -446,7 +452,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         args.english_mb, args.chinese_mb, args.lc_token_mb, args.lc_token_zh_mb = 2.0, 0.5, 0.2, 0.05
         args.scaling_mb, args.repeat, args.scaling_repeat = 0.5, 1, 2
-    elif args.out is None:
+    if args.smoke:
+        args.quick = True
+        args.english_mb, args.chinese_mb, args.lc_token_mb, args.lc_token_zh_mb = 0.3, 0.1, 0.03, 0.01
+        args.scaling_mb, args.repeat, args.scaling_repeat = 0.05, 1, 1
+    if not args.quick and args.out is None:
         args.out = DEFAULT_OUT
     report = run(args)
     if args.out is not None:

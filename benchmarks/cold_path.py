@@ -1,4 +1,4 @@
-"""The cold path (issue 26): a CLI build and CLI updates in fresh processes, against the embedding floor.
+"""The cold path: a CLI build and CLI updates in fresh processes, against the embedding floor.
 
 Side by side in one run, on corpora made from the shared HotpotQA paragraphs, every step a
 fresh ``arborag`` process as a user's shell (or a cron job) starts it:
@@ -33,11 +33,11 @@ the +1% update come from the runs table (``runs.counts``: stage seconds and star
 an import-time table comes from a separate fresh process.
 
 Speed probes: this VM's speed moves by up to ~1.6x within hours and sometimes within a run, with
-no other process busy and no steal time in ``/proc/stat`` (session 11's 4x run: the build's own
+no other process busy and no steal time in ``/proc/stat`` (one 4x run: the build's own
 leaf embedding 53.6 s, the floor's encode of the same leaves after it 72.8 s). It is torch's bf16
 matrix work that moves: on the idle machine a pure-Python loop timed 0.021-0.022 s in 12 tries,
 while the same bf16 block took 0.236-0.350 s on one thread, and medians of 15 such blocks (~2.5 s
-each) taken one after another ranged 0.146-0.236 s (session 11, ad hoc) — the floor is the part
+each) taken one after another ranged 0.146-0.236 s (ad hoc) — the floor is the part
 of a ratio that drifts most. Before every step the benchmark times such a median in its own
 process (:func:`speed_probe`) and the results file lists the probes: they show the drift around
 each step; they are too noisy to correct a ratio with.
@@ -77,7 +77,7 @@ global fit's neighbour search on both cores, is left out), the cold start the bu
 recorded torch import and model load in its embedding process: every term is at most the true
 one, so the sum is a lower bound. It leaves out the summarizer, segmentation, table writes and
 the interpreter's start; no overlap or reordering of a build of this method on this machine is
-faster. Printed for builds whose record has those fields (since session 22).
+faster. Printed for builds whose record has those fields.
 
 CPU timeline of the cold build: while the build runs, its processes (the CLI, the embedding worker,
 a helper) are sampled from ``/proc`` every 0.1 s (:class:`TreeSampler`; each process's user + system
@@ -96,7 +96,7 @@ every fresh process compile ~120 modules again (~0.3 s), which no installed user
 UMAP's numba code: compiled into arborag's user-level cache the same way, as
 ``scripts/install.sh`` does (``clustering.warm_up()`` in a fresh process; ~2 s when the machine
 has compiled it, ~33 s when it has not) — on a machine that had never compiled it, the first cold
-build paid that compile itself (52.6 s against 40.2 s once compiled, session 13's runs).
+build paid that compile itself (52.6 s against 40.2 s once compiled).
 
 Run::
 
@@ -306,8 +306,7 @@ def cpu_timeline(samples: list[tuple[float, dict[int, int]]], roles: dict[int, s
 
     Spread, not put whole in the bin of the later sample: the samples come every 0.1 s plus the
     time a scan of /proc takes, so a half-second bin ends three or four of them, and putting each
-    increase in one bin drew a busy process as 1.6 cores in one bin and 2.1 in the next (session
-    20) — and the idle count, which never goes below zero in a bin, grew by the dips (7.5 against
+    increase in one bin drew a busy process as 1.6 cores in one bin and 2.1 in the next — and the idle count, which never goes below zero in a bin, grew by the dips (7.5 against
     5.9 core-seconds of a 1x build)."""
     n_bins = max(1, math.ceil(samples[-1][0] / bin_s)) if samples else 0
     cores = {role: [0.0] * n_bins for role in ROLES}
@@ -739,7 +738,7 @@ def method_cpu(run: dict[str, Any] | None) -> tuple[float, str] | None:
 def critical_path(run: dict[str, Any] | None, cores: int) -> tuple[float, float, str] | None:
     """(every level's fits' CPU plus (cores - 1) x its global layout's CPU, the cold start, detail) of a
     build's runs record (module docs: the method's critical path), or None for a record without
-    the global layout's CPU (``global_layout_s``, recorded since session 22) or the fits' CPU — and
+    the global layout's CPU (``global_layout_s``) or the fits' CPU — and
     for a build of several trees a level (``tree.scope: document``), whose global fits could run
     side by side."""
     stats = _levels(run)
@@ -786,7 +785,7 @@ def idle_lines(size: dict[str, Any], cores: int, plot: str | None) -> list[str]:
 
 def markdown(result: dict[str, Any]) -> str:
     lines = [
-        *report_header("The cold path: CLI build and updates against the embedding floor (issue 26)", command=result["command"],
+        *report_header("The cold path: CLI build and updates against the embedding floor", command=result["command"],
                        date=result["date"], commit=result["commit"], machine_start=result["machine_start"],
                        machine_end=result["machine_end"], busy_end=result["busy_end"], wall_s=result.get("wall_s", 0)),
         "",

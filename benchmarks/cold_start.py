@@ -1,4 +1,4 @@
-"""Benchmark: the cold start of a one-off `arborag query` process, before vs after (issue 13).
+"""Benchmark: the cold start of a one-off `arborag query` process, before vs after.
 
 Each run is a fresh interpreter answering one question with ``--json``, as a user's shell
 would start it. Side by side in one run, interleaved:
@@ -12,7 +12,7 @@ would start it. Side by side in one run, interleaved:
   lancedb, :class:`arborag.embedder_light.LightEmbedder`, lazy edges; sparse imports no torch).
 
 Wall time, CPU time (user + sys of the child, from ``wait4``) and peak RSS per run. The
-machine is shared (2 cores, other engineers' jobs): CPU time is the steadier figure.
+machine is shared (2 cores, other jobs): CPU time is the steadier figure.
 
     python benchmarks/cold_start.py --corpus /tmp/h9d --runs 3
     (build the corpus first: arborag build examples/corpus --corpus /tmp/h9d --no-prefect)

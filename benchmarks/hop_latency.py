@@ -1,4 +1,4 @@
-"""Latency of ``--mode hop`` beside ``auto`` at 100k leaves, in the same run (issue 25).
+"""Latency of ``--mode hop`` beside ``auto`` at 100k leaves, in the same run.
 
 The corpus is the serve benchmark's synthetic published snapshot (``benchmarks/serve.py``:
 random unit vectors, texts = HotpotQA sentences recombined, a three-level tree, the embedded
@@ -13,6 +13,7 @@ is measured separately and added for the end-to-end figure.
 
     python benchmarks/hop_latency.py                       # 100k leaves, 200 questions
     python benchmarks/hop_latency.py --leaves 10000 --questions 50
+    python benchmarks/hop_latency.py --smoke --work /tmp/hop --out /tmp/hop/hop_latency  # a tiny check run
 """
 
 from __future__ import annotations
@@ -74,8 +75,11 @@ def main() -> None:
     ap.add_argument("--leaves", type=int, default=100_000)
     ap.add_argument("--questions", type=int, default=200)
     ap.add_argument("--work", default="/tmp/arborag-bench-hop")
-    ap.add_argument("--out", default=str(RESULTS / "hop_latency"))
+    ap.add_argument("--out", default=str(RESULTS / "hop_latency"), help="results path; its .md and .json are written")
+    ap.add_argument("--smoke", action="store_true", help="a tiny run that checks the script works (300 leaves, 5 questions)")
     a = ap.parse_args()
+    if a.smoke:
+        a.leaves, a.questions = 300, 5
     from serve import synth_corpus  # the serve benchmark's snapshot writer
 
     from arborag.config import load_config
@@ -115,12 +119,12 @@ def main() -> None:
     verdict = "met" if stats["hop"]["p50"] <= target else "missed"
     command = "python benchmarks/hop_latency.py " + " ".join(sys.argv[1:])
     md = [
-        f"# `hop` vs `auto` latency at {built['leaves']:,} leaves (issue 25)", "",
+        f"# `hop` vs `auto` latency at {built['leaves']:,} leaves", "",
         f"- command: `{command}`",
         f"- date: {started:%Y-%m-%d %H:%M} UTC; commit `{git_commit()}`",
         f"- machine: {machine_line()}",
         f"- load average at start / end: {load0[0]:.2f} / {load1[0]:.2f} (1 min) — the 2-core machine was shared with other "
-        "engineers' jobs, so read the ms as upper bounds",
+        "jobs, so read the ms as upper bounds",
         f"- corpus: the serve benchmark's synthetic snapshot, {n:,} nodes ({built['leaves']:,} leaves), documents titled by "
         f"HotpotQA titles (cycled); links built by `tasks/links.build_links`: {built['links']:,} rows "
         f"({built['title_links']:,} title links) in **{built['seconds']:.1f} s**; the hop mode reads them in {load_graph_s:.2f} s "

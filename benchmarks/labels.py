@@ -1,4 +1,4 @@
-"""Label precision of the tree's summary labels on the shared HotpotQA and NarrativeQA corpora (issue 27).
+"""Label precision of the tree's summary labels on the shared HotpotQA and NarrativeQA corpora.
 
 For each corpus: prepare the shared data as a folder of files (``tasks/evaluation/datasets.py``),
 build it with ``arborag build --no-prefect`` (default config: sentence leaves, extractive
@@ -11,7 +11,8 @@ summaries, labels by c-TF-IDF), then read the published snapshot and measure
 
     python benchmarks/labels.py [--work /tmp/arborag-labels] [--datasets hotpotqa narrativeqa]
 
-Writes benchmarks/results/labels.md and labels.json (command, date, load average, commit).
+Writes benchmarks/results/labels.md and labels.json (command, date, load average, commit);
+``--smoke --out DIR/labels.md`` is a tiny check run.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import DATA, RESULTS, busy_processes, git_commit, machine_line, md_table, setup_env  # noqa: E402
 
 
-def measure(name: str, work: Path) -> dict:
+def measure(name: str, work: Path, limit: int | None = None) -> dict:
     import polars as pl
 
     from arborag.storage.corpus import Corpus
@@ -38,7 +39,7 @@ def measure(name: str, work: Path) -> dict:
     from arborag.tasks.evaluation.labels import label_precision_of
     from arborag.tasks.labels import label_nodes
 
-    prepared = prepare_dataset(name, work / name / "data", data_dir=DATA)
+    prepared = prepare_dataset(name, work / name / "data", data_dir=DATA, limit=limit)
     corpus_dir = work / name / "corpus"
     t0 = time.perf_counter()
     load0 = os.getloadavg()[0]
@@ -74,19 +75,24 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", type=Path, default=Path("/tmp/arborag-labels"))
     ap.add_argument("--datasets", nargs="+", default=["hotpotqa", "narrativeqa"])
+    ap.add_argument("--limit", type=int, default=None, help="only the first N questions' documents of each dataset")
+    ap.add_argument("--out", type=Path, default=RESULTS / "labels.md", help="the report; the .json is written beside it")
+    ap.add_argument("--smoke", action="store_true", help="a tiny run that checks the script works (HotpotQA, 8 questions' documents)")
     args = ap.parse_args()
+    if args.smoke:
+        args.datasets, args.limit = ["hotpotqa"], 8
     setup_env()
     started = datetime.now(timezone.utc)
     machine0 = machine_line()
     commit = git_commit()  # the code that builds and measures (read before anything runs)
-    rows = [measure(name, args.work) for name in args.datasets]
+    rows = [measure(name, args.work, args.limit) for name in args.datasets]
     out = {
         "command": "python benchmarks/labels.py " + " ".join(sys.argv[1:]), "date": started.isoformat(timespec="seconds"),
         "machine_at_start": machine0, "machine_at_end": machine_line(), "busy_at_end": busy_processes(), "commit": commit,
         "results": rows,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "labels.json").write_text(json.dumps(out, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".json").write_text(json.dumps(out, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
     def f(x: float | None) -> str:
         return "–" if x is None else f"{x:.3f}"
@@ -102,10 +108,10 @@ def main() -> None:
                       [[r["dataset"], lv, p["clusters"], f(p["own"]), f(p["siblings"]), f(p["margin"])]
                        for r in rows for lv, p in r["precision"]["by_level"].items()])
     ex = md_table(["corpus", "level", "title", "keywords"], [[r["dataset"], e["level"], e["title"], e["keywords"]] for r in rows for e in r["examples"]])
-    md = f"""# Label precision of summary labels (issue 27)
+    md = f"""# Label precision of summary labels
 
 Command: `{out['command']}` · date {out['date']} · commit {out['commit']}
-Machine at start: {machine0}; at end: {out['machine_at_end']} (shared with other engineers' jobs: {', '.join(out['busy_at_end']) or 'none above 20% at the end'}).
+Machine at start: {machine0}; at end: {out['machine_at_end']} (other busy processes: {', '.join(out['busy_at_end']) or 'none above 20% at the end'}).
 Builds: default config (sentence leaves ≤ 100 tokens, extractive summaries, MiniLM), `arborag build --no-prefect`.
 
 Label precision (tasks/evaluation/labels.py): for each summary node with a sibling, the share of its
@@ -126,7 +132,7 @@ Examples (the two largest summaries of each level):
 "label s" is the time to label the whole tree again from its nodes and edges (the build does it once);
 "build s" is the whole cold build on the shared machine (load average above), for scale only.
 """
-    (RESULTS / "labels.md").write_text(md, encoding="utf-8")
+    args.out.write_text(md, encoding="utf-8")
     print(md)
 
 

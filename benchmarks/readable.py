@@ -1,9 +1,10 @@
 """Is the tree readable? Fragment rate, whole sentences and coverage of the summaries, and line
-breaks inside sentences in the leaves (issue 27), on the demo corpus and the FinanceBench PDFs.
+breaks inside sentences in the leaves, on the demo corpus and the FinanceBench PDFs.
 
     python benchmarks/readable.py                                   # build both, measure, write results
     python benchmarks/readable.py --measure before-demo=/tmp/old-demo-corpus   # also measure built corpora
     python benchmarks/readable.py --llm                             # + abstractive summaries of the same clusters
+    python benchmarks/readable.py --smoke --out /tmp/r/readable.md  # a tiny check run (the demo corpus only)
 
 Each corpus is built with the real CLI (``arborag build SOURCES --corpus WORK/NAME --no-prefect``,
 default config: extractive summaries) and measured from its published snapshot with
@@ -128,8 +129,11 @@ def main() -> None:
     ap.add_argument("--llm", action="store_true", help="abstractive vs extractive summaries of the demo tree's clusters")
     ap.add_argument("--build", default="", help="with --llm: a built demo corpus to reuse instead of building one")
     ap.add_argument("--llm-limit", type=int, default=None, help="with --llm: only the first N summary nodes (time)")
-    ap.add_argument("--out", default="readable", help="results file stem under benchmarks/results/")
+    ap.add_argument("--out", type=Path, default=RESULTS / "readable.md", help="the report; the .json is written beside it")
+    ap.add_argument("--smoke", action="store_true", help="a tiny run that checks the script works (the demo corpus only)")
     args = ap.parse_args()
+    if args.smoke:
+        args.corpora, args.llm = "demo", False
     setup_env()
     from arborag.tasks.evaluation.readability import corpus_readability
 
@@ -172,7 +176,7 @@ def main() -> None:
         f"- date: {started:%Y-%m-%d %H:%M} UTC",
         f"- machine before: {load_before}",
         f"- machine after: {load_after}",
-        "- the machine was **shared** with other engineers' builds and tests (load above); build seconds are noisy, the metrics are not"
+        "- the machine was **shared** with other builds and tests (load above); build seconds are noisy, the metrics are not"
         + (f"; busy then: {'; '.join(busy)}" if busy else ""),
         f"- commit: {git_commit()}",
         "- definitions: docs/EVALUATION.md, \"Readability\" (`tasks/evaluation/readability.py`)",
@@ -198,14 +202,14 @@ def main() -> None:
             for t in llm[k]["examples"]:
                 md.append(f"- {k}: {t!r}")
         md.append("")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.out}.md").write_text("\n".join(md), encoding="utf-8")
-    (RESULTS / f"{args.out}.json").write_text(json.dumps({
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("\n".join(md), encoding="utf-8")
+    args.out.with_suffix(".json").write_text(json.dumps({
         "command": command, "date": started.isoformat(), "load_before": load_before, "load_after": load_after,
         "commit": git_commit(), "corpora": rows, "build_seconds": builds, "llm": llm,
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
     }, indent=2, default=str), encoding="utf-8")
-    print(f"-> {RESULTS / (args.out + '.md')}")
+    print(f"-> {args.out}")
 
 
 if __name__ == "__main__":

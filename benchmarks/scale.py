@@ -11,7 +11,7 @@ Usage (the box is shared: run it alone, niced, with one BLAS/OMP thread)::
 corpus construction: real shared-data text, variants beyond ~190k distinct tokens; warm-up of the
 model and numba excluded and reported; extractive summaries; ``run_build(..., use_prefect=False)``;
 then the leaf embedding alone as the floor). The worker's **peak RSS** is its ``ru_maxrss`` from
-``os.wait4`` (the whole process: model, imports, the build and the floor). Targets (issue 15):
+``os.wait4`` (the whole process: model, imports, the build and the floor). Targets:
 peak <= 4 GiB at 1M tokens; time(4N)/time(N) <= 4.4; build / leaf-embedding floor <= 1.5x at 1M.
 
 **Dask.** One Prefect flow per worker count on a ``DaskTaskRunner`` (LocalCluster on 127.0.0.1,
@@ -168,7 +168,7 @@ def render(data: dict[str, Any]) -> str:
     lines = ["# Scale: build time and memory by corpus size; Dask fan-out 1 vs 2 workers", ""]
     lines.append(f"Command: `{data.get('command', 'python benchmarks/scale.py')}` (run {data.get('date', '?')}).")
     lines.append("")
-    lines.append(f"- Machine: {data.get('machine', '?')}. **The box was loaded** by the other engineers' jobs "
+    lines.append(f"- Machine: {data.get('machine', '?')}. **The box was loaded** by other jobs "
                  "throughout (load average at the start of each run in the tables); times are upper bounds.")
     lines.append(f"- arborag: {data.get('commit', '?')}. Default config (sentence leaves <= 100 tokens, bf16 MiniLM, "
                  "extractive summaries, embedded tantivy BM25, UMAP n_neighbors = min(sqrt(n-1), 100), GMM fit on <= 20,000 points).")
@@ -218,7 +218,7 @@ def render(data: dict[str, Any]) -> str:
             lines.append("")
             lines.append(f"2 workers vs 1: embedding {fmt_ratio(a['embed_s'] / b['embed_s'])} the throughput, summarization "
                          f"{fmt_ratio(a['summarize_s'] / b['summarize_s'])}. On 2 shared cores a second worker can at best double "
-                         "throughput and only while the other engineers leave a core free; the point measured here is that the "
+                         "throughput and only while other jobs leave a core free; the point measured here is that the "
                          "fan-out runs and adds little overhead, not speed-up on this box.")
     g = data.get("gmm_check")
     if g:
@@ -235,6 +235,7 @@ def render(data: dict[str, Any]) -> str:
 
 
 def main() -> None:
+    global OUT_JSON, OUT_MD
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="250000,1000000", help="token counts, comma-separated")
     ap.add_argument("--threads", default="1", help="torch intra-op threads of the build worker")
@@ -248,7 +249,13 @@ def main() -> None:
     ap.add_argument("--gmm-sample", type=int, default=800)
     ap.add_argument("--floor-max", type=int, default=10**12, help="measure the leaf-embedding floor only up to this size")
     ap.add_argument("--size-index", type=int, default=0, help="corpus variant seed offset (build_scaling's size index)")
+    ap.add_argument("--out", type=Path, default=RESULTS / "scale.md", help="the report; the .json (read and merged into by every mode) is beside it")
+    ap.add_argument("--smoke", action="store_true", help="a tiny run that checks the script works (one 3k-token size, no Dask)")
     args = ap.parse_args()
+    OUT_MD, OUT_JSON = args.out, args.out.with_suffix(".json")
+    OUT_MD.parent.mkdir(parents=True, exist_ok=True)
+    if args.smoke:
+        args.sizes, args.no_dask = "3000", True
     setup_env()
     data: dict[str, Any] = json.loads(OUT_JSON.read_text()) if OUT_JSON.exists() else {}
     if args.gmm_check is not None:

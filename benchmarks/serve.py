@@ -90,6 +90,10 @@ def synth_corpus(root: Path, n: int, seed: int = 13) -> Path:
         "n_tokens": pa.array(n_tokens, pa.int32()), "doc_ids": [sorted(d)[:8] for d in docs_of],
         "summary_of": [None] * n, "summarizer": ["leaf" if lv == 0 else "synthetic" for lv in levels.tolist()],
         "summary_status": ["leaf" if lv == 0 else "ok" for lv in levels.tolist()], "created_by_run": ["bench"] * n,
+        # summary labels as a build writes them when c-TF-IDF finds no keyword: the text's opening words
+        "keywords": [None if lv == 0 else [] for lv in levels.tolist()],
+        "title": [None if lv == 0 else " ".join(t.split()[:8]) for lv, t in zip(levels.tolist(), texts)],
+        "title_source": [None if lv == 0 else "text" for lv in levels.tolist()],
     }, schema=NODES)
     child = list(range(n_leaf)) + list(range(n_leaf, n_leaf + n_l1))
     parent = parent1 + parent2
@@ -269,7 +273,11 @@ def main() -> None:
     ap.add_argument("--work", default="/tmp/arborag-bench-serve")
     ap.add_argument("--embed-threads", type=int, default=1, help="torch threads of the query embedder (server and floor)")
     ap.add_argument("--out", default=str(RESULTS / "serve.md"))
+    ap.add_argument("--smoke", action="store_true", help="a tiny run that checks the script works (500 nodes, one client, 20 requests)")
     args = ap.parse_args()
+    clients = CLIENTS
+    if args.smoke:
+        args.sizes, args.seconds, args.requests, clients = "500", 1.0, 20, CLIENTS[:1]
     started = datetime.now(timezone.utc)
     questions = hotpot_questions()[:200]
     rng = np.random.default_rng(7)
@@ -291,7 +299,7 @@ def main() -> None:
                 f = fl[(label, embed)]
                 emb = "—" if embed is None else ("server" if embed else "precomputed")
                 rows.append([f"{n:,}", label, emb, "in-process (floor)", f"{f['p50']:.2f}", f"{f['p95']:.2f}", f"{f['p99']:.2f}", "—", f"{f['rps']:.0f}", "1.00×", "1.00×"])
-                for c in CLIENTS:
+                for c in clients:
                     r = asyncio.run(drive(base, c, bodies, max_requests=args.requests, seconds=args.seconds))
                     print(f"  {label:6} {emb:11} x{c:<2}: p50 {r['p50']:.2f} ms p95 {r['p95']:.2f} p99 {r['p99']:.2f} {r['rps']:.0f} req/s (n={r['n']}, errors {r['errors']})", flush=True)
                     rows.append([f"{n:,}", label, emb, str(c), f"{r['p50']:.2f}", f"{r['p95']:.2f}", f"{r['p99']:.2f}", f"{r['server_p50']:.2f}", f"{r['rps']:.0f}",
@@ -310,6 +318,7 @@ def main() -> None:
     print(table)
     report = [
         "# Serve benchmark: `/search` over HTTP vs the in-process Python API", "",
+        "- command: `python benchmarks/serve.py " + " ".join(sys.argv[1:]) + "`",
         f"- date: {started:%Y-%m-%d %H:%M} UTC; {machine_line()}",
         f"- busy processes at the end: {', '.join(busy_processes()) or 'none over 20% CPU'}",
         f"- commit: {git_commit()}",
@@ -323,7 +332,7 @@ def main() -> None:
         "- latency is measured by the client (includes HTTP, JSON and the client's own share of the 2 cores); "
         "'server p50' is the server's own search time (`took_ms`: embedding + search, no HTTP/JSON)", "",
         table, "", *[f"- {x}" for x in notes + WORKAROUNDS], "",
-        "Targets (issue 13): at 100k nodes p50 ≤ 25 ms dense including the query embedding, ≤ 5 ms excluding it "
+        "Targets: at 100k nodes p50 ≤ 25 ms dense including the query embedding, ≤ 5 ms excluding it "
         "(1 client); server ≤ 1 GiB beyond the model.",
     ]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

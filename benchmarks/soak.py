@@ -1,7 +1,7 @@
-"""The soak (issue 24): a corpus that lives for many update cycles, with a server answering
+"""The soak: a corpus that lives for many update cycles, with a server answering
 throughout and the writer killed with ``kill -9`` in some cycles.
 
-What one run does (all state in ``--work``, so ``--resume`` continues it, now or in a later session):
+What one run does (all state in ``--work``, so ``--resume`` continues it, now or later):
 
 1. **Sources.** Every HotpotQA paragraph of the shared corpus is cut into consecutive 2-sentence
    pieces, one ``.txt`` document per piece (2,318 pieces, the same cut as ``benchmarks/update.py``);
@@ -579,7 +579,7 @@ def _mb(x: int | None) -> str:
 def markdown(summary: dict[str, Any], cycles: list[dict[str, Any]]) -> str:
     s = summary
     lines = [
-        "# Soak: a corpus through many update cycles (issue 24)",
+        "# Soak: a corpus through many update cycles",
         "",
         f"- command: `{s['command']}`",
         f"- date: {s['when']} (started {s['started']})",
@@ -658,7 +658,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="See the module docstring (python -m pydoc benchmarks/soak.py) for what each cycle does.")
     ap.add_argument("--work", type=Path, default=Path("/tmp/arborag-soak"), help="sources, corpus, logs and cycles.jsonl")
-    ap.add_argument("--docs", type=int, default=2000, help="documents to start with (>= 2,000 for the issue)")
+    ap.add_argument("--docs", type=int, default=2000, help="documents to start with")
     ap.add_argument("--cycles", type=int, default=100, help="total cycles of the run (with --resume: continue up to this many)")
     ap.add_argument("--seed", type=int, default=24)
     ap.add_argument("--edit-lo", type=float, default=0.01, help="smallest share of documents added / changed / deleted per cycle")
@@ -673,7 +673,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resume", action="store_true", help="continue the run in --work (a fresh run when there is none)")
     ap.add_argument("--out", type=Path, default=RESULTS / "soak", help="results prefix: writes .json, .md and -cycles.jsonl")
     ap.add_argument("--machine-note", default="", help="what else ran on the machine meanwhile (written beside the load average)")
+    ap.add_argument("--smoke", action="store_true", help="a tiny run that checks the script works (20 documents, 2 cycles, no evaluation)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.docs, args.cycles, args.no_eval, args.client_interval = 20, 2, True, 0.5
 
     work: Path = args.work
     src, corpus, logs = work / "src", work / "corpus", work / "logs"

@@ -3,6 +3,7 @@
     python benchmarks/sparse.py                       # HotpotQA paragraphs -> <=100-token level-0 nodes
     python benchmarks/sparse.py --corpus DIR          # every node of a built corpus (published snapshot)
     python benchmarks/sparse.py --repeat 5 --queries 500 --out benchmarks/results/sparse.md
+    python benchmarks/sparse.py --smoke --out /tmp/sparse.md     # a tiny check run
 
 Prints (and writes as Markdown) indexing docs/s and per-query latency p50/p95 for 500 queries
 (the 100 HotpotQA questions, cycled through 5 forms: the plain question, keywords, quoted
@@ -308,6 +309,13 @@ def syntax_check(nodes: pa.Table, *, workdir: Path, n: int = 50) -> dict:
     return report
 
 
+def _commit() -> str:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _common import git_commit
+
+    return git_commit()
+
+
 # ------------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -320,7 +328,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-tokens", type=int, default=100, help="chunk size for HotpotQA paragraphs")
     ap.add_argument("--no-syntax-check", action="store_true")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "sparse.md")
+    ap.add_argument("--smoke", action="store_true", help="a tiny run that checks the script works (20 queries, one run each)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.queries, args.repeat = 20, 1
 
     if args.corpus:
         nodes, source = corpus_nodes(args.corpus), f"corpus {args.corpus} (published snapshot, all levels)"
@@ -350,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         "# Sparse index benchmark",
         "",
+        "- command: `python benchmarks/sparse.py " + " ".join(sys.argv[1:] if argv is None else argv) + "`; commit " + _commit(),
         f"- date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}; host: {platform.machine()}, "
         f"{os.cpu_count()} cores, load average at end {', '.join(f'{x:.2f}' for x in os.getloadavg())} (shared machine)",
         f"- nodes: {nodes.num_rows:,} ({chars / 1e6:.2f} M chars) from {source}",

@@ -9,14 +9,18 @@ and each entry's module-level task calls a stage runner in ``tasks/stages/`` (``
 its outputs there and returns a small summary.
 
 The build is content-addressed: ``build_key = hash(leaf chunk ids + headers, embed, cluster,
-summarize, tree and sparse config, code fingerprint of TREE_PIPELINE's runner modules and what
-they import)`` (:func:`arborag.tasks.leaves.build_key`). A build whose key equals the published
-snapshot's is a no-op — no embedding, no summarizing — unless that snapshot holds LLM summaries
+summarize, tree and sparse config, the declared code versions of TREE_PIPELINE's stages)``
+(:func:`arborag.tasks.leaves.build_key`, :func:`arborag.flows.stage.code_versions`): editing a
+comment or upgrading arborag keeps the tree unless a stage's version was bumped. A build whose
+key equals the published snapshot's is a no-op — no embedding, no summarizing — unless that snapshot holds LLM summaries
 that fell back to extractive text: then it is not final, and the build runs again under
 ``hash(key, that snapshot)`` so the LLM is asked again for those clusters (:func:`_settle`). Under Prefect every tree stage is a task
 cached on a key derived from its declaration and the build key, and trusted only while its staged outputs exist; without
 Prefect a stage whose staged outputs exist is skipped — so a build that failed at ``sparse``
-(say, an unreachable Elasticsearch) resumes at ``sparse`` either way.
+(say, an unreachable Elasticsearch) resumes at ``sparse`` either way. A build that runs and
+finds its result content-identical to the published snapshot publishes nothing (the publish
+stage, :func:`arborag.tasks.stages.publish.run_publish`): the published snapshot stays, recorded
+as the result of this key, and the run reports a no-op.
 
 The incremental update's ``UPDATE_PIPELINE`` is another tuple of the same
 :class:`~arborag.flows.stage.Stage` objects; when it falls back to a full rebuild it calls
@@ -29,6 +33,7 @@ benchmarks; ``use_prefect=False`` runs the same pipeline directly).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Sequence
@@ -46,7 +51,7 @@ from arborag.flows.ingest import discover
 from arborag.flows.lazy import lazy_flow
 from arborag.flows.noop import remember
 from arborag.flows.pipelines import BUILD_PIPELINE, INGEST_PIPELINE, TREE_PIPELINE
-from arborag.flows.stage import finish_run, pipeline_fingerprint, run_pipeline
+from arborag.flows.stage import code_versions, finish_run, run_pipeline
 from arborag.storage.corpus import Corpus
 from arborag.storage.lock import corpus_lock
 from arborag.storage.vectors import LANCEDB_IMPORT
@@ -97,7 +102,10 @@ def _settle(ctx: StageContext, key: str, out: dict[str, Any]) -> tuple[str, tupl
             collect_after_publish(ctx)  # a re-publish is a publish: retention runs as after any other
             return k, (snap, "re-published an earlier snapshot with the same inputs and config")
         out["retry_of"] = {"snapshot": current, "fallbacks": fallbacks}
-        k = hash_json(["retry-fallbacks", key, current])
+        retry = hash_json(["retry-fallbacks", key, current])
+        if retry == k:  # the retry of ``current`` gave ``current`` again (publish kept it): ask again
+            return k, None
+        k = retry
     raise RuntimeError(f"build key {key}: no settled snapshot after 1000 retries")
 
 
@@ -115,13 +123,15 @@ def build_tree(ctx: StageContext, leaves: Any, *, use_prefect: bool, out: dict[s
 
     The build flow and an update that falls back to a full rebuild both end here.
     """
-    key = out["build_key"] = build_key(leaves, ctx.config, pipeline_fingerprint(TREE_PIPELINE))
+    key = out["build_key"] = build_key(leaves, ctx.config, code_versions(TREE_PIPELINE))
     key, reused = _settle(ctx, key, out)
     if reused is not None:
         out["snapshot"], out["reused"] = reused
         return
     run_pipeline(ctx, TREE_PIPELINE, use_prefect=use_prefect, out=out, key=key)
     out["snapshot"] = out["publish"]["snapshot"]
+    if out["publish"].get("unchanged"):
+        out["reused"] = "unchanged: the build's tree is the published snapshot's content; nothing was published"
 
 
 def build_pipeline(ctx: StageContext, files: list[str] | None, *, use_prefect: bool, dry_run: bool = False) -> dict[str, Any]:
@@ -132,13 +142,17 @@ def build_pipeline(ctx: StageContext, files: list[str] | None, *, use_prefect: b
     status, message = "ok", ""
     try:
         strategy = ctx.config.segment.strategy
-        run_pipeline(ctx, INGEST_PIPELINE, use_prefect=use_prefect, out=out, files=files, strategy=strategy)
-        leaves = ctx.shared("leaves", lambda: leaves_for(ctx.corpus.read("chunks"), strategy))
-        if dry_run:
-            out["build_key"] = build_key(leaves, ctx.config, pipeline_fingerprint(TREE_PIPELINE))
+        if dry_run:  # ingest into a scratch copy of the working tables: nothing a reader sees changes
+            with ctx.corpus.scratch_copy() as scratch:
+                dry = dataclasses.replace(ctx, corpus=scratch)
+                run_pipeline(dry, INGEST_PIPELINE, use_prefect=use_prefect, out=out, files=files, strategy=strategy)
+                leaves = leaves_for(scratch.read("chunks"), strategy)
+            out["build_key"] = build_key(leaves, ctx.config, code_versions(TREE_PIPELINE))
             out["estimate"] = estimate_cost(leaves, ctx.config)
             out["leaves"] = leaves.num_rows
             return out
+        run_pipeline(ctx, INGEST_PIPELINE, use_prefect=use_prefect, out=out, files=files, strategy=strategy)
+        leaves = ctx.shared("leaves", lambda: leaves_for(ctx.corpus.read("chunks"), strategy))
         if leaves.num_rows == 0:
             raise IngestError(str(ctx.corpus.root), "no chunks to build a tree from: ingest at least one readable, non-empty document")
         # the tree stage's UMAP (numba's cached code) and the vectors stage's lancedb, imported while
@@ -150,7 +164,7 @@ def build_pipeline(ctx: StageContext, files: list[str] | None, *, use_prefect: b
         failed = int((out.get("ingest") or {}).get("failed", 0) or 0)
         if failed:
             status = "partial"
-            message = f"{failed} document(s) could not be read; see `arborag sql \"select uri, error from documents where status = 'error'\"`"
+            message = f"{failed} document(s) could not be read; see `arborag sql --working \"select uri, error from documents where status = 'error'\"`"
         elif files is not None:  # the next `arborag update` of these sources can tell "nothing changed" from file stats
             remember(ctx.corpus, ctx.config, files, ctx.config.update.prune, out.get("snapshot"))
         return out

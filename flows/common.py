@@ -3,7 +3,7 @@
 Nothing here imports Prefect at module import time; the functions that need it import it when
 called. (The flow modules import Prefect themselves, after :func:`prefect_env_defaults`.)
 
-Caching across runs (see shared/ENVIRONMENT.md): a task is skipped when its cache key was seen
+Caching across runs: a task is skipped when its cache key was seen
 before and its persisted result is still in ``CORPUS/prefect/results``. Keys are made of content
 hashes (:func:`cache_key_from_stats`, :func:`table_fingerprint`, :func:`file_fingerprint`)
 plus the config the stage depends on plus the code version

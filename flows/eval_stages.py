@@ -4,8 +4,9 @@ Orchestration only: the build stage runs the real build flow (:func:`arborag.flo
 or a test double) into ``OUT/corpora/<strategy>``; the retrieval stage opens the built index
 (:func:`arborag.query.open_index`, or a double) and hands it to
 :func:`arborag.tasks.evaluation.retrieve.run_retrieve`. Both are module-level Prefect tasks run
-through :func:`arborag.flows.stage.run_stage`; their cache keys hold the build pipeline's code
-fingerprint and the retrieval code's (:data:`EVALUATE_PIPELINE`), so no module list is kept by hand.
+through :func:`arborag.flows.stage.run_stage`; their cache keys hold the build pipeline's declared
+code versions and the retrieval code's source fingerprint (:data:`EVALUATE_PIPELINE`), so no module
+list is kept by hand.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from arborag.config import ArboragConfig
 from arborag.env import offline_env
 from arborag.errors import ConfigError
 from arborag.flows.build import BUILD_PIPELINE
-from arborag.flows.stage import Stage, pipeline_fingerprint
+from arborag.flows.stage import Stage, code_versions, pipeline_fingerprint
 from arborag.hashing import hash_json
 from arborag.tasks.stage_context import StageContext
 from arborag.tasks.evaluation.datasets import PreparedDataset
@@ -108,7 +109,8 @@ def _link_shared_cache(corpus_dir: Path, shared: Path) -> None:
 
 
 def build_key(prepared: PreparedDataset, config: ArboragConfig) -> str:
-    return hash_json({"dataset": prepared.fingerprint, "config": config.config_hash(), "v": 1})
+    """The dataset, the config and the declared code versions of the build (a bumped stage rebuilds)."""
+    return hash_json({"dataset": prepared.fingerprint, "config": config.config_hash(), "code": code_versions(BUILD_PIPELINE), "v": 1})
 
 
 def _takes(fn: Callable[..., Any], name: str) -> bool:
@@ -221,13 +223,16 @@ def retrieve_code() -> tuple[str, ...]:
 
 # The cached stages, in order (answer, score and report follow and always run: seconds).
 # Their code: the whole build pipeline for a build; retrieval, the index and every mode for retrieval.
-EVAL_BUILD = Stage("eval-build", build_strategy, code=tuple(m for s in BUILD_PIPELINE for m in s.modules))
+EVAL_BUILD = Stage("eval-build", build_strategy, code=tuple(m for s in BUILD_PIPELINE for m in s.modules), code_version="1")
 EVAL_RETRIEVE = Stage("eval-retrieve", retrieve_strategy, code=retrieve_code())
 EVALUATE_PIPELINE: tuple[Stage, ...] = (EVAL_BUILD, EVAL_RETRIEVE)
 
 
 def stage_code(stage: Stage) -> str:
-    """The code fingerprint of one evaluation stage (retrieval: with the modes registered now)."""
+    """The code fingerprint of one evaluation stage: a build's is the declared code versions of the
+    build pipeline; retrieval's the source of its modules (with the modes registered now)."""
+    if stage.name == EVAL_BUILD.name:
+        return code_versions((stage,), BUILD_PIPELINE)
     if stage.name == EVAL_RETRIEVE.name:
         stage = replace(stage, code=retrieve_code())
     return pipeline_fingerprint((stage,))

@@ -1,4 +1,4 @@
-"""Prefect tasks and flows made on first use, so a run without Prefect never imports it (issue 26).
+"""Prefect tasks and flows made on first use, so a run without Prefect never imports it.
 
 Importing Prefect costs a cold process ~0.8 s (benchmarks/results/cold_path.md) — and the CLI
 runs the stages directly unless a Prefect server is configured. The stages' tasks and the

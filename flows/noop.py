@@ -1,4 +1,4 @@
-"""The no-op update decided from file stats, before anything heavy is imported (issue 26).
+"""The no-op update decided from file stats, before anything heavy is imported.
 
 A scheduled ``arborag update SRC --corpus C`` mostly finds nothing changed, and the full path
 learns that only after importing Prefect and the stage modules, reading every source file,

@@ -7,6 +7,11 @@ derives cache keys, proofs and skips from that. The flows (``flows/ingest.py``, 
 
 Adding a stage is one module (``tasks/stages/<name>.py`` with ``run_<name>(ctx, **params) -> dict``
 beside its pure function) plus one entry here (see docs/ARCHITECTURE.md, "Adding a stage").
+
+Every stage declares ``code_version``: the version of what it produces. Its cache key and the build
+key hold that string, not the source text: bump it (``"1"`` -> ``"2"``) in the same change that
+changes the stage's output (its runner or anything the runner calls); a comment, docstring,
+refactor or upgrade that leaves the output alone keeps it (docs/ARCHITECTURE.md, "Code versions").
 """
 
 from __future__ import annotations
@@ -44,22 +49,22 @@ def _staged(names: tuple[str, ...]) -> tuple[str, ...]:
 # -- ingest: sources -> documents -> sections -> doc_context -> chunks --------------------------
 # (table reads/writes can fail transiently on network file systems; LLM calls retry in the client)
 INGEST = Stage(
-    "ingest", _task("ingest-documents", ingest.run_documents), retries=2,
+    "ingest", _task("ingest-documents", ingest.run_documents), code_version="1", retries=2,
     reads=(SOURCES,), writes=(table("documents"),), config=("ingest",), params=("files",),
     on_cached=ingest.cached_ingest_summary, describe="read the sources into documents (unchanged files are not parsed again)",
 )
 SECTIONS = Stage(
-    "sections", _task("sections", sections.run_sections), retries=1,
+    "sections", _task("sections", sections.run_sections), code_version="1", retries=1,
     reads=(table("documents"),), writes=(table("sections"),), config=("sections", "context.llm", *_LLM), needs=("strategy",),
     enabled=_sections_on, describe="split documents into sections (structural, or semantic with the LLM)",
 )
 CONTEXT = Stage(
-    "context", _task("context", context.run_doc_context), retries=1,
+    "context", _task("context", context.run_doc_context), code_version="1", retries=1,
     reads=(table("documents"),), writes=(table("doc_context"),), config=("context", *_LLM), needs=("strategy",),
     enabled=context.headers_enabled, describe="document titles and summaries for the AutoContext chunk headers",
 )
 SEGMENT = Stage(
-    "segment", _task("segment-chunks", segment.run_chunks), retries=1,
+    "segment", _task("segment-chunks", segment.run_chunks), code_version="1", retries=1,
     reads=(table("documents"), table("sections"), table("doc_context")), writes=(table("chunks"),),
     config=("segment", "sections.strategy", "context.headers"), params=("strategy",), proof=segment.chunks_proof,
     describe="cut the ok documents into leaf chunks (inside sections, with headers)",
@@ -67,44 +72,44 @@ SEGMENT = Stage(
 
 # -- the tree: everything staged under the build key, then sealed as one snapshot ---------------
 EMBED = Stage(
-    "embed", _task("embed", embed.run_leaf_vectors), retries=2,
+    "embed", _task("embed", embed.run_leaf_vectors), code_version="1", retries=2,
     reads=(table("chunks"),), writes=_staged(embed.OUTPUTS), params=("key",),
     describe="embed the leaves through the embedding cache",
 )
 TREE = Stage(
-    "tree", _task("tree", tree.run_tree), retries=3,
+    "tree", _task("tree", tree.run_tree), code_version="1", retries=3,
     reads=(table("chunks"), *_staged(embed.OUTPUTS)), writes=_staged(tree.OUTPUTS), params=("key",),
     snapshot=("nodes.parquet", "edges.parquet"), describe="cluster, summarize and embed level by level (RAPTOR)",
 )
 TREE_UPDATE = Stage(
-    "tree-update", _task("tree-update", tree_update.run_tree_update), retries=3,
+    "tree-update", _task("tree-update", tree_update.run_tree_update), code_version="1", retries=3,
     reads=(table("chunks"), *_staged(embed.OUTPUTS), SNAPSHOT), writes=_staged(tree_update.OUTPUTS), params=("key",),
     snapshot=("nodes.parquet", "edges.parquet"), describe="update the published tree locally (only changed clusters re-summarized)",
 )
 VECTORS = Stage(
-    "vectors", _task("vectors", vectors.run_vectors),
+    "vectors", _task("vectors", vectors.run_vectors), code_version="1",
     reads=(staged("nodes.parquet"), staged("node_vectors.parquet")), writes=_staged(vectors.OUTPUTS), params=("key",),
     snapshot=("vectors.lance",), beside=True, describe="write the nodes and their vectors as a LanceDB table",
 )
 SPARSE = Stage(
-    "sparse", _task("sparse", sparse.run_sparse), retries=3,
+    "sparse", _task("sparse", sparse.run_sparse), code_version="1", retries=3,
     reads=(table("chunks"), staged("nodes.parquet")), writes=_staged(sparse.OUTPUTS), params=("key",),
     snapshot=("sparse",), beside=True, describe="index the nodes for BM25 (tantivy, or Elasticsearch)",
 )
 LINKS = Stage(
-    "links", _task("links", links.run_links),
+    "links", _task("links", links.run_links), code_version="1",
     reads=(table("chunks"), table("documents")), writes=_staged(links.OUTPUTS), params=("key",),
     snapshot=("links.parquet",), describe="link leaves through document titles and the names they mention (IDF), for --mode hop",
 )
 PUBLISH = Stage(
-    "publish", _task("publish", publish.run_publish),
+    "publish", _task("publish", publish.run_publish), code_version="1",
     reads=(table("chunks"), table("documents"), staged("<snapshot files of the stages before>")),
     writes=(SNAPSHOT,), params=("key", "snapshot_files"), describe="seal the staged files as a snapshot and switch the manifest",
 )
 
 # -- update: the plan (documents as the sources hold them now) -----------------------------------
 PLAN = Stage(
-    "plan", _task("plan", plan.run_update_documents), retries=1,
+    "plan", _task("plan", plan.run_update_documents), code_version="1", retries=1,
     reads=(SOURCES, table("documents")), writes=(table("documents"),), config=("ingest",), params=("files", "prune", "dry_run"),
     cached=False, describe="read the sources, diff them against documents, prune what is gone",
 )

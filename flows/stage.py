@@ -9,7 +9,7 @@ is **enabled** (a predicate over the config). From that alone:
 
 - :func:`stage_key` derives the cache key: the stage name, the corpus, the content fingerprints
   of the tables it reads (a table it also writes is checked by its proof instead), the stats of
-  the sources, the declared config values, its params and the code fingerprint of its runner;
+  the sources, the declared config values, its params and its declared ``code_version``;
 - :func:`stage_done` decides whether a cached (or, without Prefect, a resumable) stage's outputs
   still hold: staged files exist, the snapshot is sealed, or a written table's fingerprint is
   still the one the stage reported (``proof`` overrides how it is computed);
@@ -20,10 +20,18 @@ is **enabled** (a predicate over the config). From that alone:
 Lower level, kept for the evaluation stages: :func:`run_stage` runs one stage — as a Prefect task
 cached on a key, or directly (``use_prefect=False``) — and trusts a cache hit only while
 ``done(summary)`` holds; :func:`record_run` appends the run to the ``runs`` table;
-:func:`finish_run` is the common end of the build and update flows; :func:`pipeline_fingerprint`
-hashes the source of the pipeline's runner modules and every module of ours they import (at any
-depth, lazy imports included), so a cache dies with the code it ran and no module list is kept
-by hand.
+:func:`finish_run` is the common end of the build and update flows.
+
+Code versions: a stage declares ``code_version``, the version of what its code produces (like
+Dagster's ``code_version``). :func:`code_versions` hashes the declared versions of a pipeline;
+the stage keys and the build key hold it, not the source text, so a comment, a docstring, a
+refactor or an upgrade that leaves the output alone keeps the caches and the published tree, and
+a change to a stage's output is made by bumping its version (docs/ARCHITECTURE.md, "Code
+versions"). :func:`normalized_code` is the development check beside it: per module of a stage's
+closure, a hash of its code without comments, docstrings and formatting.
+:func:`pipeline_fingerprint` hashes the source of the runner modules and every module of ours
+they import (at any depth, lazy imports included); it keys what declares no version (the
+evaluation's retrieval).
 """
 
 from __future__ import annotations
@@ -49,8 +57,8 @@ from arborag.tasks.leaves import snapshot_id_for
 from arborag.tasks.stage_context import StageContext, table_fingerprint
 
 __all__ = [
-    "SOURCES", "SNAPSHOT", "Stage", "declared_config", "describe_pipeline", "finish_run", "module_closure", "must_wait", "pipeline_fingerprint",
-    "record_run", "run_pipeline", "run_stage", "snapshot_files", "stage_done", "stage_key", "staged", "table",
+    "SOURCES", "SNAPSHOT", "Stage", "code_versions", "declared_config", "describe_pipeline", "finish_run", "module_closure", "must_wait",
+    "normalized_code", "normalized_source", "pipeline_fingerprint", "record_run", "run_pipeline", "run_stage", "snapshot_files", "stage_done", "stage_key", "staged", "table",
 ]
 
 Done = Callable[[dict[str, Any] | None], bool]
@@ -89,6 +97,9 @@ class Stage:
     ``beside=True``: without Prefect, the stage runs on a thread beside the stages after it, until
     one of them touches what it reads or writes (:func:`run_pipeline`); for stages whose work is
     mostly outside this process's GIL (a helper process, Rust, polars).
+    ``code_version``: the version of what the stage's code produces; its cache key and the build
+    key hold it instead of the source. Bump it when a change (to the runner or anything it calls)
+    changes the stage's output. Empty: undeclared, the source of ``modules`` keys it instead.
     """
 
     name: str
@@ -96,7 +107,7 @@ class Stage:
     retries: int = 0
     outputs: tuple[str, ...] = ()  # legacy: staged files that prove it done (derived from ``writes`` when declared)
     resume: bool = False  # legacy: without Prefect, skip when the outputs exist (derived: every write is staged)
-    code: tuple[str, ...] | None = None  # modules whose source keys the stage (default: the runner's module)
+    code: tuple[str, ...] | None = None  # modules of the stage's code (default: the runner's module)
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
     config: tuple[str, ...] = ()
@@ -109,6 +120,7 @@ class Stage:
     on_cached: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     describe: str = ""
     beside: bool = False
+    code_version: str = ""
 
     @property
     def runner(self) -> Callable[..., dict[str, Any]]:
@@ -177,7 +189,7 @@ def stage_key(ctx: StageContext, stage: Stage, inputs: dict[str, Any]) -> str:
     params = {p: inputs.get(p) for p in stage.params if p != "files"}
     return hash_json([
         stage.name, str(ctx.corpus.root), reads, declared_config(ctx.config, stage.config), stage.enabled(ctx.config),
-        params, pipeline_fingerprint((stage,)),
+        params, code_versions((stage,)),
     ])
 
 
@@ -433,7 +445,7 @@ def _parse(path: Path) -> ast.Module:
 
 #: The import lists of our modules, kept across processes by file (path, mtime, size): an update's
 #: code fingerprint otherwise parses ~80 modules with ``ast`` in every new process (0.6-2 s of a
-#: small update, issue 26). ``ARBORAG_CODE_CACHE=0`` switches it off.
+#: small update). ``ARBORAG_CODE_CACHE=0`` switches it off.
 _DISK_NAME = "code_imports.json"
 _disk: dict[str, list[str]] | None = None
 _disk_dirty = False
@@ -539,6 +551,41 @@ def pipeline_fingerprint(*pipelines: Iterable[Stage]) -> str:
     return hash_json([[name, path.read_text(encoding="utf-8")] for name, path in closure.items()])
 
 
+def code_versions(*pipelines: Iterable[Stage]) -> str:
+    """Hash of the declared ``code_version`` of every stage of ``pipelines`` (with its name); a stage
+    that declares none counts with :func:`pipeline_fingerprint` of its own modules instead."""
+    return hash_json([[stage.name, stage.code_version or f"source:{pipeline_fingerprint((stage,))}"]
+                      for pipeline in pipelines for stage in pipeline])
+
+
+class _StripDocstrings(ast.NodeTransformer):
+    """Drops the docstring of every module, class and function (a lone string expression first in a body)."""
+
+    def _strip(self, node: Any) -> Any:
+        self.generic_visit(node)
+        body = node.body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+        return node
+
+    visit_Module = visit_ClassDef = visit_FunctionDef = visit_AsyncFunctionDef = _strip
+
+
+def normalized_source(source: str) -> str:
+    """``source`` without comments, docstrings and formatting: the code that runs, as
+    :func:`ast.unparse` writes it (the same for the same code whatever its layout)."""
+    with _AST_LOCK:
+        tree = ast.parse(source)
+    return ast.unparse(_StripDocstrings().visit(tree))
+
+
+def normalized_code(*pipelines: Iterable[Stage]) -> dict[str, str]:
+    """Per module of the stages' closure, a hash of its :func:`normalized_source`: what changes
+    when the code changes, and only then (comments, docstrings and layout do not count)."""
+    closure = module_closure(m for pipeline in pipelines for stage in pipeline for m in stage.modules)
+    return {name: hash_json(normalized_source(path.read_text(encoding="utf-8"))) for name, path in closure.items()}
+
+
 def describe_pipeline(pipeline: Sequence[Stage], config: ArboragConfig) -> list[dict[str, Any]]:
     """One JSON row per stage of ``pipeline``, from its declaration: name, what it does, reads,
     writes, config keys (``build key`` for stages keyed by the build), run inputs, whether
@@ -558,6 +605,7 @@ def describe_pipeline(pipeline: Sequence[Stage], config: ArboragConfig) -> list[
             "retries": stage.retries,
             "cached": stage.cached,
             "beside": stage.beside,
+            "code_version": stage.code_version,
             "runner": f"{stage.runner.__module__}.{stage.runner.__name__}",
         })
     return rows

@@ -5,7 +5,10 @@ Orchestration only. Inside the corpus writer lock:
 1. ``plan`` (:func:`arborag.tasks.stages.plan.run_update_documents`): read the sources into the
    ``documents`` table (ingest machinery), diff by uri and content hash — added, changed,
    deleted, unchanged, failed — and prune deleted uris (``prune``; ``ingest`` stays additive).
-   ``dry_run`` stops here with the plan and the estimated embedding and summary work.
+   ``dry_run`` stops here with the plan and the estimated embedding and summary work. A pruning
+   update that would delete more documents than ``max_delete`` allows (default: half of those held)
+   stops here too, with :class:`~arborag.tasks.stages.plan.DeletesRefused`: nothing is written
+   and no run is recorded.
 2. ``sections``, ``context``, ``segment`` (the same stage objects as the ingest flow's, run by
    the same :func:`~arborag.flows.stage.run_pipeline`; ingest itself has no files to take): the
    chunks (and headers) of the documents now held.
@@ -47,13 +50,13 @@ from arborag.flows.ingest import discover
 from arborag.flows.lazy import lazy_flow
 from arborag.flows.noop import quick_noop, remember
 from arborag.flows.pipelines import INGEST_PIPELINE, PLAN, UPDATE_PIPELINE
-from arborag.flows.stage import finish_run, pipeline_fingerprint, run_pipeline
+from arborag.flows.stage import code_versions, finish_run, run_pipeline
 from arborag.hashing import hash_json
 from arborag.storage.corpus import Corpus
 from arborag.storage.vectors import LANCEDB_IMPORT
 from arborag.tasks.leaves import build_key, leaves_for
 from arborag.tasks.stage_context import StageContext
-from arborag.tasks.stages.plan import decide
+from arborag.tasks.stages.plan import DeleteLimit, DeletesRefused, decide
 
 
 offline_env()  # the offline settings (HF, numba's cache, Prefect's) before anything reads them
@@ -94,9 +97,13 @@ def _warm_vectors() -> None:
 
 
 def update_pipeline(
-    ctx: StageContext, files: list[str], *, prune: bool, use_prefect: bool, dry_run: bool = False, lock_wait: bool = True
+    ctx: StageContext, files: list[str], *, prune: bool, use_prefect: bool, dry_run: bool = False, lock_wait: bool = True,
+    max_delete: str | int | None = None,
 ) -> dict[str, Any]:
-    """Run the update over discovered ``files``; record the run (not for a dry run)."""
+    """Run the update over discovered ``files``; record the run (not for a dry run, nor for one
+    the delete guard refused: ``max_delete``, see :class:`~arborag.tasks.stages.plan.DeleteLimit`)."""
+    ctx.resources["delete_limit"] = DeleteLimit.parse(max_delete)
+    refused = False
     started = datetime.now(timezone.utc)
     before, age = phases.snapshot(), phases.process_age()
     out: dict[str, Any] = {"corpus": str(ctx.corpus.root), "run_id": ctx.run_id, "cached": [], "dry_run": dry_run}
@@ -125,13 +132,15 @@ def update_pipeline(
                 build_tree(ctx, leaves, use_prefect=use_prefect, out=out)
             else:
                 prev = (ctx.corpus.manifest() or {})["snapshot"]
-                key = out["update_key"] = hash_json(["update", prev, build_key(leaves, ctx.config, pipeline_fingerprint(UPDATE_PIPELINE))])
+                key = out["update_key"] = hash_json(["update", prev, build_key(leaves, ctx.config, code_versions(UPDATE_PIPELINE))])
                 ctx.resources["previous_snapshot"] = prev
                 _warm_vectors()
                 run_pipeline(ctx, UPDATE_PIPELINE, use_prefect=use_prefect, out=out, key=key)
                 out["snapshot"] = out["publish"]["snapshot"]
             message = why
             failed = int(plan.get("failed", 0) or 0)
+            # failures this run met that the documents table did not already record (same uri, same reason)
+            out["new_failures"] = int(plan.get("new_failures", failed) or 0)
             if failed:
                 status = "partial"
                 message = f"{why}; {failed} source(s) could not be read (their earlier documents are kept)"
@@ -140,6 +149,7 @@ def update_pipeline(
         return out
     except BaseException as exc:
         status, message = "failed", f"{type(exc).__name__}: {exc}"
+        refused = isinstance(exc, DeletesRefused)
         raise
     finally:
         out["tokens"] = {"in": ctx.counters.tokens_in, "out": ctx.counters.tokens_out}
@@ -151,7 +161,7 @@ def update_pipeline(
             "summaries_rewritten": ctx.counters.summaries, "tokens_in": ctx.counters.tokens_in, "tokens_out": ctx.counters.tokens_out,
             "phases": phases.since(before), "process_age_at_start": age,
         }
-        finish_run(ctx, "update", out, started=started, status=status, message=message, record=not dry_run, counts=counts)
+        finish_run(ctx, "update", out, started=started, status=status, message=message, record=not dry_run and not refused, counts=counts)
 
 
 def __getattr__(name: str) -> Any:
@@ -170,9 +180,11 @@ def _update(
     dry_run: bool = False,
     progress: bool = False,
     lock_wait: bool = True,
+    max_delete: str | None = None,
 ) -> dict[str, Any]:
     """Update ``corpus_dir`` to hold exactly what ``sources`` hold now (``prune=False``: only add and
-    change; None: ``update.prune`` of the config, on by default).
+    change; None: ``update.prune`` of the config, on by default). ``max_delete``: the delete
+    guard's limit ("N", "N%", "all"; None: half of the documents held).
 
     The config is ``load_config(config_path, overrides=config_overrides)`` in the process running
     the flow. Returns the run summary (``plan``, ``mode`` = noop | incremental | full, ``reason``,
@@ -186,7 +198,8 @@ def _update(
             return quick
     ctx = StageContext(Corpus(corpus_dir).ensure(), config, run_id, progress=progress)
     files = discover(ctx, sources)
-    return update_pipeline(ctx, files, prune=config.update.prune if prune is None else prune, use_prefect=True, dry_run=dry_run, lock_wait=lock_wait)
+    return update_pipeline(ctx, files, prune=config.update.prune if prune is None else prune, use_prefect=True, dry_run=dry_run, lock_wait=lock_wait,
+                           max_delete=max_delete)
 
 
 _update_flow = lazy_flow(_update, attr="update", name=FLOW_NAME)
@@ -218,6 +231,7 @@ def run_update(
     progress: bool = False,
     lock_wait: bool = True,
     noop_checked: bool = False,
+    max_delete: str | int | None = None,
 ) -> dict[str, Any]:
     """Update ``corpus_dir`` from ``sources``; returns the run summary (see :func:`update`).
 
@@ -229,6 +243,10 @@ def run_update(
     discovered here first (a missing one fails before anything is read or locked). The update
     waits for the corpus writer lock (``lock_wait=False``: :class:`~arborag.errors.CorpusLockedError`
     at once); a dry run takes no lock.
+
+    ``max_delete`` bounds how many documents a pruning update may delete ("N", "N%" of the documents held,
+    "all"; None: 50%); past it :class:`~arborag.tasks.stages.plan.DeletesRefused` is raised
+    (its ``plan`` says what would have happened) and nothing is written.
     """
     t0 = time.perf_counter()
     if not sources:
@@ -242,11 +260,12 @@ def run_update(
     files = _files(ctx, [str(s) for s in sources]) if not use_prefect else discover(ctx, [str(s) for s in sources])
     prune = config.update.prune if prune is None else prune
     if not use_prefect:
-        out = update_pipeline(ctx, files, prune=prune, use_prefect=False, dry_run=dry_run, lock_wait=lock_wait)
+        out = update_pipeline(ctx, files, prune=prune, use_prefect=False, dry_run=dry_run, lock_wait=lock_wait, max_delete=max_delete)
     else:
         out = plain_json(_update_flow()(
             corpus_dir=str(ctx.corpus.root), sources=[str(s) for s in sources], config_overrides=config_overrides(config),
             prune=prune, dry_run=dry_run, progress=progress, lock_wait=lock_wait,
+            max_delete=None if max_delete is None else str(max_delete),
         ))
     out["seconds"] = round(time.perf_counter() - t0, 2)
     return out

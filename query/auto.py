@@ -1,6 +1,6 @@
 """``auto``: the default retrieval mode — the best configuration measured on the shared sets.
 
-What it does by default (README "Evaluation" shows the table that chose it):
+What it does by default (docs/EVALUATION.md, "Results on the shared sets", shows the table that chose it):
 
 1. **Leaves are the context.** Every leaf is scored by dense cosine and by BM25; the two lists
    are fused by a convex combination of per-list normalized scores
@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["DEFAULTS", "adaptive_weight", "ancestor_best", "search"]
 
-#: The measured default (README "Evaluation"): the defaults of :class:`~arborag.query.options.AutoOptions`
+#: The measured default (docs/EVALUATION.md, "Results on the shared sets"): the defaults of :class:`~arborag.query.options.AutoOptions`
 #: (None: the config's ``query.fusion``, ``query.dense_weight``, ``query.fusion_depth``).
 DEFAULTS: dict[str, Any] = AutoOptions().model_dump()
 

@@ -1,4 +1,4 @@
-"""Rank fusion and diversification (SPEC §6: hybrid = dense + sparse by RRF; multi-query + MMR).
+"""Rank fusion and diversification (docs/METHODS.md §6.5: hybrid = dense + sparse by RRF; multi-query + MMR).
 
 * :func:`rrf` — reciprocal rank fusion (Cormack, Clarke & Büttcher, 2009):
   ``score(d) = Σ_r 1 / (k + rank_r(d))`` over the rankings ``r`` that contain ``d``, ranks from 1.

@@ -1,4 +1,4 @@
-"""``hop``: multi-hop retrieval through the links between leaves (issue 25), offline.
+"""``hop``: multi-hop retrieval through the links between leaves (docs/METHODS.md §9.2), offline.
 
 A bridge question ("Who directed the film shot in Leland in 1986?") names the first paragraph
 but not the second: the second is reached through the first, which names it. The ``links``

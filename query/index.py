@@ -1,4 +1,4 @@
-"""The query index over a published snapshot, and the public API every retrieval mode uses (SPEC §6).
+"""The query index over a published snapshot, and the public API every retrieval mode uses (docs/METHODS.md §6).
 
 :meth:`Index.search` looks the mode up in :mod:`arborag.query.modes` (the one registry) and
 calls it; the modes themselves (``query/core.py``: collapsed, traversal, sparse, hybrid;
@@ -219,9 +219,11 @@ class Index:
     ) -> list[Hit]:
         """Retrieve nodes for ``text``.
 
-        - ``auto`` (the default; :mod:`arborag.query.auto`): dense and BM25 scores of the leaves
+        - ``hop`` (the default; :mod:`arborag.query.hop`): ``auto`` plus one hop through the links
+          between leaves (docs/METHODS.md §9.2); without links it is ``auto``.
+        - ``auto`` (:mod:`arborag.query.auto`): dense and BM25 scores of the leaves
           fused (``query.fusion``), filled best-first — the best configuration measured on the
-          shared sets (README "Evaluation").
+          shared sets (docs/EVALUATION.md).
         - ``collapsed``: every node of every level scored by cosine, added best-first until
           ``budget`` tokens are full (a node that would overflow is skipped, later smaller
           ones may still fit).

@@ -1,4 +1,4 @@
-"""``--mode multi``: multi-query retrieval with fusion (SPEC §6; the sliding-window paper,
+"""``--mode multi``: multi-query retrieval with fusion (docs/METHODS.md §6; the sliding-window paper,
 LangChain's MultiQueryRetriever, LlamaIndex's QueryFusionRetriever).
 
 1. The question itself runs through hybrid retrieval (dense + BM25, RRF).

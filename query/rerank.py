@@ -1,4 +1,4 @@
-"""Rerankers and score calibration (SPEC §6 ``rerank``).
+"""Rerankers and score calibration (docs/METHODS.md §6.7).
 
 A :class:`Reranker` rescores candidate texts against a query and returns **raw** scores (higher
 is better) as a float array; :func:`calibrate` maps raw scores to [0, 1] in two steps so that

@@ -1,4 +1,4 @@
-"""Relevant segment extraction (dsRAG RSE, SPEC §6 ``segments``).
+"""Relevant segment extraction (dsRAG RSE, docs/METHODS.md §6.8).
 
 Instead of scattered top-k chunks, RSE returns contiguous runs of chunks ("segments") from the
 documents where relevant chunks cluster. Three steps, each a pure function:

@@ -1,4 +1,4 @@
-"""``--mode segments``: relevant segment extraction (dsRAG RSE, SPEC §6) over a snapshot.
+"""``--mode segments``: relevant segment extraction (dsRAG RSE, docs/METHODS.md §6.8) over a snapshot.
 
 Instead of scattered top-k leaves, the mode returns contiguous runs of chunks ("segments") from
 the documents where relevant chunks cluster:

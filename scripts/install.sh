@@ -3,8 +3,8 @@
 #   bash scripts/install.sh            the core: build, update, query, sql, inspect, serve
 #   bash scripts/install.sh dev        plus every extra and the test tools (scripts/test.sh)
 #   bash scripts/install.sh eval,llm   plus the extras named (pyproject.toml [project.optional-dependencies])
-# torch==2.13.0 goes first: it is a local CPU wheel on our machines, and installing it
-# before anything that depends on torch stops pip from pulling a multi-GB CUDA build.
+# torch==2.13.0 goes first: where a CPU-only wheel of it is available (a local wheel or index),
+# installing it before anything that depends on torch stops pip from pulling a multi-GB CUDA build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -28,7 +28,7 @@ python -c "import arborag.cli, arborag.flows, arborag.tasks, arborag.storage, ar
 # Compile UMAP's numba code into arborag's user-level cache now (tasks/umap_runtime.py), as the
 # byte-compiling above does for Python: otherwise the first build on a machine pays it — measured
 # 33 s for this warm-up on a fresh 2-core machine, and a first cold build of the 1x cold-path
-# corpus 52.6 s against 40.2 s once compiled (benchmarks/results/cold_path-s13-jit.md, -s13-first.md). A machine that
+# corpus 52.6 s against 40.2 s once compiled (docs/BENCHMARKS.md, the cold path). A machine that
 # has compiled it loads the cache instead (~2 s). ARBORAG_NUMBA_CACHE=0 leaves numba's own cache
 # folder. Only a speed-up: if it cannot run here, the install goes on and the first build compiles.
 python -c "from arborag.tasks.clustering import warm_up; warm_up()" \

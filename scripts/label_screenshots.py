@@ -1,4 +1,4 @@
-"""Screenshots of the tree labels for the README (issue 27): tree.html and the search page.
+"""Screenshots of the tree labels for the README: tree.html and the search page.
 
 Renders ``tree.html`` of a built corpus and opens it in the system Chromium (headless, driven by
 Playwright; no browser download), expands the top levels; then starts ``arborag serve`` on

@@ -11,12 +11,19 @@ Layout::
       prefect/                                          Prefect task results (cache records)
       pins/<snapshot_id>.json                           pinned snapshots (kept by retention)
       leases/<snapshot_id>/<token>.json                 readers' leases (storage/leases.py)
+      published.duckdb                                  DuckDB views over the published snapshot
+                                                        (storage/catalog.py)
 
 Which snapshots are kept, and how caches, staging folders and Prefect records stay bounded:
 :mod:`arborag.storage.snapshots`.
 
 Publishing is one ``os.replace`` of ``manifest.json``: readers see the old snapshot or the new
 one, never a half-written one. A build writes its snapshot under a ``.partial`` name first.
+Right after the manifest, ``published.duckdb`` is replaced the same way (publish and rollback):
+plain ``duckdb -readonly CORPUS/published.duckdb`` reads what is published now.
+
+A dry run computes in :meth:`Corpus.scratch_copy`, a throw-away corpus beside the working
+tables, so nothing a reader sees changes.
 
 A corpus may also be an object-store URI (``s3://bucket/prefix``, any fsspec URL;
 :mod:`arborag.storage.objectstore`): ``root`` is then a local mirror folder where the stages
@@ -28,7 +35,12 @@ a conditional write, and :meth:`Corpus.published_dir` downloads the published sn
 from __future__ import annotations
 
 import json
+import logging
+import os
 import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -40,10 +52,15 @@ from arborag.storage.objectstore import ObjectStore, is_remote, mirror_dir, norm
 from arborag.storage.schemas import SCHEMAS
 from arborag.storage.tables import atomic_write_json, read_table, write_table
 
-__all__ = ["Corpus", "WORKING_TABLES", "SNAPSHOT_TABLES"]
+__all__ = ["Corpus", "SCRATCH_PREFIX", "WORKING_TABLES", "SNAPSHOT_TABLES"]
 
 WORKING_TABLES = ("documents", "sections", "doc_context", "chunks", "runs", "queries")
 SNAPSHOT_TABLES = ("nodes", "edges", "links")
+#: Folders of :meth:`Corpus.scratch_copy` are ``CORPUS/.scratch-<pid>-<random>`` (gc removes those of dead processes).
+SCRATCH_PREFIX = ".scratch-"
+#: Cache folders a scratch copy shares with its corpus (content-addressed: a record written there
+#: is right for every run); every other cache file is copied.
+_SHARED_CACHES = ("llm", "embeddings")
 
 
 class Corpus:
@@ -221,7 +238,47 @@ class Corpus:
         if self.store is not None:
             self._publish_remote(final, snapshot_id, info)
         atomic_write_json(self.manifest_path, info)
+        self._write_catalog(final)
         return final
+
+    def _write_catalog(self, folder: Path) -> None:
+        """Point ``published.duckdb`` at the snapshot in ``folder`` (just published). The publish
+        stands if that fails: the error is logged, and ``arborag snapshots catalog`` writes it again."""
+        from arborag.storage.catalog import write_catalog
+
+        try:
+            write_catalog(self, folder)
+        except Exception as exc:  # noqa: BLE001 - the manifest switched: the snapshot is published
+            logging.getLogger("arborag.catalog").warning(
+                "%s not updated (%s: %s); run `arborag snapshots catalog --corpus %s`",
+                self.root / "published.duckdb", type(exc).__name__, exc, self.location)
+
+    @contextmanager
+    def scratch_copy(self) -> Iterator["Corpus"]:
+        """A throw-away local corpus holding the working tables as they are now (hard links: tables
+        are only ever replaced, never written in place), for a run that must change nothing a reader
+        sees (``build --dry-run``). The LLM and embedding caches are shared (content-addressed);
+        other cache files are copied. Removed when the block ends."""
+        folder = self.root / f"{SCRATCH_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            (folder / "tables").mkdir(parents=True)
+            if self.tables_dir.is_dir():
+                for p in self.tables_dir.iterdir():
+                    if p.is_file() and not p.name.startswith("."):
+                        _link_or_copy(p, folder / "tables" / p.name)
+            (folder / "cache").mkdir()
+            if self.cache_dir.is_dir():
+                for p in self.cache_dir.iterdir():
+                    if p.name in _SHARED_CACHES and p.is_dir():
+                        (folder / "cache" / p.name).symlink_to(p.resolve(), target_is_directory=True)
+                    elif p.is_dir():
+                        shutil.copytree(p, folder / "cache" / p.name)
+                    elif p.is_file():
+                        shutil.copy2(p, folder / "cache" / p.name)
+            (folder / "snapshots").mkdir()
+            yield Corpus(folder)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def _publish_remote(self, final: Path, snapshot_id: str, info: dict[str, Any]) -> None:
         """Upload the sealed snapshot (``info.json`` last) and the working tables, then switch the
@@ -250,6 +307,7 @@ class Corpus:
         if self.store is not None:
             self._switch_remote(info)
         atomic_write_json(self.manifest_path, info)
+        self._write_catalog(final)
         return final
 
     def snapshot_table_path(self, name: str, snapshot_dir: Path | None = None) -> Path:
@@ -271,3 +329,10 @@ class Corpus:
             if p.exists():
                 out[name] = p
         return out
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:  # a file system without hard links
+        shutil.copy2(src, dst)

@@ -1,4 +1,4 @@
-"""The content-addressed embedding cache (SPEC §1 caches): ``(model_id, hash_text(text)) -> vector``.
+"""The content-addressed embedding cache (docs/METHODS.md §1.3): ``(model_id, hash_text(text)) -> vector``.
 
 One folder of Parquet shards with columns ``model_id`` (string), ``text_hash`` (string) and
 ``vector`` (``fixed_size_list<float32>[dim]``); readable by DuckDB. Every shard is loaded on

@@ -1,4 +1,4 @@
-"""The Arrow schemas of every arborag table, in one place (SPEC §1).
+"""The Arrow schemas of every arborag table, in one place (docs/METHODS.md §1).
 
 Each table is a Parquet file readable by DuckDB with no arborag code. Writers go through
 :func:`arborag.storage.tables.write_table`, which refuses a table whose schema is not the one here.
@@ -47,7 +47,7 @@ SECTIONS = pa.schema(
     ]
 )
 
-# AutoContext (SPEC §4): one row per document whose chunks carry headers.
+# AutoContext (docs/METHODS.md §4): one row per document whose chunks carry headers.
 DOC_CONTEXT = pa.schema(
     [
         pa.field("doc_id", pa.string(), nullable=False),
@@ -83,7 +83,7 @@ NODES = pa.schema(
         pa.field("summarizer", pa.string()),  # model + prompt version (or "leaf")
         pa.field("summary_status", pa.string()),  # ok | fallback:<reason> | leaf
         pa.field("created_by_run", pa.string()),
-        # version 2 (issue 27): a label for every summary node (tasks/labels.py); null for leaves
+        # version 2: a label for every summary node (tasks/labels.py); null for leaves
         pa.field("keywords", pa.list_(pa.string())),  # c-TF-IDF terms, best first
         pa.field("title", pa.string()),  # a short title: keywords, or the LLM's one line
         pa.field("title_source", pa.string()),  # ctfidf | llm | text
@@ -125,7 +125,7 @@ QUERIES = pa.schema(
     ]
 )
 
-# Links between leaves (issue 25, ``tasks/links.py``): one row per (leaf, entity, kind); in the snapshot.
+# Links between leaves (docs/METHODS.md §9.1, ``tasks/links.py``): one row per (leaf, entity, kind); in the snapshot.
 LINKS = pa.schema(
     [
         pa.field("node_id", pa.string(), nullable=False),  # a leaf (chunk_id)

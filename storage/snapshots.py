@@ -25,6 +25,8 @@ window, e.g. a server left on one snapshot for a week).
 **Everything else that grows** (:func:`collect_garbage`, also run after every publish):
 
 - ``snapshots/*.partial`` and other unsealed folders (a killed publish), ``.trash-*`` leftovers;
+- ``.scratch-<pid>-*`` copies of dry runs and ``.published.duckdb.<pid>-*`` half-written catalogs
+  whose process died (:meth:`Corpus.scratch_copy`, :func:`arborag.storage.catalog.write_catalog`);
 - ``staging/<key>/`` of abandoned runs (gc holds the writer lock — or runs inside the writer
   after its publish — so no live writer owns any of them);
 - Prefect task records under ``prefect/results`` whose build key is no snapshot kept, and any
@@ -67,6 +69,7 @@ if TYPE_CHECKING:
     from arborag.storage.corpus import Corpus
 
 __all__ = [
+    "BUILD_KEYED_STAGES",
     "GcReport",
     "PINS_DIR",
     "SnapshotInfo",
@@ -505,6 +508,33 @@ def _sweep_unsealed(corpus: "Corpus", report: GcReport, *, dry_run: bool) -> Non
         report.add("unsealed", 1, size)
 
 
+def _sweep_scratch(corpus: "Corpus", report: GcReport, *, dry_run: bool) -> None:
+    """Scratch copies (:meth:`~arborag.storage.corpus.Corpus.scratch_copy`, ``.scratch-<pid>-<random>``)
+    and half-written catalogs (``.published.duckdb.<pid>-<random>.tmp``, :func:`~arborag.storage.catalog.write_catalog`)
+    of processes that died before removing theirs."""
+    from arborag.storage.catalog import CATALOG_FILE
+    from arborag.storage.corpus import SCRATCH_PREFIX
+    from arborag.storage.lock import _pid_alive
+
+    if not corpus.root.is_dir():
+        return
+    for prefix in (SCRATCH_PREFIX, f".{CATALOG_FILE}."):
+        for p in corpus.root.glob(f"{prefix}*"):
+            try:
+                pid = int(p.name[len(prefix):].split("-", 1)[0])
+            except ValueError:
+                continue
+            if _pid_alive(pid):
+                continue
+            size = _dir_bytes(p) if p.is_dir() else p.stat().st_size
+            if not dry_run:
+                if p.is_dir():
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    p.unlink(missing_ok=True)
+            report.add("scratch", 1, size)
+
+
 def _sweep_staging(corpus: "Corpus", report: GcReport, *, dry_run: bool, keep: set[str]) -> set[str]:
     """Staging folders of abandoned runs; returns the keys that stay."""
     root = corpus.root / "staging"
@@ -525,8 +555,12 @@ def _sweep_staging(corpus: "Corpus", report: GcReport, *, dry_run: bool, keep: s
     return stays
 
 
-#: Prefect records of the tree stages are named ``<stage>-<build key>`` (flows/stage.run_stage).
-_TREE_STAGES = ("tree-update-", "embed-", "tree-", "vectors-", "sparse-", "publish-")
+#: The stages keyed by a build key (every stage the pipelines declare with a ``key`` param): their
+#: Prefect records are named ``<stage>-<build key>`` (flows/stage.run_stage). storage does not
+#: import flows; ``tests/storage/test_gc_stages.py`` holds this equal to the declarations.
+BUILD_KEYED_STAGES = ("embed", "links", "publish", "sparse", "tree", "tree-update", "vectors")
+#: Record name prefixes, longest first (``tree-update-`` before ``tree-``).
+_TREE_STAGES = tuple(sorted((f"{name}-" for name in BUILD_KEYED_STAGES), key=len, reverse=True))
 
 
 def _sweep_prefect(corpus: "Corpus", report: GcReport, *, dry_run: bool, keys: set[str], cutoff: datetime | None,
@@ -601,16 +635,30 @@ def _kept_digests(corpus: "Corpus", ids: list[str]) -> np.ndarray | None:
     return np.concatenate(parts) if parts else np.zeros(0, np.uint64)
 
 
-def _kept_summaries(corpus: "Corpus", ids: list[str]) -> set[str]:
+def _kept_summaries(corpus: "Corpus", ids: list[str]) -> set[str] | None:
+    """The summary texts of the snapshots ``ids``: read from the local folder, or from the object
+    store for a remote corpus's snapshot the mirror does not hold. None when a snapshot's nodes
+    cannot be read (then nothing is swept from the LLM cache: a kept reply must never go)."""
+    import io
+
     import polars as pl
 
     texts: set[str] = set()
     for sid in ids:
         path = corpus.snapshots_dir / sid / "nodes.parquet"
-        if not path.is_file():
-            continue
-        df = pl.read_parquet(path, columns=["level", "text"]).filter(pl.col("level") > 0)
-        texts.update(t.strip() for t in df["text"].to_list())
+        try:
+            if path.is_file():
+                df = pl.read_parquet(path, columns=["level", "text"])
+            elif (corpus.snapshots_dir / sid).is_dir():
+                continue  # a snapshot without a tree holds no summaries
+            elif corpus.store is not None:
+                data = corpus.store.fs.cat_file(corpus.store.path(f"snapshots/{sid}/nodes.parquet"))
+                df = pl.read_parquet(io.BytesIO(data), columns=["level", "text"])
+            else:
+                continue
+        except (OSError, pl.exceptions.PolarsError):
+            return None
+        texts.update(t.strip() for t in df.filter(pl.col("level") > 0)["text"].to_list())
     return texts
 
 
@@ -679,6 +727,7 @@ def _collect(corpus: "Corpus", policy: "RetentionConfig", report: GcReport, *, d
     steps: list[tuple[str, Any]] = []
     if not writer_live:
         steps.append(("unsealed", lambda: _sweep_unsealed(corpus, report, dry_run=dry_run)))
+        steps.append(("scratch", lambda: _sweep_scratch(corpus, report, dry_run=dry_run)))
         steps.append(("staging", lambda: keys.update(_sweep_staging(corpus, report, dry_run=dry_run, keep=keep_staging))))
         steps.append(("prefect", lambda: _sweep_prefect(corpus, report, dry_run=dry_run, keys=keys, cutoff=cutoff,
                                                              keep_newest=max(1, int(policy.keep_last)))))
@@ -740,8 +789,12 @@ def _sweep_llm(corpus: "Corpus", report: GcReport, kept_ids: list[str], policy: 
     folder = corpus.cache_dir / "llm"
     if not folder.is_dir():
         return
+    keep = _kept_summaries(corpus, kept_ids)
+    if keep is None:
+        report.errors.append("llm_cache: a kept snapshot's summaries could not be read; nothing swept")
+        return
     max_age = None if policy.keep_days is None else policy.keep_days * 86400.0
-    got = LLMCache.sweep(folder, keep_texts=_kept_summaries(corpus, kept_ids), max_age_s=max_age, dry_run=dry_run)
+    got = LLMCache.sweep(folder, keep_texts=keep, max_age_s=max_age, dry_run=dry_run)
     report.add("llm_cache", got["records_removed"], got["bytes_freed"])
 
 

@@ -17,12 +17,15 @@ How nothing can be written (``tests/storage/test_sql_hostile.py`` tries the ways
   so the wrapped statement is parsed and held to the same rule). Comments hide nothing: the
   parser sees past them.
 
-The engine takes any set of views, so a caller can expose other files than the working tables:
-a view is a list of :class:`ViewSource` (Parquet files + constant columns), unioned by column
-name. ``corpus_views`` gives the default (working tables + the published snapshot, or the
-snapshot ``run_sql(..., snapshot=ID)`` names); ``history_views`` adds every retained snapshot as
-one view per table with a ``snapshot`` column (and ``snapshot_published_at``): ``nodes_all``,
-``edges_all``, ``documents_all``, ``chunks_all``. One query then compares versions::
+**One state per query.** The plain views read one state of the corpus (:func:`corpus_views`):
+the published snapshot by default — its ``documents``, ``chunks``, ``nodes``, ``edges`` and
+``links`` — or the retained snapshot ``run_sql(..., snapshot=ID)`` names, or, only when asked
+(``working=True``), the working tables the next build starts from. The logs ``runs`` and
+``queries`` are beside every state. A view is a list of :class:`ViewSource` (Parquet files +
+constant columns), unioned by column name, so a caller can expose other files; ``history_views``
+adds every retained snapshot as one view per table with a ``snapshot`` column (and
+``snapshot_published_at``): ``nodes_all``, ``edges_all``, ``documents_all``, ``chunks_all``,
+``links_all``. One query then compares versions::
 
     SELECT snapshot, level, count(*) FROM nodes_all GROUP BY ALL ORDER BY snapshot, level
 
@@ -30,6 +33,9 @@ Time travel and retention: :func:`run_sql` holds a reader lease
 (:func:`arborag.storage.leases.acquire_lease`) on every snapshot its views read until the query
 is done, so ``arborag snapshots gc`` cannot remove files under a running query; a snapshot that
 gc removed between listing and leasing is left out of the ``*_all`` views.
+
+Plain DuckDB: :func:`~arborag.storage.catalog.write_catalog` keeps ``CORPUS/published.duckdb`` — views over the
+published snapshot's files — switched atomically at every publish and rollback.
 """
 
 from __future__ import annotations
@@ -40,13 +46,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from arborag.errors import QueryError
+from arborag.storage.catalog import CATALOG_FILE, SNAPSHOT_VIEW_TABLES, write_catalog
+from arborag.storage.catalog import sql_ident as _ident
+from arborag.storage.catalog import sql_literal as _literal
 from arborag.storage.corpus import Corpus
 
 if TYPE_CHECKING:  # pragma: no cover
     import duckdb
 
 __all__ = [
+    "CATALOG_FILE",
+    "LOG_TABLES",
     "QUERY_STATEMENTS",
+    "SqlResult",
     "ViewSource",
     "Views",
     "check_statement",
@@ -54,11 +66,13 @@ __all__ = [
     "corpus_views",
     "history_views",
     "run_sql",
+    "run_sql_state",
     "SNAPSHOT_VIEW_TABLES",
+    "write_catalog",
 ]
 
-#: Tables a snapshot may carry, exposed per snapshot (``--snapshot``) and over all of them (``<name>_all``).
-SNAPSHOT_VIEW_TABLES: Final = ("nodes", "edges", "documents", "chunks", "links")
+#: The corpus's logs (every run, every query): the same in every state, shown beside a snapshot's tables.
+LOG_TABLES: Final = ("runs", "queries")
 
 #: The DuckDB statement types that run (EXPLAIN only around one of these).
 QUERY_STATEMENTS: Final = frozenset({"SELECT"})
@@ -89,18 +103,35 @@ class ViewSource:
 Views = Mapping[str, Sequence[ViewSource]]
 
 
-def corpus_views(corpus: Corpus, *, snapshot_dir: Path | None = None) -> dict[str, list[ViewSource]]:
-    """The default views: every table of :meth:`Corpus.all_table_paths`, one file each. With
-    ``snapshot_dir`` (time travel), ``nodes`` and ``edges`` — and ``documents`` and ``chunks``
-    when that snapshot carries them — are that snapshot's instead."""
-    views = {name: [ViewSource((path,))] for name, path in corpus.all_table_paths().items()}
-    if snapshot_dir is not None:
-        for name in SNAPSHOT_VIEW_TABLES:
-            path = snapshot_dir / f"{name}.parquet"
-            if path.exists():
-                views[name] = [ViewSource((path,))]
-            elif name in ("nodes", "edges"):
-                views.pop(name, None)
+def corpus_views(corpus: Corpus, *, snapshot_dir: Path | None = None, working: bool = False) -> dict[str, list[ViewSource]]:
+    """The views of one state of the corpus.
+
+    - ``snapshot_dir``: that snapshot's tables (:data:`SNAPSHOT_VIEW_TABLES`, those it holds) and
+      the logs (:data:`LOG_TABLES`);
+    - ``working=True``: the working tables (:data:`~arborag.storage.corpus.WORKING_TABLES`) the
+      next build starts from, and no tree;
+    - neither: the published snapshot, or the working tables when nothing is published yet.
+
+    Never a mixture: ``documents`` and ``chunks`` always come from where ``nodes`` comes from.
+    """
+    from arborag.errors import NotBuiltError
+    from arborag.storage.corpus import WORKING_TABLES
+
+    if snapshot_dir is not None and working:
+        raise ValueError("give a snapshot or the working tables, not both")
+    if snapshot_dir is None and not working:
+        try:
+            snapshot_dir = corpus.published_dir()
+        except NotBuiltError:
+            working = True
+    if working:
+        return {name: [ViewSource((corpus.table_path(name),))] for name in WORKING_TABLES if corpus.table_path(name).exists()}
+    assert snapshot_dir is not None
+    views = {name: [ViewSource((snapshot_dir / f"{name}.parquet",))] for name in SNAPSHOT_VIEW_TABLES
+             if (snapshot_dir / f"{name}.parquet").exists()}
+    for name in LOG_TABLES:
+        if corpus.table_path(name).exists():
+            views[name] = [ViewSource((corpus.table_path(name),))]
     return views
 
 
@@ -117,21 +148,29 @@ def history_views(snapshots: Sequence[tuple[str, Path, str | None]]) -> dict[str
     return views
 
 
-def _leased_views(corpus: Corpus, snapshot: str | None) -> tuple[dict[str, list[ViewSource]], list[Any]]:
-    """The default views plus the ``*_all`` history, each snapshot read under a reader lease.
-    Returns (views, leases); the caller releases the leases when the query is done."""
+def _leased_views(corpus: Corpus, snapshot: str | None, working: bool = False) -> tuple[dict[str, list[ViewSource]], list[Any], str | None]:
+    """The views of one state (:func:`corpus_views`: ``snapshot``, the published one, or the
+    working tables) plus the ``*_all`` history, each snapshot read under a reader lease.
+    Returns (views, leases, the snapshot id the plain views read or None for the working
+    tables); the caller releases the leases when the query is done."""
     from arborag.storage.leases import acquire_lease
     from arborag.storage.snapshots import list_snapshots, resolve_snapshot, snapshot_dir
     from arborag.errors import SnapshotNotFound
 
     leases: list[Any] = []
     try:
-        chosen_dir = None
-        if snapshot is not None:
-            sid = resolve_snapshot(corpus, snapshot)
+        chosen_dir, sid = None, None
+        if not working:
+            try:
+                sid = resolve_snapshot(corpus, snapshot)
+            except SnapshotNotFound:
+                if snapshot is not None:
+                    raise
+                working = True  # nothing published yet: the working tables are all there is
+        if sid is not None:
             leases.append(acquire_lease(corpus, sid, holder="sql"))
             chosen_dir = snapshot_dir(corpus, sid)
-        views = corpus_views(corpus, snapshot_dir=chosen_dir)
+        views = corpus_views(corpus, snapshot_dir=chosen_dir, working=working)
         history = []
         held = {lease.snapshot_id for lease in leases}
         for info in list_snapshots(corpus, sizes=False):
@@ -147,21 +186,7 @@ def _leased_views(corpus: Corpus, snapshot: str | None) -> tuple[dict[str, list[
         for lease in leases:
             lease.release()
         raise
-    return views, leases
-
-
-def _literal(value: str | int | float | bool | None) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "TRUE" if value else "FALSE"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    return "'" + str(value).replace("'", "''") + "'"
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
+    return views, leases, sid
 
 
 def _dataset(files: Sequence[Path]) -> Any:
@@ -281,33 +306,62 @@ def check_statement(con: duckdb.DuckDBPyConnection, query: str) -> None:
                          "to change or export them, open a copy with DuckDB directly")
 
 
-def run_sql(corpus_dir: str | Path, query: str, *, views: Views | None = None,
-            snapshot: str | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """Run one read-only query over the corpus's tables (or over ``views``); return (columns, rows).
+@dataclass(frozen=True, slots=True)
+class SqlResult:
+    """A query's ``columns`` and ``rows``, and the state they describe: ``snapshot`` (the id the
+    plain views read), or None for the working tables."""
 
-    The default views are the working tables, the published snapshot's ``nodes`` and ``edges``
-    (with ``snapshot``: that retained snapshot's nodes, edges, documents and chunks) and the
-    history views ``nodes_all``, ``edges_all``, ``documents_all``, ``chunks_all`` over every
-    retained snapshot. Every snapshot read is leased until the query is done.
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+    snapshot: str | None
+
+
+def run_sql(corpus_dir: str | Path, query: str, *, views: Views | None = None,
+            snapshot: str | None = None, working: bool = False) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Run one read-only query over one state of the corpus (or over ``views``); return (columns, rows).
+    :func:`run_sql_state` says which state."""
+    got = run_sql_state(corpus_dir, query, views=views, snapshot=snapshot, working=working)
+    return got.columns, got.rows
+
+
+def run_sql_state(corpus_dir: str | Path, query: str, *, views: Views | None = None,
+                  snapshot: str | None = None, working: bool = False) -> SqlResult:
+    """Run one read-only query over one state of the corpus (or over ``views``).
+
+    The plain views read one state (:func:`corpus_views`): the published snapshot by default
+    (``documents``, ``chunks``, ``nodes``, ``edges``, ``links``, whichever it holds, and the logs
+    ``runs`` and ``queries``); the retained snapshot ``snapshot`` names; or, with ``working``, the
+    working tables (``documents``, ``sections``, ``doc_context``, ``chunks``, ``runs``,
+    ``queries``: what the next build starts from). Before anything is published they are the
+    working tables. The history views ``nodes_all``, ``edges_all``, ``documents_all``,
+    ``chunks_all``, ``links_all`` cover every retained snapshot. Every snapshot read is leased
+    until the query is done.
 
     Raises:
-        QueryError: the corpus has no tables, the text is not exactly one query statement, or
-            DuckDB rejects it (the message carries DuckDB's reason and the views there are).
+        QueryError: the corpus has no tables, ``snapshot`` and ``working`` are both given, the
+            text is not exactly one query statement, or DuckDB rejects it (the message carries
+            DuckDB's reason and the views there are).
         SnapshotNotFound: ``snapshot`` names no retained snapshot (the message lists them).
     """
     corpus = Corpus(corpus_dir)
     leases: list[Any] = []
+    sid: str | None = None
     if views is None:
+        if snapshot is not None and working:
+            raise QueryError(query, "give --snapshot ID or --working, not both: the working tables belong to no snapshot")
         if not corpus.root.is_dir():
             raise QueryError(query, f"corpus {corpus.root} does not exist; run `arborag ingest SOURCE... --corpus {corpus_dir}` first")
-        views, leases = _leased_views(corpus, snapshot)
+        views, leases, sid = _leased_views(corpus, snapshot, working)
         if not views:
+            for lease in leases:
+                lease.release()
             raise QueryError(query, f"corpus {corpus.root} has no tables yet; run `arborag ingest SOURCE... --corpus {corpus_dir}` first")
     try:
-        return _run(query, views)
+        columns, rows = _run(query, views)
     finally:
         for lease in leases:
             lease.release()
+    return SqlResult(columns, rows, sid)
 
 
 def _run(query: str, views: Views) -> tuple[list[str], list[tuple[Any, ...]]]:

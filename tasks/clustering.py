@@ -1,4 +1,4 @@
-"""RAPTOR clustering of one tree level (SPEC §5, steps 2-6).
+"""RAPTOR clustering of one tree level (docs/METHODS.md §5.2–5.6).
 
 :func:`cluster_level` takes the vectors of one level and returns soft clusters as lists of
 ``(row, probability)``:
@@ -316,7 +316,7 @@ def _raptor_pass(
         stats.n, stats.n_distinct = n, nd
     if nd <= cfg.dims + 1:
         return [[(i, 1.0) for i in range(n)]]
-    # SPEC's sqrt(n-1), capped (docs/SCALE.md): kNN memory and time grow with n * n_neighbors
+    # sqrt(n-1) of docs/METHODS.md §5.2, capped (docs/SCALE.md): kNN memory and time grow with n * n_neighbors
     nn = cfg.global_neighbors if cfg.global_neighbors is not None else min(int(math.sqrt(nd - 1)), cfg.max_global_neighbors)
     t0, umap_before, layout_before = time.perf_counter(), (stats.umap_s if stats is not None else 0.0), layout_thread_seconds()
     global_clusters = _fit_level(xd, nn, cfg, stats, lanes)
@@ -483,7 +483,7 @@ def cluster_level(
     map: MapFn | None = None,
     fitted: list[LevelFit] | None = None,
 ) -> list[list[tuple[int, float]]]:
-    """Soft clusters of the rows of ``vectors`` (SPEC §5 steps 2-6).
+    """Soft clusters of the rows of ``vectors`` (docs/METHODS.md §5.2–5.6).
 
     Returns clusters as lists of ``(row, probability)``, members in row order, clusters sorted
     by their first row. Every row is in at least one cluster; no two clusters have the same

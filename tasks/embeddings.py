@@ -1,4 +1,4 @@
-"""Embedding through the content-addressed cache (SPEC §1 caches, §5.1).
+"""Embedding through the content-addressed cache (docs/METHODS.md §1.3, §5.1).
 
 :func:`embed_cached` embeds only the texts (deduplicated) the cache does not have. The model
 loader lives in the foundation (:mod:`arborag.embedder`) and the cache in storage

@@ -1,4 +1,4 @@
-"""A label for every summary node: keywords by class-based TF-IDF and a short title (issue 27).
+"""A label for every summary node: keywords by class-based TF-IDF and a short title (docs/METHODS.md §10).
 
 :func:`label_nodes` is pure: it takes the ``nodes`` and ``edges`` tables and returns ``nodes`` with
 its ``keywords``, ``title`` and ``title_source`` columns filled for every summary node (leaves keep

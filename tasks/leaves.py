@@ -2,7 +2,7 @@
 
 - :func:`leaves_for` — the chunks of one strategy in document order (the tree's level 0);
 - :func:`build_key` — ``hash(leaf chunk ids + headers, embed/cluster/summarize/tree/sparse
-  config, code fingerprint)``: a build whose key equals the published snapshot's is a no-op;
+  config, code versions)``: a build whose key equals the published snapshot's is a no-op;
 - :func:`estimate_cost` — the dry run's per-level summarizer estimate;
 - :func:`load_leaves` — the leaves of a run (computed once per run, shared by the stages).
 """
@@ -43,7 +43,8 @@ def leaves_for(chunks: pa.Table, strategy: str) -> pa.Table:
 
 
 def build_key(leaves: pa.Table, config: ArboragConfig, code: str) -> str:
-    """The content address of a build; ``code`` is the fingerprint of the code that builds it."""
+    """The content address of a build; ``code`` is the hash of the declared code versions of the
+    stages that build it (:func:`arborag.flows.stage.code_versions`), not of their source text."""
     ids = hash_string_columns(leaves, ["chunk_id"])
     headers = hash_string_columns(leaves, ["header"])
     sparse = {"backend": config.sparse.backend, "prefix": config.sparse.es_index_prefix}
@@ -81,7 +82,7 @@ def load_leaves(ctx: StageContext) -> pa.Table:
 
 
 # Average number of children a summary covers. RAPTOR's GMM clusters hold a handful of
-# nodes; 5 matches the trees we build (see README). Used only for estimates.
+# nodes; 5 matches the trees arborag builds. Used only for estimates.
 _EST_CLUSTER_SIZE = 5.0
 _EST_MEMBERSHIP = 1.1  # soft membership puts some nodes in more than one cluster
 

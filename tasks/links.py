@@ -1,4 +1,4 @@
-"""Links between leaves, built offline: the graph a multi-hop question walks (issue 25).
+"""Links between leaves, built offline: the graph a multi-hop question walks (docs/METHODS.md §9.1).
 
 HippoRAG 2 builds its graph with an LLM reading every passage; we build ours from what the
 text already says, with no model:

@@ -1,4 +1,4 @@
-"""The ``semantic`` sectioner (dsRAG semantic sectioning, SPEC §3) over any completion function.
+"""The ``semantic`` sectioner (dsRAG semantic sectioning, docs/METHODS.md §3) over any completion function.
 
 1. **Display lines.** The text's lines; a line longer than ``max_line_chars`` (**200**) is split
    at word boundaries (hard cut for a longer word). Every display line keeps its character span,

@@ -1,4 +1,4 @@
-"""The five non-LLM segmentation algorithms, on token offset arrays (SPEC §3).
+"""The five non-LLM segmentation algorithms, on token offset arrays (docs/METHODS.md §3).
 
 Every function here works on one document that has already been tokenized **once**:
 ``starts``/``ends`` are the int64 character offsets of its ``L`` tokens

@@ -1,4 +1,4 @@
-"""Cluster summarizers (SPEC §5 step 7).
+"""Cluster summarizers (docs/METHODS.md §5.7).
 
 - :class:`SummaryResult` and the :class:`Summarizer` protocol (``name`` + ``summarize_many``).
 - :class:`ExtractiveSummarizer`, the default: LLM-free, offline, deterministic. It picks
@@ -10,7 +10,9 @@
   forward-looking-statement notices) are not. A sentence is never cut to fit: a cluster whose
   shortest sentence is over the budget gets that sentence's first words marked " …", and a
   cluster without any whole sentence (table cells, a contact block) gets its label lines listed
-  as one sentence ("Table and heading lines: Net sales; Gross profit.").
+  as one sentence ("Table and heading lines: Net sales; Gross profit."). A cluster without even
+  those (rows of figures, page furniture) gets its leading lines, in order, within the budget:
+  a summary of a non-empty cluster is never empty.
 - :func:`make_summarizer` builds the configured one (the OpenAI-compatible summarizer lives
   in :mod:`arborag.tasks.summarize_llm` and is imported only when configured).
 
@@ -60,7 +62,7 @@ __all__ = [
     "split_sentences",
 ]
 
-EXTRACTIVE_VERSION = "extractive-v2"
+EXTRACTIVE_VERSION = "extractive-v3"
 
 # -- terms (sentences: arborag.text) -----------------------------------------------------------
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -69,7 +71,7 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 def _stop_words() -> frozenset[str]:
     """scikit-learn's ``ENGLISH_STOP_WORDS``, read from its own module file without importing the
     ``sklearn`` package (whose ``__init__`` pulls scipy.stats: ~1 s of a small update's process on
-    the 2-core box, issue 26); the package import where the file is not found."""
+    a 2-core machine); the package import where the file is not found."""
     import importlib.util
 
     spec = importlib.util.find_spec("sklearn")  # a top-level package: located, not imported
@@ -198,11 +200,28 @@ class ExtractiveSummarizer:
                 items.append(item)
         return head + "; ".join(items) + "." if items else ""
 
+    def _leading(self, texts: list[str]) -> str:
+        """A cluster with nothing to pick (only table rows, figures, page furniture): its distinct
+        non-empty lines in order, joined with "; ", cut to the budget (marked " …" when cut).
+        Empty only when every text is."""
+        lines: list[str] = []
+        seen: set[str] = set()
+        for t in texts:
+            for line in (t or "").split("\n"):
+                item = " ".join(line.split())
+                if item and item not in seen:
+                    seen.add(item)
+                    lines.append(item)
+        text = "; ".join(lines)
+        if not text or self.tokenizer.count(text) <= self.max_tokens:
+            return text
+        return self.tokenizer.truncate(text, self.max_tokens - 1).rstrip(" ,;:") + " …"
+
     def _extract(self, texts: list[str]) -> str:
         budget = self.max_tokens
         sents, owner = self._candidates(texts)
         if not sents:
-            return ""
+            return self._leading(texts)
         counts = np.asarray(self.tokenizer.count_many(sents), dtype=np.int64)
         if int(counts.sum()) <= budget:
             return " ".join(sents)

@@ -1,4 +1,4 @@
-"""Cluster summaries written by an LLM behind any OpenAI-compatible endpoint (SPEC §5.7).
+"""Cluster summaries written by an LLM behind any OpenAI-compatible endpoint (docs/METHODS.md §5.7).
 
 :class:`OpenAISummarizer` implements the :class:`~arborag.tasks.summary_types.Summarizer` protocol with
 RAPTOR's prompt. A cluster whose call still fails after the client's retries — or whose reply

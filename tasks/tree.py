@@ -1,4 +1,4 @@
-"""The RAPTOR tree (SPEC §5): leaves -> (cluster -> summarize -> embed) per level.
+"""The RAPTOR tree (docs/METHODS.md §5): leaves -> (cluster -> summarize -> embed) per level.
 
 :func:`build_tree` is pure: it takes the chunks table and their vectors and returns the
 ``nodes`` and ``edges`` tables (storage schemas NODES, EDGES) plus the vectors of every node.
@@ -173,17 +173,26 @@ def _summarize_chunk(args: tuple[Summarizer, list[list[str]]]) -> list[SummaryRe
     return list(summarizer.summarize_many(chunk))
 
 
+def _run_summarizer(summarizer: Summarizer, clusters: list[list[str]], map: MapFn | None) -> list[Any]:
+    if map is None:
+        return list(summarizer.summarize_many(clusters))
+    chunks = [(summarizer, clusters[i : i + SUMMARY_FANOUT_CHUNK]) for i in range(0, len(clusters), SUMMARY_FANOUT_CHUNK)]
+    return [r for part in map(_summarize_chunk, chunks) for r in part]
+
+
 def _safe_summaries(summarizer: Summarizer, clusters: list[list[str]], fallback: ExtractiveSummarizer, map: MapFn | None = None) -> list[SummaryResult]:
     """The summarizer's results, with the extractive fallback wherever it failed.
-    ``map`` (None: one call here) fans chunks of :data:`SUMMARY_FANOUT_CHUNK` clusters out."""
+    ``map`` (None: one call here) fans chunks of :data:`SUMMARY_FANOUT_CHUNK` clusters out.
+
+    The extractive summarizer is its own fallback: its results are final (status ``ok``), never
+    a ``fallback:…`` — which would mark the snapshot as not final and have every later build
+    summarize again for nothing (no LLM is involved)."""
     results: list[Any] | None
     reason = ""
+    if isinstance(summarizer, ExtractiveSummarizer):
+        return [SummaryResult(r.text, "ok", 0, 0) for r in _run_summarizer(summarizer, clusters, map)]
     try:
-        if map is None:
-            results = list(summarizer.summarize_many(clusters))
-        else:
-            chunks = [(summarizer, clusters[i : i + SUMMARY_FANOUT_CHUNK]) for i in range(0, len(clusters), SUMMARY_FANOUT_CHUNK)]
-            results = [r for part in map(_summarize_chunk, chunks) for r in part]
+        results = _run_summarizer(summarizer, clusters, map)
         if len(results) != len(clusters):
             reason = f"fallback:wrong-count-{len(results)}-of-{len(clusters)}"
             results = None

@@ -112,7 +112,7 @@ def predict_proba(fit: FitRecord, reduced: np.ndarray) -> np.ndarray:
     ``_estimate_log_gaussian_prob`` + ``_logsumexp``, as :mod:`arborag.tasks.gmm_steps` writes them
     out; ``tests/update/test_update_startup.py`` checks equality to the bit), in numpy. An update
     places ~1% new points with it; importing sklearn for that (it pulls scipy.stats) cost the
-    update's process ~1 s (issue 26). All ones for a one-component fit."""
+    update's process ~1 s. All ones for a one-component fit."""
     from arborag.tasks.gmm_steps import log_gaussian_prob, logsumexp_rows
 
     if fit.weights is None or fit.means is None or fit.precisions_cholesky is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import typer
 
+from arborag.cli import add as _add
 from arborag.cli import ask as _ask
 from arborag.cli import build as _build
 from arborag.cli import evaluate as _evaluate
@@ -53,7 +54,7 @@ def _options(
     pass
 
 
-for _module in (_ingest, _segment, _sql, _build, _query, _inspect, _serve, _evaluate, _update, _ask, _schedule, _snapshots, _mcp, _pipeline):
+for _module in (_ingest, _segment, _sql, _build, _query, _inspect, _serve, _evaluate, _update, _add, _ask, _schedule, _snapshots, _mcp, _pipeline):
     _module.register(app)
 
 

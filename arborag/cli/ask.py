@@ -14,6 +14,7 @@ from typing import Any, Optional
 import typer
 
 from arborag.cli.common import CONFIG_OPTION, config_from, console, err_console, fail, offline_env, query_options
+from arborag.cli.common import check_corpus_path
 from arborag.cli.query import mode_option
 from arborag.errors import ArboragError
 
@@ -35,7 +36,7 @@ def register(app: typer.Typer) -> None:
     )
     def ask(
         question: str = typer.Argument(..., help="The question."),
-        corpus: Path = typer.Option(..., "--corpus", "-c", help="Corpus directory with a published build."),
+        corpus: Path = typer.Option(..., "--corpus", "-c", callback=check_corpus_path, help="Corpus directory with a published build."),
         mode: Optional[str] = mode_option("Retrieval mode of the context"),
         budget: Optional[int] = typer.Option(None, "--budget", "-b", help="Token budget of the context given to the LLM (default: query.budget, 2000)."),
         k: Optional[int] = typer.Option(None, "--k", help="traversal: nodes kept per level (default: query.k)."),

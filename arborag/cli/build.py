@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Optional
 
 import typer
 from rich.table import Table
 
-from arborag.cli.common import CONFIG_OPTION, EXIT_PARTIAL, PREFECT_OPTION, config_from, console, fail, offline_env, use_prefect
+from arborag.cli.common import CONFIG_OPTION, EXIT_PARTIAL, PREFECT_OPTION, check_corpus_path, config_from, console, fail, offline_env, use_prefect
 from arborag.errors import ArboragError
 
 
@@ -33,7 +34,8 @@ def register(app: typer.Typer) -> None:
     )
     def build(
         sources: list[Path] = typer.Argument(None, help="Files or folders to ingest first (optional: omit to rebuild from the corpus's documents)."),
-        corpus: str = typer.Option(..., "--corpus", "-c", help="Corpus directory (created if missing), or an object-store URI (s3://bucket/prefix; see docs/SCALE.md)."),
+        corpus: str = typer.Option(..., "--corpus", "-c", callback=check_corpus_path,
+                                   help="Corpus directory (created if missing), or an object-store URI (s3://bucket/prefix; see docs/SCALE.md)."),
         strategy: Optional[str] = typer.Option(None, "--strategy", "-s", help="Leaf segmenter: sentence|ffs|dfs|dds|rcs (default: config, sentence)."),
         sections: Optional[str] = typer.Option(None, "--sections", help="Chunk inside sections, with AutoContext headers: none|structural|semantic (default: config, none). structural is offline; semantic uses the LLM of summarize.*."),
         summarizer: Optional[str] = typer.Option(None, "--summarizer", help="extractive (default, offline) or openai (needs ARBORAG_LLM_BASE_URL)."),
@@ -50,6 +52,9 @@ def register(app: typer.Typer) -> None:
         address: Optional[str] = typer.Option(None, "--address", help="With --runner dask: join the Dask scheduler at this address (tcp://host:8786) instead of starting one."),
         config: Optional[Path] = CONFIG_OPTION,
     ) -> None:
+        missing = [str(s) for s in (sources or []) if "://" not in str(s) and not s.exists()]
+        if missing:  # before the corpus folder is made: a failed build leaves nothing behind
+            fail(ArboragError(f"source not found: {', '.join(missing)}. Check the path(s); nothing was created or changed in {corpus}"))
         offline_env()
         overrides = {
             "ingest": {"follow_external_symlinks": follow_external_symlinks or None},
@@ -81,7 +86,7 @@ def register(app: typer.Typer) -> None:
         if dry_run:
             _print_estimate(out, cfg)
             return
-        _print_summary(out)
+        _print_summary(out, corpus)
         from arborag.cli.exit import finish
 
         finish(EXIT_PARTIAL if out.get("status") == "partial" else 0)  # the console script ends here (no teardown)
@@ -105,7 +110,7 @@ def _print_estimate(out: dict, cfg) -> None:
                       f"(${cfg.summarize.price_in_per_1k}/1k in, ${cfg.summarize.price_out_per_1k}/1k out)")
 
 
-def _print_summary(out: dict) -> None:
+def _print_summary(out: dict, corpus: str) -> None:
     ing = out.get("ingest") or {}
     seg = out.get("segment") or {}
     if out.get("noop"):
@@ -121,7 +126,8 @@ def _print_summary(out: dict) -> None:
     for line in fallback_lines(out, "tree"):
         console.print(line, highlight=False)
     if out.get("status") == "partial":
-        console.print("[yellow]some documents failed[/]: arborag sql \"select uri, error from documents where status = 'error'\" --corpus ...")
+        console.print("[yellow]some documents failed[/]: arborag sql --working \"select uri, error from documents where status = 'error'\" "
+                      f"--corpus {shlex.quote(str(corpus))}", highlight=False)
 
 
 def fallback_lines(out: dict, stage: str) -> list[str]:

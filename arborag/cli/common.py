@@ -17,8 +17,8 @@ from arborag.config import ArboragConfig, load_config
 from arborag.env import offline_env
 from arborag.errors import ArboragError
 
-__all__ = ["console", "err_console", "EXIT_OK", "EXIT_PARTIAL", "EXIT_ERROR", "EXIT_USAGE", "PREFECT_OPTION", "QueryOptions", "config_from",
-           "corpus_option", "fail", "offline_env", "query_options", "use_prefect"]
+__all__ = ["console", "err_console", "EXIT_OK", "EXIT_PARTIAL", "EXIT_ERROR", "EXIT_USAGE", "EXIT_REFUSED", "PREFECT_OPTION", "QueryOptions",
+           "check_corpus_path", "config_from", "corpus_option", "fail", "is_corpus", "offline_env", "query_options", "require_corpus", "use_prefect"]
 
 console = Console()
 err_console = Console(stderr=True)
@@ -27,6 +27,7 @@ EXIT_OK = 0
 EXIT_ERROR = 1  # the command could not do its job
 EXIT_USAGE = 2  # typer/click usage errors
 EXIT_PARTIAL = 3  # the job ran but some inputs failed (recorded with reasons)
+EXIT_REFUSED = 4  # update: the delete guard stopped it (nothing written); see docs/OPERATIONS.md
 
 CONFIG_OPTION = typer.Option(None, "--config", help="Path to an arborag.yaml (default: ./arborag.yaml if present).")
 
@@ -52,9 +53,52 @@ def use_prefect(flag: bool | None) -> bool:
     return prefect_api_url() is not None
 
 
+def check_corpus_path(value: Any) -> Any:
+    """The ``--corpus`` callback of every command: a path that is a regular file (not a corpus
+    folder) is a usage error with one message, whatever the command. URIs (``s3://…``) and
+    missing paths pass (each command says what it needs of them)."""
+    if value is None or "://" in str(value):
+        return value
+    path = Path(str(value)).expanduser()
+    if path.exists() and not path.is_dir():
+        raise typer.BadParameter(
+            f"{path} is a file, not a corpus folder: give the folder that `arborag build SOURCES --corpus DIR` "
+            "made (or, for build, a new folder to create)", param_hint="'--corpus' / '-c'")
+    return value
+
+
+def is_corpus(path: Path) -> bool:
+    """True when ``path`` is a corpus folder: it holds a published manifest or a documents table."""
+    return (path / "manifest.json").is_file() or (path / "tables" / "documents.parquet").is_file()
+
+
+def require_corpus(path: Path | str, command: str) -> None:
+    """Stop ``command`` (update, add) with a clear error when ``path`` is not a built corpus:
+    a mistyped ``--corpus`` must not start a full build in a new or unrelated folder."""
+    if "://" in str(path):
+        return
+    p = Path(path).expanduser()
+    if not p.exists():
+        what = "does not exist"
+    elif not p.is_dir():
+        what = "is a file, not a corpus folder"
+    elif not is_corpus(p):
+        what = "is not a corpus (no manifest.json, no tables/documents.parquet)"
+    else:
+        return
+    err_console.print(
+        f"[bold red]error:[/] --corpus {p} {what}. `arborag {command}` works on a corpus that `arborag build` made: "
+        f"check the path, or create the corpus first with `arborag build SOURCES --corpus {p}`"
+        + (" (or pass --init to build it from these sources)" if command == "update" else ""),
+        highlight=False,
+    )
+    raise typer.Exit(EXIT_ERROR)
+
+
 def corpus_option(help_text: str) -> Any:
-    """``--corpus/-c``, required, also read from ``ARBORAG_CORPUS``."""
-    return typer.Option(..., "--corpus", "-c", envvar="ARBORAG_CORPUS", help=help_text)
+    """``--corpus/-c``, required, also read from ``ARBORAG_CORPUS``; a regular file is refused
+    (:func:`check_corpus_path`)."""
+    return typer.Option(..., "--corpus", "-c", envvar="ARBORAG_CORPUS", help=help_text, callback=check_corpus_path)
 
 
 def config_from(path: Path | None, overrides: dict[str, dict[str, Any]] | None = None) -> ArboragConfig:

@@ -55,7 +55,7 @@ def _print_ingest(out: dict[str, Any]) -> None:
     if failed:
         console.print(
             f"[yellow]{failed} source(s) failed[/] (recorded with reasons; the rest were ingested). List them with:\n"
-            f"  arborag sql \"SELECT uri, error FROM documents WHERE status = 'error'\" --corpus {out['corpus']}",
+            f"  arborag sql --working \"SELECT uri, error FROM documents WHERE status = 'error'\" --corpus {out['corpus']}",
             highlight=False,
         )
 

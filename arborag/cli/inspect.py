@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from arborag.cli.common import console, fail
+from arborag.cli.common import check_corpus_path
 from arborag.errors import ArboragError, NotBuiltError
 
 
@@ -27,7 +28,7 @@ def register(app: typer.Typer) -> None:
         ),
     )
     def tree(
-        corpus: Path = typer.Option(..., "--corpus", "-c", help="Corpus directory with a published build."),
+        corpus: Path = typer.Option(..., "--corpus", "-c", callback=check_corpus_path, help="Corpus directory with a published build."),
         html_out: Optional[Path] = typer.Option(None, "--html", help="Write an HTML page here instead of printing the tree."),
         depth: int = typer.Option(2, "--depth", "-d", min=1, help="Terminal view: levels shown from the top (1 = the top level only)."),
         max_children: Optional[int] = typer.Option(None, "--max-children", min=1,
@@ -57,7 +58,7 @@ def register(app: typer.Typer) -> None:
         ),
     )
     def topics_cmd(
-        corpus: Path = typer.Option(..., "--corpus", "-c", help="Corpus directory with a published build."),
+        corpus: Path = typer.Option(..., "--corpus", "-c", callback=check_corpus_path, help="Corpus directory with a published build."),
         levels: int = typer.Option(2, "--levels", "-l", min=1, help="How many levels from the top to list."),
         docs: int = typer.Option(3, "--docs", min=1, help="Documents listed per topic (those with most leaves under it)."),
         as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON instead of a table."),
@@ -84,7 +85,7 @@ def register(app: typer.Typer) -> None:
         console.print(table)
 
     @inspect_app.command("snapshot", help="Print the published snapshot's manifest (build key, counts, config hash).\n\nExample:\n\n  arborag inspect snapshot --corpus /tmp/demo")
-    def snapshot(corpus: Path = typer.Option(..., "--corpus", "-c", help="Corpus directory.")) -> None:
+    def snapshot(corpus: Path = typer.Option(..., "--corpus", "-c", callback=check_corpus_path, help="Corpus directory.")) -> None:
         from arborag.storage.corpus import Corpus
 
         man = Corpus(corpus).manifest()

@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+from arborag.cli.common import check_corpus_path
+
 TOKEN_ENV = "ARBORAG_SERVE_TOKEN"
 
 
@@ -31,7 +33,7 @@ def register(app: typer.Typer) -> None:
         ),
     )
     def mcp(
-        corpus: Path = typer.Option(..., "--corpus", "-c", help="Corpus directory (built with `arborag build`)."),
+        corpus: Path = typer.Option(..., "--corpus", "-c", callback=check_corpus_path, help="Corpus directory (built with `arborag build`)."),
         http: bool = typer.Option(False, "--http", help="Serve streamable HTTP at /mcp instead of stdio."),
         host: str = typer.Option("127.0.0.1", "--host", help="--http: interface to bind; 0.0.0.0 exposes it to the network."),
         port: int = typer.Option(8765, "--port", "-p", min=1, max=65535, help="--http: TCP port."),

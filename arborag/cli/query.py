@@ -18,6 +18,7 @@ from typing import Any, Optional
 import typer
 
 from arborag.cli.common import CONFIG_OPTION, config_from, console, err_console, fail, offline_env, query_options
+from arborag.cli.common import check_corpus_path
 from arborag.errors import ArboragError, BackendUnavailable, QueryError
 
 
@@ -82,7 +83,7 @@ def register(app: typer.Typer) -> None:
     )
     def query(
         text: str = typer.Argument(..., help="The question (or a Lucene query with --lucene)."),
-        corpus: Optional[Path] = typer.Option(None, "--corpus", "-c", help="Corpus directory with a published build (or --server)."),
+        corpus: Optional[Path] = typer.Option(None, "--corpus", "-c", callback=check_corpus_path, help="Corpus directory with a published build (or --server)."),
         mode: Optional[str] = mode_option("Retrieval mode"),
         budget: Optional[int] = typer.Option(None, "--budget", "-b", help="Token budget of the returned context (default: query.budget, 2000)."),
         k: Optional[int] = typer.Option(None, "--k", help="traversal: nodes kept per level (default: query.k, 5)."),
@@ -213,7 +214,7 @@ def _search_index(index: Any, text: str, *, mode: str, budget: int | None, k: in
     except QueryError as exc:
         if not lucene or exc.position is None:
             raise
-        # SPEC §6: a malformed Lucene query is reported, then retried as a plain match
+        # docs/METHODS.md §6.4: a malformed Lucene query is reported, then retried as a plain match
         err_console.print(f"[yellow]warning:[/] {exc}\nretrying as a plain match of the words")
         hits = index.search(text, mode=mode, budget=budget, k=k, levels=levels, lucene=False)  # type: ignore[arg-type]
     rows = [_Row(h.node_id, h.level, h.score, h.n_tokens, tuple(h.doc_ids), h.text,

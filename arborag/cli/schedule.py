@@ -27,6 +27,7 @@ from typing import Any, Optional
 import typer
 
 from arborag.cli.common import CONFIG_OPTION, console, err_console, fail, offline_env
+from arborag.cli.common import check_corpus_path
 from arborag.errors import ArboragError, BackendUnavailable, ConfigError
 
 __all__ = ["parse_duration", "register", "schedule_deployments"]
@@ -152,7 +153,7 @@ def register(app: typer.Typer) -> None:
     )
     def schedule(
         sources: list[str] = typer.Argument(..., help="Files or folders the corpus mirrors (all of them; a removed file is pruned by update)."),
-        corpus: Path = typer.Option(..., "--corpus", "-c", envvar="ARBORAG_CORPUS", help="Corpus directory (created and built in full by the first run if empty)."),
+        corpus: Path = typer.Option(..., "--corpus", "-c", callback=check_corpus_path, envvar="ARBORAG_CORPUS", help="Corpus directory (created and built in full by the first run if empty)."),
         update_every: str = typer.Option("15m", "--update-every", help="Interval of the incremental update: 30s, 15m, 1h30m, 1d or seconds."),
         rebuild_cron: str = typer.Option("0 3 * * 0", "--rebuild-cron", help="Cron of the full rebuild (default: Sundays 03:00)."),
         timezone: str = typer.Option("UTC", "--timezone", help="Time zone of the schedules (IANA name)."),

@@ -13,6 +13,8 @@ from typing import Optional
 
 import typer
 
+from arborag.cli.common import check_corpus_path
+
 TOKEN_ENV = "ARBORAG_SERVE_TOKEN"
 
 
@@ -45,7 +47,7 @@ def register(app: typer.Typer) -> None:
         ),
     )
     def serve(
-        corpus: Path = typer.Option(..., "--corpus", "-c", help="Corpus directory (built with `arborag build`)."),
+        corpus: Path = typer.Option(..., "--corpus", "-c", callback=check_corpus_path, help="Corpus directory (built with `arborag build`)."),
         host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind; 0.0.0.0 exposes the server to the network."),
         port: int = typer.Option(8000, "--port", "-p", min=1, max=65535, help="TCP port."),
         token_env: str = typer.Option(TOKEN_ENV, "--token-env", help="Environment variable holding the bearer token (unset = no token)."),

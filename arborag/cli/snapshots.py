@@ -14,11 +14,12 @@ from typing import Any, Optional
 import typer
 
 from arborag.cli.common import config_from, console, err_console, fail
+from arborag.cli.common import check_corpus_path
 from arborag.errors import ArboragError
 
 __all__ = ["register"]
 
-CORPUS = typer.Option(..., "--corpus", "-c", envvar="ARBORAG_CORPUS", help="Corpus directory or s3:// URI.")
+CORPUS = typer.Option(..., "--corpus", "-c", callback=check_corpus_path, envvar="ARBORAG_CORPUS", help="Corpus directory or s3:// URI.")
 JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
 
 
@@ -224,3 +225,23 @@ def register(app: typer.Typer) -> None:
         elif gc:
             console.print(f"retention after the rollback: {gc.get('snapshots_removed', 0)} snapshots removed, "
                           f"{gc.get('bytes_freed', 0) / 1e6:.1f} MB freed")
+
+    @snaps.command("catalog", help=(
+        "Write CORPUS/published.duckdb again: DuckDB views (documents, chunks, nodes, edges, links, snapshot) over the "
+        "published snapshot, for plain `duckdb -readonly`. Every publish and rollback writes it; run this for a corpus "
+        "published before it existed, after moving the corpus folder (the views hold absolute paths), or on another "
+        "machine of an s3:// corpus (its local mirror gets the snapshot and the file). Takes the writer lock.\n\n"
+        "Example:\n\n  arborag snapshots catalog --corpus /tmp/demo\n\n"
+        "  duckdb -readonly /tmp/demo/published.duckdb -c \"SELECT snapshot FROM snapshot\""))
+    def catalog_cmd(corpus: str = CORPUS,
+                    no_wait: bool = typer.Option(False, "--no-wait", help="Fail at once if a writer holds the corpus lock.")) -> None:
+        from arborag.storage.lock import corpus_lock
+        from arborag.storage.catalog import write_catalog
+
+        c = _corpus(corpus)
+        try:
+            with corpus_lock(c.root, wait=not no_wait, purpose="catalog"):
+                path = write_catalog(c)
+        except (ArboragError, OSError) as exc:
+            fail(exc)
+        console.print(f"wrote {path}", highlight=False)

@@ -78,13 +78,16 @@ def register(app: typer.Typer) -> None:
         "sql",
         help=(
             "Run a read-only SQL query (DuckDB) over the corpus's tables.\n\n"
-            "Views: documents, sections, chunks, runs, queries (working tables) and nodes, edges "
-            "(the published snapshot), whichever exist. JSON columns (documents.metadata, "
-            "runs.counts) work with DuckDB's json functions.\n\n"
-            "History: nodes_all, edges_all, documents_all, chunks_all hold every retained snapshot "
+            "One state per query: documents, chunks, nodes, edges, links are the published snapshot's "
+            "(whichever it holds), or the snapshot --snapshot ID names; --working reads the working "
+            "tables instead (documents, sections, doc_context, chunks: what the next build starts from, "
+            "e.g. documents that failed to read). Before anything is published, the working tables. "
+            "The logs runs and queries are there in every state. The table format names the state read (stderr). "
+            "JSON columns (documents.metadata, runs.counts) work with DuckDB's json functions.\n\n"
+            "History: nodes_all, edges_all, documents_all, chunks_all, links_all hold every retained snapshot "
             "(`arborag snapshots list`) with a `snapshot` column (and `snapshot_published_at`), so one query "
-            "compares versions. --snapshot ID makes nodes, edges, documents and chunks that snapshot's. "
-            "Every snapshot read is leased while the query runs (gc cannot remove it under the query).\n\n"
+            "compares versions. Every snapshot read is leased while the query runs (gc cannot remove it "
+            "under the query). Plain DuckDB: `duckdb -readonly CORPUS/published.duckdb` (docs/OPERATIONS.md).\n\n"
             "Read-only by construction: one query per call (SELECT, WITH, FROM, DESCRIBE, SHOW, "
             "SUMMARIZE, or EXPLAIN of one); DuckDB reads the tables through Arrow and may open no "
             "file itself, so COPY, ATTACH, INSTALL/LOAD, SET, read_csv('...') and the like are "
@@ -93,7 +96,7 @@ def register(app: typer.Typer) -> None:
             "Examples:\n\n"
             "  arborag sql \"SELECT title, n_chars FROM documents WHERE status = 'ok'\" --corpus .arborag-demo\n\n"
             "  arborag sql \"SELECT strategy, count(*) AS n, avg(n_tokens) FROM chunks GROUP BY strategy\" -c /tmp/c --format csv\n\n"
-            "  arborag sql \"SELECT uri, error FROM documents WHERE status = 'error'\" -c /tmp/c --format json\n\n"
+            "  arborag sql \"SELECT uri, error FROM documents WHERE status = 'error'\" -c /tmp/c --working --format json\n\n"
             "  arborag sql \"SELECT snapshot, level, count(*) AS nodes FROM nodes_all GROUP BY ALL ORDER BY snapshot, level\" -c /tmp/c\n\n"
             "  arborag sql \"SELECT level, count(*) FROM nodes GROUP BY level\" -c /tmp/c --snapshot snap-3f2a"
         ),
@@ -106,12 +109,20 @@ def register(app: typer.Typer) -> None:
         snapshot: str | None = typer.Option(
             None, "--snapshot", help="Read nodes, edges, documents and chunks from this retained snapshot (id or unique "
             "prefix; `arborag snapshots list`) instead of the published one."),
+        working: bool = typer.Option(
+            False, "--working", help="Read the working tables (documents, sections, doc_context, chunks, runs, queries) "
+            "instead of a snapshot: what the next build starts from."),
     ) -> None:
-        from arborag.storage.sql import run_sql
+        from arborag.storage.sql import run_sql_state
 
         try:
-            columns, rows = run_sql(corpus, query, snapshot=snapshot)
+            got = run_sql_state(corpus, query, snapshot=snapshot, working=working)
         except ArboragError as exc:
             fail(exc)
             return
-        _print_sql(columns, rows, fmt, max_chars)
+        _print_sql(got.columns, got.rows, fmt, max_chars)
+        if fmt == "table":  # csv and json print the rows alone (scripts read them whole)
+            state = f"snapshot {got.snapshot}" if got.snapshot else "the working tables"
+            if not got.snapshot and not working:
+                state += " (nothing is published yet)"
+            err_console.print(f"[dim]read {state}[/]", highlight=False)

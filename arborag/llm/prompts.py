@@ -87,7 +87,7 @@ def numbered(texts: Mapping[int, str] | list[str], *, start: int = 1) -> str:
     return "\n\n".join(f"[{i}] {' '.join(str(t).split())}" for i, t in items)
 
 
-# -- build: cluster summaries (RAPTOR, SPEC §5.7) ----------------------------------------------
+# -- build: cluster summaries (RAPTOR, docs/METHODS.md §5.7) ----------------------------------------------
 
 RAPTOR_SUMMARY = register(
     Prompt(
@@ -99,7 +99,7 @@ RAPTOR_SUMMARY = register(
     )
 )
 
-# -- query: multi-query retrieval (SPEC §6) -----------------------------------------------------
+# -- query: multi-query retrieval (docs/METHODS.md §6) -----------------------------------------------------
 
 QUERY_VARIANTS = register(
     Prompt(
@@ -146,7 +146,7 @@ ANSWER_WITH_CITATIONS = register(
 
 # -- (append new prompts below this line; never edit a released prompt without bumping its version) --
 
-# -- query: LevelRAG searchers (SPEC §7; arborag.query.level) ----------------------------------
+# -- query: LevelRAG searchers (docs/METHODS.md §7; arborag.query.level) ----------------------------------
 
 LEVEL_DECOMPOSE = register(
     Prompt(
@@ -259,7 +259,7 @@ LEVEL_VERIFY = register(
     )
 )
 
-# -- query: LLM relevance rating for reranking (SPEC §6 rerank; arborag.query.rerank) -------------
+# -- query: LLM relevance rating for reranking (docs/METHODS.md §6.7; arborag.query.rerank) -------------
 
 RERANK_RELEVANCE = register(
     Prompt(

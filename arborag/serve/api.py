@@ -104,7 +104,7 @@ def make_router(holder: Any, limits: Limits, guard: Any) -> APIRouter:
             except QueryError as exc:
                 if not req.lucene or req.strict_lucene:
                     raise
-                # SPEC §6: a malformed Lucene query is reported and retried as a plain match of its words
+                # docs/METHODS.md §6.4: a malformed Lucene query is reported and retried as a plain match of its words
                 hits = index.search(req.text, lucene=False, **args)
                 report = LuceneReport(error=exc.reason, position=exc.position)
             took = (time.perf_counter() - t0) * 1000

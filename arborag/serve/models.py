@@ -126,7 +126,7 @@ class SearchHit(BaseModel):
 
 
 class LuceneReport(BaseModel):
-    """What happened to a Lucene query: a malformed one is retried as plain words (SPEC §6)."""
+    """What happened to a Lucene query: a malformed one is retried as plain words (docs/METHODS.md §6)."""
 
     error: str
     position: int | None = None

@@ -1,4 +1,4 @@
-"""``--mode level``: LevelRAG's high- and low-level searchers over an arborag index (SPEC §7).
+"""``--mode level``: LevelRAG's high- and low-level searchers over an arborag index (docs/METHODS.md §7).
 
     >>> hits = index.search("Which film by the director of Jaws won an Oscar?", mode="level", budget=2000)
     >>> hits.trace.sub_questions[0].text, hits.trace.tokens_in     # the full search trace

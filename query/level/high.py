@@ -1,4 +1,4 @@
-"""LevelRAG's high-level searcher (SPEC §7): plan, search, summarize, verify, supplement.
+"""LevelRAG's high-level searcher (docs/METHODS.md §7): plan, search, summarize, verify, supplement.
 
 1. **Decompose** the question into atomic sub-questions (none → the question itself).
 2. Run every sub-question through the low-level searchers (sparse, dense, web if on) and fuse

@@ -1,4 +1,4 @@
-"""LevelRAG's low-level searchers (SPEC §7): each rewrites a sub-question for its own retriever.
+"""LevelRAG's low-level searchers (docs/METHODS.md §7): each rewrites a sub-question for its own retriever.
 
 - :class:`SparseSearcher` — the LLM rewrites the sub-question into Lucene syntax (quoted
   entities, stop words dropped); the query is **executed** by the index's sparse engine

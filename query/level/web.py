@@ -1,4 +1,4 @@
-"""The web searcher's providers (SPEC §7: pluggable, off unless configured).
+"""The web searcher's providers (docs/METHODS.md §7.4: pluggable, off unless configured).
 
 A provider is anything with ``name`` and ``search(query, *, k) -> list[WebResult]``; it raises
 :class:`~arborag.errors.BackendUnavailable` when it cannot be reached (the searcher reports that

@@ -10,7 +10,7 @@ with Lucene's own rules (the classic query parser Elasticsearch's ``query_string
   every clause carries its ``+``/``-`` prefix, so ``AND``/``OR``/``NOT`` precedence quirks cannot
   change its meaning on the way.
 
-Accepted (SPEC §6)::
+Accepted (docs/METHODS.md §6)::
 
     term  "a phrase"  "a phrase"~2  +must  -must_not  field:term  field:"phrase"  field:(a b)
     term^2  "phrase"^1.5  (group)^3  a AND b  a OR b  NOT a  a && b  a || b  !a  *:*  \\escapes

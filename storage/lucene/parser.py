@@ -186,7 +186,7 @@ class _Parser:
 def parse_query(
     query: str, *, fields: frozenset[str] = FIELDS, default_field: str = DEFAULT_FIELD
 ) -> Bool:
-    """Parse ``query`` (the SPEC §6 Lucene subset) into a :class:`Bool`.
+    """Parse ``query`` (the Lucene subset of docs/METHODS.md §6.4) into a :class:`Bool`.
 
     An empty or blank query is an empty :class:`Bool` (it matches nothing). Raises
     :class:`~arborag.errors.QueryError` with the 0-based ``position`` of the problem.

@@ -1,7 +1,7 @@
 """The sparse (BM25) index over every node: embedded tantivy (default) or Elasticsearch.
 
 Both backends index the same fields — ``node_id``, ``text``, ``level``, ``doc_ids`` — and answer
-the same query language (:mod:`arborag.storage.lucene`, the SPEC §6 Lucene subset), parsed once
+the same query language (:mod:`arborag.storage.lucene`, the Lucene subset of docs/METHODS.md §6.4), parsed once
 (:mod:`.analysis`) so they give the same answer::
 
     nodes.parquet ──build_sparse_index──▶ embedded: <snapshot>/sparse/  (tantivy files + meta)

@@ -107,7 +107,7 @@ _REQUIRED: Final = ("node_id", "level", "text", "doc_ids")
 
 def node_rows(nodes: pa.Table) -> Iterator[tuple[str, int, str, list[str]]]:
     """(node_id, level, text, doc_ids) per node. A ``header`` column, when present and non-empty,
-    is indexed in front of the text (SPEC §4: the context header is indexed with the chunk).
+    is indexed in front of the text (docs/METHODS.md §4: the context header is indexed with the chunk).
     """
     missing = [c for c in _REQUIRED if c not in nodes.column_names]
     if missing:

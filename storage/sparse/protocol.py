@@ -1,6 +1,6 @@
 """What every sparse backend gives: :class:`SparseIndex` (search one snapshot) and :class:`SparseHit`.
 
-:func:`search_or_plain` is the SPEC §6 fallback over any backend: a malformed Lucene query is
+:func:`search_or_plain` is the fallback of docs/METHODS.md §6.4 over any backend: a malformed Lucene query is
 retried as an escaped plain match.
 """
 
@@ -43,7 +43,7 @@ class SparseIndex(Protocol):
     ) -> list[SparseHit]:
         """The ``k`` best nodes for ``query``, best first.
 
-        ``lucene=True``: ``query`` is the SPEC §6 Lucene subset; a malformed query raises
+        ``lucene=True``: ``query`` is the Lucene subset of docs/METHODS.md §6.4; a malformed query raises
         :class:`~arborag.errors.QueryError` (with ``position``) — retry with
         :func:`arborag.storage.lucene.plain_query` or ``lucene=False``. ``lucene=False``: the query is
         escaped and its words matched as optional plain terms (never raises QueryError for
@@ -63,7 +63,7 @@ def search_or_plain(
     levels: Sequence[int] | None = None,
     doc_ids: Sequence[str] | None = None,
 ) -> tuple[list[SparseHit], QueryError | None]:
-    """SPEC §6: run ``query`` as Lucene; when it is malformed, retry it as an escaped plain match.
+    """docs/METHODS.md §6.4: run ``query`` as Lucene; when it is malformed, retry it as an escaped plain match.
 
     Returns the hits and the QueryError that caused the retry (None when the query was fine),
     so the caller can report it (``err.position``, ``err.reason``).

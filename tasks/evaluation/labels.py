@@ -1,4 +1,4 @@
-"""Label precision of a built tree (issue 27): do a cluster's keywords describe its own leaves
+"""Label precision of a built tree: do a cluster's keywords describe its own leaves
 better than its siblings' keywords do?
 
 For every summary node ``c`` with at least one sibling (another child of one of its parents; the

@@ -1,4 +1,4 @@
-"""Evaluation metrics: pure functions over retrieved nodes, gold evidence and answers (SPEC §8).
+"""Evaluation metrics: pure functions over retrieved nodes, gold evidence and answers (docs/METHODS.md §8).
 
 Retrieval-only (no LLM):
     answer_hit        a reference answer appears in the retrieved context (LevelRAG "retrieval success");

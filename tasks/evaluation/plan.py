@@ -77,8 +77,8 @@ SYSTEMS: dict[str, SystemSpec] = {
     "segments-find_all": SystemSpec("segments-find_all", "segments", (0,), "dsRAG RSE, find_all preset", (("preset", "find_all"),)),
     "rerank": SystemSpec("rerank", "rerank", (0,), "leaves rescored by the configured reranker (rerank.kind), calibrated"),
     "level": SystemSpec("level", "level", None, "LevelRAG searchers: sub-questions, Lucene rewrites + HyDE with feedback, RRF"),
-    # issue 12: the default mode and the variants measured against it (query/auto.py, query/fusion.py)
-    "auto": SystemSpec("auto", "auto", None, "dense + BM25 leaves, z-score fusion (0.5/0.5), best-first fill (the default until issue 25)"),
+    # auto: the fused leaf ranking and the variants measured against it (query/auto.py, query/fusion.py)
+    "auto": SystemSpec("auto", "auto", None, "dense + BM25 leaves, z-score fusion (0.5/0.5), best-first fill (hop's first hop)"),
     "hybrid-rrf": SystemSpec("hybrid-rrf", "hybrid", None, "dense + BM25 over every level, RRF k=60 (the old hybrid)",
                              (("fusion", "rrf"),)),
     "auto-rrf": SystemSpec("auto-rrf", "auto", None, "dense + BM25 leaves, RRF k=60", (("fusion", "rrf"),)),
@@ -88,7 +88,7 @@ SYSTEMS: dict[str, SystemSpec] = {
     "auto-summaries": SystemSpec("auto-summaries", "auto", None,
                                  "auto + summaries in the context (<= 25% of the budget), a summary and its children never both",
                                  (("summaries", "dedup"),)),
-    # issue 25: multi-hop through the links between leaves (query/hop.py) and the designs measured against it
+    # hop: multi-hop through the links between leaves (query/hop.py) and the designs measured against it
     "hop": SystemSpec("hop", "hop", None, "the default: auto + one hop from its 5 best leaves into the documents they name (title links, IDF)"),
     "hop-all": SystemSpec("hop-all", "hop", None, "hop arriving through every link (titles and shared capitalised names)",
                           (("kinds", "all"),)),

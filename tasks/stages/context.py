@@ -1,4 +1,4 @@
-"""AutoContext chunk headers (dsRAG, SPEC §4): document title, document summary, optional
+"""AutoContext chunk headers (dsRAG, docs/METHODS.md §4): document title, document summary, optional
 section summaries, composed into the ``chunks.header`` column.
 
 The header, with ``{x}`` filled in and each part's trailing whitespace removed::

@@ -9,7 +9,10 @@ failed) and, when ``prune`` is on, removes the deleted uris with the ingest merg
 is struck from ``metadata.duplicate_uris``). ``ingest`` stays additive; only ``update`` prunes.
 
 The sources of an update are the whole corpus: a uri of the documents table that the sources do
-not hold any more is *deleted* (``--dry-run`` shows which before anything happens).
+not hold any more is *deleted* (``--dry-run`` shows which before anything happens). The delete
+guard (:class:`DeleteLimit`, :func:`check_deletes`) stops an update that would delete more than a
+bounded share of the documents held (default: more than half) before anything is written: a run
+given one new file where the whole folder was meant would otherwise empty the index.
 
 The runner :func:`run_update_documents` writes the table (only when it changed) and returns the
 plan's counts; :func:`update_estimate` says what the tree will cost (new leaves to embed,
@@ -27,8 +30,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from arborag.config import ArboragConfig
+from arborag.errors import ArboragError
 from arborag.tasks.stage_context import StageContext, table_fingerprint
 from arborag.tasks.stages.ingest import build_documents
 from arborag.tasks.documents_diff import DocumentsDiff, diff_documents
@@ -36,7 +41,7 @@ from arborag.tasks.ingest.existing import RECORD_URI_PATTERN, duplicate_uris
 from arborag.tasks.ingest.merge import DocumentState
 from arborag.tasks.ingest.records import IngestReport
 
-__all__ = ["UpdatePlan", "decide", "incoming_uris", "plan_documents", "prune_documents", "run_update_documents", "update_estimate"]
+__all__ = ["DEFAULT_MAX_DELETE", "DeleteLimit", "DeletesRefused", "UpdatePlan", "check_deletes", "decide", "deleted_documents", "failure_rows", "held_documents", "incoming_uris", "plan_documents", "prune_documents", "run_update_documents", "update_estimate"]
 
 
 @dataclass(frozen=True)
@@ -52,9 +57,111 @@ class UpdatePlan:
         """Counts plus the first uris of each class (for the printed plan and ``runs``)."""
         out: dict[str, Any] = dict(self.diff.counts)
         out["pruned"] = self.pruned
+        out["deleted_documents"] = deleted_documents(self.diff)
         for kind in ("added", "changed", "deleted", "failed"):
             out[f"{kind}_uris"] = getattr(self.diff, kind).column("uri").to_pylist()[:examples]
         return out
+
+
+#: The delete guard's default: an update may delete at most half of the documents held.
+DEFAULT_MAX_DELETE = "50%"
+
+
+@dataclass(frozen=True)
+class DeleteLimit:
+    """How many documents one update may delete: ``count`` (a number) or ``percent`` of those held;
+    neither: no limit. Parsed from ``"N"``, ``"N%"`` or ``"all"`` by :meth:`parse`."""
+
+    count: int | None = None
+    percent: float | None = None
+
+    @classmethod
+    def parse(cls, text: str | int | None) -> "DeleteLimit":
+        if text is None:
+            return cls.parse(DEFAULT_MAX_DELETE)
+        raw = str(text).strip().lower()
+        try:
+            if raw in ("all", "none", "off"):
+                return cls()
+            if raw.endswith("%"):
+                pct = float(raw[:-1])
+                if 0 <= pct <= 100:
+                    return cls(percent=pct)
+            else:
+                n = int(raw)
+                if n >= 0:
+                    return cls(count=n)
+        except ValueError:
+            pass
+        raise ArboragError(f"max-delete {text!r}: give a number of documents (e.g. 10), a share of the corpus (e.g. 50%), or 'all' for no limit")
+
+    def allowed(self, held: int) -> int | None:
+        """The most documents that may go out of ``held``; None: no limit."""
+        if self.count is not None:
+            return self.count
+        if self.percent is not None:
+            return int(held * self.percent / 100)
+        return None
+
+    def describe(self) -> str:
+        if self.count is not None:
+            return f"--max-delete {self.count}"
+        if self.percent is not None:
+            return f"--max-delete {self.percent:g}%"
+        return "no delete limit"
+
+
+class DeletesRefused(ArboragError):
+    """An update would delete more documents than its :class:`DeleteLimit` allows; nothing was
+    written. ``plan`` is the plan's dict (:meth:`UpdatePlan.as_dict`) to print."""
+
+    def __init__(self, plan: dict[str, Any], held: int, allowed: int, limit: DeleteLimit) -> None:
+        self.plan, self.held, self.allowed, self.limit = plan, held, allowed, limit
+        n = int(plan.get("deleted_documents", 0))
+        super().__init__(
+            f"refused: this update would delete {n} of the {held} documents the corpus holds, more than {limit.describe()} "
+            f"allows ({allowed}). The SOURCES of `arborag update` are the whole corpus: a file left out is deleted from the index. "
+            "Nothing was written. To index only the named files and keep the rest, run `arborag add FILE... --corpus DIR`; "
+            "to mirror the sources anyway, run again with --max-delete N (or a share, e.g. 100%) or --allow-delete; "
+            "--no-prune keeps every document"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable (an orchestrator may carry it across processes)
+        return (type(self), (self.plan, self.held, self.allowed, self.limit))
+
+
+def held_documents(documents: pa.Table) -> int:
+    """How many documents ``documents`` holds (ok rows: one per content, whatever its uris)."""
+    return int(pc.sum(pc.equal(documents.column("status"), "ok")).as_py() or 0) if documents.num_rows else 0
+
+
+def deleted_documents(diff: DocumentsDiff) -> int:
+    """Documents a pruning update removes: contents of deleted uris that no uri holds afterwards.
+    A moved file (same content at a new uri), a deleted duplicate uri and a stale error row count
+    nothing; a changed file is a change, not a delete."""
+    ids = diff.deleted.column("doc_id")
+    return int(pc.count_distinct(ids.filter(pc.is_in(ids, value_set=diff.gone_doc_ids))).as_py() or 0)
+
+
+def check_deletes(plan: dict[str, Any], held: int, limit: DeleteLimit) -> None:
+    """Raise :class:`DeletesRefused` when ``plan`` (pruning) deletes more documents
+    (``deleted_documents``) than ``limit`` allows of the ``held`` ones."""
+    n = int(plan.get("deleted_documents", 0) or 0)
+    if not n or not plan.get("pruned", True):
+        return
+    allowed = limit.allowed(held)
+    if allowed is not None and n > allowed:
+        raise DeletesRefused(plan, held, allowed, limit)
+
+
+def failure_rows(existing: pa.Table, report: IngestReport) -> list[dict[str, Any]]:
+    """Every source that failed to read in this run with its reason, and ``new``: False when the
+    table already recorded the same uri failing for the same reason (a file still broken as it
+    was), True otherwise (a new failure: a file that read before, a new file, another reason)."""
+    df = pl.from_arrow(existing.select(["uri", "status", "error"]))
+    assert isinstance(df, pl.DataFrame)
+    known = {(u, e) for u, e in df.filter(pl.col("status") == "error").select("uri", "error").iter_rows()}
+    return [{"uri": f.uri, "reason": f.reason, "new": (f.uri, f.reason) not in known} for f in report.failed]
 
 
 def incoming_uris(documents: pa.Table, files: Sequence[str], failed: Sequence[str]) -> pa.Table:
@@ -114,7 +221,12 @@ def plan_documents(existing: pa.Table, files: Sequence[str], cfg: ArboragConfig,
 
 
 def run_update_documents(ctx: StageContext, files: list[str], prune: bool, dry_run: bool = False) -> dict[str, Any]:
-    """Plan the update of ``files`` and (unless ``dry_run``) write the documents table; the plan's counts."""
+    """Plan the update of ``files`` and (unless ``dry_run``) write the documents table; the plan's counts.
+
+    The delete guard: ``ctx.resources["delete_limit"]`` (a :class:`DeleteLimit`; absent: the
+    default, :data:`DEFAULT_MAX_DELETE`) bounds how many uris a pruning update deletes. Past it,
+    :class:`DeletesRefused` is raised before anything is written (a dry run notes it in
+    ``refused`` instead)."""
     from arborag.progress import progress_bar
 
     from arborag.tasks import source_stats
@@ -129,6 +241,18 @@ def run_update_documents(ctx: StageContext, files: list[str], prune: bool, dry_r
     with progress_bar("read sources", len(files), enabled=ctx.progress) as advance:
         plan = plan_documents(existing, files, ctx.config, prune=prune, progress=advance, discovered=True,  # the flow discovered them
                               skip=set(skip["uri"].to_list()) if skip is not None else (), stats=stats)
+    limit = ctx.resources.get("delete_limit") or DeleteLimit.parse(None)
+    held = held_documents(existing)
+    failures = failure_rows(existing, plan.report)
+    try:
+        check_deletes(plan.as_dict(), held, limit)
+    except DeletesRefused as exc:
+        if not dry_run:
+            exc.plan["failures"] = failures
+            raise
+        refused: str | None = str(exc)
+    else:
+        refused = None
     written = False if dry_run else ctx.write_if_changed("documents", plan.documents, existing)
     # an unwritten table is the file hashed above: hash it again only when it was replaced
     fingerprint = before if before is not None and not written else table_fingerprint(ctx.corpus.table_path("documents"))
@@ -138,6 +262,9 @@ def run_update_documents(ctx: StageContext, files: list[str], prune: bool, dry_r
     summary = {
         **plan.as_dict(),
         "files": len(files),
+        "held": held,
+        "failures": failures,
+        "new_failures": sum(1 for f in failures if f["new"]),
         "files_read": len(files) - (skip.height if skip is not None else 0),
         "written": written,
         "fingerprint": fingerprint,
@@ -146,14 +273,16 @@ def run_update_documents(ctx: StageContext, files: list[str], prune: bool, dry_r
     }
     if dry_run:
         summary["estimate"] = estimate_work(ctx, plan)
-    ctx.counters.stages["plan"] = {k: v for k, v in summary.items() if not k.endswith("_uris") and k not in ("new_doc_ids", "gone_doc_ids", "estimate")}
+        if refused:
+            summary["refused"] = refused
+    ctx.counters.stages["plan"] = {k: v for k, v in summary.items()
+                                   if not k.endswith("_uris") and k not in ("new_doc_ids", "gone_doc_ids", "estimate", "failures", "refused")}
     return summary
 
 
 def estimate_work(ctx: StageContext, plan: UpdatePlan) -> dict[str, Any]:
     """What the update would cost: new leaves to embed, leaves that go, and per level about
     how many clusters are re-summarized (from the published snapshot's tree)."""
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     from arborag.tasks.stages.segment import build_chunks

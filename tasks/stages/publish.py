@@ -9,7 +9,15 @@ adds the provenance a reader needs without touching the live corpus tables — `
 (the documents those leaves come from, text included, for titles, citations and stitching) —
 publishes the sparse index (an Elasticsearch alias switch; nothing for the embedded engine),
 writes ``info.json`` (build key, config hash, the embedder and sparse backend that built it,
-the run, per-level counts) and switches ``manifest.json`` atomically. The staging folder goes.
+the run, per-level counts, the content fingerprint) and switches ``manifest.json`` atomically.
+The staging folder goes.
+
+A build whose result is content-identical to the published snapshot — same nodes (the run that
+wrote them aside), edges, links, node vectors, provenance and the config that shapes the indexes
+(:func:`content_fingerprint`) — publishes nothing: the published snapshot stays, the manifest
+records it as the result of this build key (so the next build of the same inputs is a no-op before
+any stage runs) and the summary says ``unchanged``. A weekly rebuild then never fills
+``retention.keep_last`` with copies of one snapshot.
 
 Then retention runs (``retention.auto``; :func:`arborag.storage.snapshots.collect_garbage`, inside
 this writer's lock): old snapshots, unreferenced cache entries, abandoned staging folders and
@@ -32,7 +40,7 @@ from arborag.tasks.stage_context import StageContext
 from arborag.tasks.leaves import snapshot_id_for
 from arborag.tasks.stages.tree import level_counts
 
-__all__ = ["PROVENANCE_FILES", "run_publish", "snapshot_provenance", "tree_counts"]
+__all__ = ["PROVENANCE_FILES", "content_fingerprint", "run_publish", "snapshot_provenance", "tree_counts"]
 
 #: Provenance written into every snapshot by :func:`snapshot_provenance` (readers never need the
 #: live working tables, which a later ingest or update may already have changed).
@@ -70,13 +78,22 @@ def run_publish(ctx: StageContext, key: str, snapshot_files: Sequence[str]) -> d
 
     stage_dir = ctx.staging_dir(key)
     snap_id = snapshot_id_for(key)
+    leaf_chunks, docs = _provenance(ctx, stage_dir / "nodes.parquet")
+    content = content_fingerprint(ctx, stage_dir, snapshot_files, leaf_chunks, docs)
+    same = _published_with(ctx, content, key)
+    if same is not None:
+        shutil.rmtree(stage_dir, ignore_errors=True)
+        return {"snapshot": same, "unchanged": True}
     partial = ctx.corpus.partial_dir(snap_id)
     for name in snapshot_files:
         _seal(stage_dir / name, partial / name)
     for name in OPTIONAL_FILES:
         if (stage_dir / name).is_dir():
             _seal(stage_dir / name, partial / name)
-    _write_provenance(ctx, partial)
+    from arborag.storage.tables import write_table
+
+    write_table("chunks", leaf_chunks, partial / "chunks.parquet")
+    write_table("documents", docs, partial / "documents.parquet")
     publish_sparse_index(partial / "sparse", ctx.config.sparse, snapshot_id=snap_id, corpus_name=ctx.corpus.root.name)
     info = {
         "build_key": key,
@@ -87,6 +104,7 @@ def run_publish(ctx: StageContext, key: str, snapshot_files: Sequence[str]) -> d
         "corpus_name": ctx.corpus.root.name,
         "run_id": ctx.run_id,
         "counts": tree_counts(partial / "nodes.parquet"),
+        "content": content,
     }
     if (stage_dir / TREE_INFO).exists():
         import json
@@ -131,13 +149,70 @@ def collect_after_publish(ctx: StageContext) -> dict[str, Any] | None:
     return summary
 
 
-def _write_provenance(ctx: StageContext, partial: Path) -> None:
-    """``chunks.parquet`` and ``documents.parquet`` of the snapshot in ``partial``."""
-    from arborag.storage.tables import read_table, write_table
+def _provenance(ctx: StageContext, nodes_path: Path) -> tuple[pa.Table, pa.Table]:
+    """The snapshot's ``chunks`` and ``documents`` (:func:`snapshot_provenance`) of the staged nodes."""
+    from arborag.storage.tables import read_table
 
-    nodes = pq.read_table(partial / "nodes.parquet", columns=["node_id", "level"])
+    nodes = pq.read_table(nodes_path, columns=["node_id", "level"])
     chunks = read_table("chunks", ctx.corpus.table_path("chunks"))
     documents = read_table("documents", ctx.corpus.table_path("documents"))
-    leaf_chunks, docs = snapshot_provenance(nodes, chunks, documents)
-    write_table("chunks", leaf_chunks, partial / "chunks.parquet")
-    write_table("documents", docs, partial / "documents.parquet")
+    return snapshot_provenance(nodes, chunks, documents)
+
+
+#: Columns that say which run wrote a row or when, not what the snapshot holds.
+_RUN_COLUMNS = {"nodes": ("created_by_run",), "documents": ("ingested_at",)}
+
+
+def _table_digest(table: pa.Table, drop: Sequence[str] = ()) -> str:
+    """BLAKE2b of ``table``'s Arrow IPC stream (one record batch), ``drop`` columns left out."""
+    from arborag.hashing import hash_bytes
+
+    table = table.drop_columns([c for c in drop if c in table.column_names]).combine_chunks()
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table, max_chunksize=max(1, table.num_rows))
+    return hash_bytes(sink.getvalue().to_pybytes())
+
+
+def content_fingerprint(ctx: StageContext, stage_dir: Path, snapshot_files: Sequence[str], chunks: pa.Table, documents: pa.Table) -> str:
+    """What a reader of the snapshot staged in ``stage_dir`` would see, hashed: its nodes (without
+    the run that wrote them), edges, links and node vectors as staged, its provenance ``chunks`` and
+    ``documents`` (without ingest times), and the config behind the vector table and the sparse
+    index (the embedder, the sparse backend's settings, the strategy). The vector table and the
+    sparse index are built from these, so they are not read."""
+    import json
+
+    parts: dict[str, str] = {}
+    for name in ("nodes.parquet", "edges.parquet", "node_vectors.parquet", *snapshot_files):
+        path = stage_dir / name
+        if name.endswith(".parquet") and name not in parts and path.is_file():
+            parts[name] = _table_digest(pq.read_table(path), _RUN_COLUMNS.get(name.removesuffix(".parquet"), ()))
+    parts["chunks"] = _table_digest(chunks)
+    parts["documents"] = _table_digest(documents, _RUN_COLUMNS["documents"])
+    tree_info = stage_dir / TREE_INFO
+    from arborag.hashing import hash_json
+
+    return hash_json({
+        "tables": parts,
+        "files": sorted(snapshot_files),
+        "tree_config": json.loads(tree_info.read_text(encoding="utf-8")).get("tree_config") if tree_info.is_file() else None,
+        "embed": ctx.config.embed.model_dump(mode="json"),
+        "sparse": ctx.config.sparse.model_dump(mode="json"),
+        "strategy": ctx.config.segment.strategy,
+        "corpus_name": ctx.corpus.root.name,
+    })
+
+
+def _published_with(ctx: StageContext, content: str, key: str) -> str | None:
+    """The published snapshot when its content fingerprint is ``content`` (it is then recorded in
+    the manifest as the result of build ``key``; the snapshot is not touched), else None."""
+    man = ctx.corpus.manifest()
+    if not man or man.get("content") != content or not man.get("snapshot"):
+        return None
+    snap = str(man["snapshot"])
+    info = {k: v for k, v in man.items() if k not in ("snapshot", "published_at")}
+    try:
+        ctx.corpus.publish_existing(snap, {**info, "build_key": key})
+    except Exception:  # noqa: BLE001 - the published snapshot is gone or unreadable: publish afresh
+        return None
+    return snap

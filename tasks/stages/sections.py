@@ -1,4 +1,4 @@
-"""Stage ``sections``: documents → the ``sections`` table (SPEC §1, §3), between ingest and segment.
+"""Stage ``sections``: documents → the ``sections`` table (docs/METHODS.md §1, §3), between ingest and segment.
 
 ``sections.strategy``:
 
@@ -6,7 +6,7 @@
 - ``structural`` — :func:`arborag.tasks.sections.structural_sections` (offline): the headings a
   source records about itself, else blank-line blocks grouped to ``sections.target_chars``;
 - ``semantic`` — :class:`arborag.tasks.sections_semantic.SemanticSectioner` over the LLM of
-  ``summarize.*`` (every SPEC §3 repair rule; a failed window becomes one section).
+  ``summarize.*`` (every repair rule of docs/METHODS.md §3.6; a failed window becomes one section).
 
 With ``sections.summaries`` each section gets ``"This section is about: …"`` (the LLM when
 ``context.llm``, else its lead sentences). The sections of a document tile its text exactly.

@@ -1,4 +1,4 @@
-"""Segmentation stage: documents → chunks (SPEC §3), for the five non-LLM strategies.
+"""Segmentation stage: documents → chunks (docs/METHODS.md §3), for the five non-LLM strategies.
 
 ``segment_text`` tokenizes a text once with the one tokenizer and runs a segmenter from
 :mod:`arborag.tasks.segmenters` on the offset arrays; ``build_chunks`` does that for every ``ok``
@@ -403,7 +403,7 @@ def chunks_fingerprint(chunks: pa.Table, strategy: str) -> str:
 
 
 def with_headers(chunks: pa.Table, doc_context: pa.Table, sections: pa.Table | None) -> pa.Table:
-    """``chunks`` with its ``header`` column composed (SPEC §4 template) from the documents'
+    """``chunks`` with its ``header`` column composed (docs/METHODS.md §4 template) from the documents'
     titles and summaries (a DOC_CONTEXT table) and the chunks' sections (titles, summaries)."""
     from arborag.tasks.stages.context import chunk_headers
 

@@ -3,7 +3,7 @@
 Built under ``sparse.partial`` and renamed on success, so its existence means "done": a build
 that failed here (say, Elasticsearch was down) resumes at this stage.
 
-A leaf is indexed with its AutoContext header in front of its text (SPEC §4: the header is
+A leaf is indexed with its AutoContext header in front of its text (docs/METHODS.md §4: the header is
 indexed with the chunk); the node text returned by a search stays the chunk text.
 """
 

@@ -1,4 +1,4 @@
-"""Stage ``tree-update``: the published tree brought up to date locally, not rebuilt (SPEC §5 "Incremental update").
+"""Stage ``tree-update``: the published tree brought up to date locally, not rebuilt (docs/METHODS.md §5.9).
 
 :func:`update_tree` is pure. Level by level, from the leaves up, the clusters of level L+1 lose
 the children that left level L and gain the ones that joined it:

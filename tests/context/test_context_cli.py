@@ -40,7 +40,7 @@ def test_every_chunk_has_a_header_and_sections_have_titles(built: Path) -> None:
     out = _run("sql", "select count(*) as n from chunks where header = ''", "--corpus", str(built), "--format", "json")
     assert json.loads(out) == [{"n": 0}]
     assert Corpus(built).read("chunks").num_rows == 11
-    titles = json.loads(_run("sql", "select title from sections order by title", "--corpus", str(built), "--format", "json"))
+    titles = json.loads(_run("sql", "select title from sections order by title", "--corpus", str(built), "--working", "--format", "json"))
     assert [r["title"] for r in titles] == sorted([
         "After midnight", "Before midnight", "Cleaning the slipper", "Food and wine", "Glass Slipper Handbook",
         "Music and dancing", "Pumpkin Coach Manual", "Royal Ball Accounts", "Stepsisters Report — Background",

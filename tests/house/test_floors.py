@@ -193,7 +193,7 @@ def test_no_import_cycles_between_modules() -> None:
 
 
 def test_no_import_cycle_inside_query() -> None:
-    """The circle issue 22 found (index -> auto -> index) and any other inside ``query/``,
+    """The import circle index -> auto -> index and any other inside ``query/``,
     modes loaded by name included."""
     graph = import_graph(MODULES, registry_imports())
     inside = {m: {d for d in deps if floor_of(d) == "query"} for m, deps in graph.items() if floor_of(m) == "query"}

@@ -62,7 +62,7 @@ def _target(page: Path, link: str) -> Path | None:
     if re.match(r"^[a-z]+:", link) or link.startswith("#"):
         return None
     target = (page.parent / link.split("#", 1)[0]).resolve()
-    return target if target.is_relative_to(REPO) else None  # e.g. ../shared/SPEC.md: not part of a clone
+    return target if target.is_relative_to(REPO) else None  # a path outside the checkout: not part of a clone
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))

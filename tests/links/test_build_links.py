@@ -1,4 +1,4 @@
-"""``tasks/links.build_links``: leaves linked through document titles and capitalised names (issue 25)."""
+"""``tasks/links.build_links``: leaves linked through document titles and capitalised names."""
 
 from __future__ import annotations
 

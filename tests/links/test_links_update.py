@@ -1,4 +1,4 @@
-"""The links table survives ``arborag update``: added, changed and deleted documents (issue 25).
+"""The links table survives ``arborag update``: added, changed and deleted documents.
 
 A real build (MiniLM, tantivy, LanceDB) of five small documents that name each other, then an
 update that deletes the lighthouse, changes the ferry's text and adds a mill that names the

@@ -1,4 +1,4 @@
-"""The short soak (issue 24): ``benchmarks/soak.py`` itself, 15 cycles on a small corpus, kills included.
+"""The short soak: ``benchmarks/soak.py`` itself, 15 cycles on a small corpus, kills included.
 
 A real ``arborag serve`` answers a client loop on 127.0.0.1 throughout; each cycle adds, changes
 and deletes documents and runs the update in the warm writer process (``--writer warm``, the

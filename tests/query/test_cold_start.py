@@ -1,4 +1,4 @@
-"""A cold `arborag query` imports only what it needs (issue 13): no lancedb to read the vectors,
+"""A cold `arborag query` imports only what it needs: no lancedb to read the vectors,
 no sentence-transformers / transformers / scikit-learn / scipy / Prefect for a dense query, and
 no torch at all for a sparse one; results are those of the Python API. Old snapshots without
 ``nodes.arrow`` still open (through lancedb)."""

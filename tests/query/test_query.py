@@ -96,8 +96,8 @@ def test_manifest_switch_is_atomic_and_keeps_old_snapshot(corpus_dir):
     after = json.loads(corpus.manifest_path.read_text())
     assert after["snapshot"] == "snap-two" and after["published_at"] >= before["published_at"]
     assert corpus.published_dir() == corpus.snapshots_dir / "snap-two"
-    # one os.replace: no temporary manifest, no staging folder left behind
-    assert sorted(p.name for p in corpus.root.iterdir() if p.is_file()) == ["manifest.json"]
+    # one os.replace each (the manifest, then published.duckdb): no temporary file, no staging folder left behind
+    assert sorted(p.name for p in corpus.root.iterdir() if p.is_file()) == ["manifest.json", "published.duckdb"]
     assert sorted(p.name for p in corpus.snapshots_dir.iterdir()) == ["snap-test", "snap-two"]
     # new readers see the new snapshot ...
     new_reader = _index(corpus_dir)

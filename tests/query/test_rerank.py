@@ -1,4 +1,4 @@
-"""Rerankers and Beta-CDF calibration (SPEC §6 ``rerank``).
+"""Rerankers and Beta-CDF calibration (docs/METHODS.md §6.7).
 
 The cross-encoder test uses a tiny **randomly initialised** BERT built in the test
 (transformers ``BertConfig`` + ``BertForSequenceClassification`` with one label) and a

@@ -1,4 +1,4 @@
-"""Relevant segment extraction (SPEC §6 ``segments``): hand-computed selections for every preset,
+"""Relevant segment extraction (docs/METHODS.md §6.8): hand-computed selections for every preset,
 the selection rules (tie, negative gap, overall_max_length), stitching and the token budget.
 
 Every expected number is computed by hand in the comments (values rounded to 6 decimals).
@@ -145,7 +145,7 @@ def test_max_length_and_document_borders() -> None:
 
 
 def _reference(values: dict[str, np.ndarray], p: RSEParams) -> list[tuple[str, int, int]]:
-    """The selection written as the plain triple loop of the SPEC (slow, obviously right)."""
+    """The selection written as the plain triple loop of docs/METHODS.md §6.8 (slow, obviously right)."""
     picks: list[tuple[str, int, int]] = []
     total = 0
     while total < p.overall_max_length:

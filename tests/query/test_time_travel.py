@@ -1,4 +1,4 @@
-"""Time travel (issue 24): open_index / arborag query on an earlier retained snapshot, by id,
+"""Time travel: open_index / arborag query on an earlier retained snapshot, by id,
 prefix or time, under a reader lease that retention respects."""
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ def _index(corpus_dir):
 
 def test_retrieval_auto_is_the_default_and_returns_leaves_only(corpus_dir):
     index = _index(corpus_dir)
-    assert ArboragConfig().query.mode == "hop"  # issue 25: auto + a hop through the links; a snapshot without links is auto
+    assert ArboragConfig().query.mode == "hop"  # auto + a hop through the links; a snapshot without links is auto
     hits = index.search("alpha", budget=1000)  # no mode: hop, here with no links table
     assert hits and {h.level for h in hits} == {0}
     assert [h.node_id for h in hits] == [h.node_id for h in index.search("alpha", mode="auto", budget=1000)]

@@ -1,4 +1,4 @@
-"""Best-first budget fill over every node (issue 12 defects), on hand-made snapshots.
+"""Best-first budget fill over every node (regression tests), on hand-made snapshots.
 
 Reproduction from the issue: 70 nodes of 1,500 tokens rank above one node of 10 tokens; with a
 2,000-token budget the fill must take one large node and then the small one (1,510 used), not

@@ -1,4 +1,4 @@
-"""Traversal over a forest of per-document trees starts from every root (issue 12 defect).
+"""Traversal over a forest of per-document trees starts from every root (a regression test).
 
 Document d1 is long (leaves -> two summaries -> a level-2 root); document d2 is short (two
 leaves -> one level-1 root); d3 is a single leaf with no parent at all. A query about d2's or

@@ -1,4 +1,4 @@
-"""Bounded clustering at scale: the global UMAP's n_neighbors is SPEC's int(sqrt(n-1)) capped at
+"""Bounded clustering at scale: the global UMAP's n_neighbors is int(sqrt(n-1)) (docs/METHODS.md §5.2) capped at
 ``cluster.max_global_neighbors``, and a level over ``cluster.gmm_max_fit`` points fits its GMM/BIC
 on a seeded sample and assigns every point with predict_proba (same seed => same clusters)."""
 
@@ -34,7 +34,7 @@ def test_scale_global_neighbors_are_capped(blobs: np.ndarray, monkeypatch: pytes
     assert seen[0] == (600, 7)  # sqrt(599) = 24, capped at 7
     seen.clear()
     clustering.cluster_level(blobs, np.full(len(blobs), 10), ClusterConfig())
-    assert seen[0] == (600, int(np.sqrt(599)))  # under the default cap (100) the SPEC rule holds
+    assert seen[0] == (600, int(np.sqrt(599)))  # under the default cap (100) the rule of docs/METHODS.md §5.2 holds
 
 
 def test_scale_gmm_fits_a_sample_and_assigns_everyone(blobs: np.ndarray, monkeypatch: pytest.MonkeyPatch) -> None:

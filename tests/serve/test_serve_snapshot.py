@@ -1,5 +1,5 @@
 """POST /search and GET /nodes on a retained earlier snapshot, GET /snapshots, the 404 for one
-that is not retained, and the reader leases the server holds (issue 24)."""
+that is not retained, and the reader leases the server holds."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The reader guarantee (issue 24): a real `arborag serve` process answers from a snapshot; a newer
+"""The reader guarantee: a real `arborag serve` process answers from a snapshot; a newer
 one is published and gc runs with a policy that would remove the served one — the server keeps
 answering from it with no error until it moves to the new one, and the old one goes at the first
 gc after that. Then the race itself: publishes and gc right after each while a client loop runs.

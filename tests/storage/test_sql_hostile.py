@@ -41,6 +41,7 @@ def corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
                                   "n_chars": 3, "text": "abc", "metadata": "{}", "status": "ok"}],
                                 schema=DOCUMENTS)
     write_table("documents", docs, c.table_path("documents"))
+    write_table("documents", docs, c.published_dir() / "documents.parquet")  # a published snapshot carries its documents
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     monkeypatch.chdir(cwd)  # DuckDB's default temp directory would be <cwd>/.tmp/
@@ -154,7 +155,7 @@ def test_clear_messages(corpus: Path) -> None:
         run_sql(corpus, "SELECT 1; SELECT 2")
     with pytest.raises(QueryError, match="refused: CALL is not a query"):
         run_sql(corpus, "CALL pragma_version()")
-    with pytest.raises(QueryError, match=r"refused by the sandbox \(Permission Error: .*file system operations are disabled.*\): only these views can be read: documents, edges, edges_all, nodes, nodes_all"):
+    with pytest.raises(QueryError, match=r"refused by the sandbox \(Permission Error: .*file system operations are disabled.*\): only these views can be read: documents, documents_all, edges, edges_all, nodes, nodes_all"):
         run_sql(corpus, "SELECT * FROM read_text('/etc/passwd')")
     with pytest.raises(QueryError, match="no statement"):
         run_sql(corpus, "/* nothing */")

@@ -1,4 +1,4 @@
-"""The history views of `arborag sql` (issue 24): nodes_all / edges_all / documents_all /
+"""The history views of `arborag sql`: nodes_all / edges_all / documents_all /
 chunks_all over every retained snapshot, `--snapshot`, and the leases held while a query runs."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""AutoContext headers (SPEC §4): the exact template, titles, summaries (LLM through
+"""AutoContext headers (docs/METHODS.md §4): the exact template, titles, summaries (LLM through
 ``ScriptedFakeLLM``, a fake completion function, and the offline lead-sentence fallback) and the
 polars-composed header column."""
 

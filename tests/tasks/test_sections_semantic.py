@@ -1,4 +1,4 @@
-"""The semantic sectioner (SPEC §3) with ``ScriptedFakeLLM``, a fake completion function that
+"""The semantic sectioner (docs/METHODS.md §3) with ``ScriptedFakeLLM``, a fake completion function that
 returns crafted answers in order (or raises), one test per repair rule."""
 
 from __future__ import annotations

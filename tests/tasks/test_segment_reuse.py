@@ -1,4 +1,4 @@
-"""Incremental segmentation (issue 26): the segment stage re-segments only documents that are new
+"""Incremental segmentation: the segment stage re-segments only documents that are new
 or whose key changed, and the chunks table it writes is byte for byte the one a segmentation of
 every document from scratch writes — after adds, changes and deletes, with sections and headers
 on, and after a change of the strategy's parameters (which re-segments everything)."""

@@ -81,12 +81,12 @@ def test_summarize_many_progress_and_protocol():
     assert len(res) == 2 and sum(seen) == 2
     assert all(isinstance(r, SummaryResult) and r.tokens_in == 0 for r in res)
     assert isinstance(s, Summarizer)
-    assert s.name == "extractive-v2/150"
+    assert s.name == "extractive-v3/150"
 
 
 def test_make_summarizer_extractive():
     s = make_summarizer(SummarizeConfig(max_tokens=120), cache_dir=None, embedder=None)
-    assert isinstance(s, ExtractiveSummarizer) and s.name == "extractive-v2/120"
+    assert isinstance(s, ExtractiveSummarizer) and s.name == "extractive-v3/120"
 
 
 def test_make_summarizer_openai_is_imported_lazily_with_an_extractive_fallback(monkeypatch, tmp_path):

@@ -231,9 +231,9 @@ def test_corpus_tree_structure(corpus_tree):
             assert n["summarizer"] == "leaf" and n["summary_of"] is None
             continue
         kids = child_of[n["node_id"]]
-        assert n["node_id"] == short_id("node", n["level"], "extractive-v2/60", sorted(kids))
+        assert n["node_id"] == short_id("node", n["level"], "extractive-v3/60", sorted(kids))
         assert n["doc_ids"] == sorted({d for k in kids for d in by_id[k]["doc_ids"]})
-        assert n["summarizer"] == "extractive-v2/60" and n["summary_status"] == "ok"
+        assert n["summarizer"] == "extractive-v3/60" and n["summary_status"] == "ok"
         assert 0 < n["n_tokens"] <= 60 and n["n_tokens"] == get_tokenizer().count(n["text"])
         assert n["created_by_run"] == "run-test"
     # cross-document themes meet: some summary draws on more than one document

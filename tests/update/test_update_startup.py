@@ -1,4 +1,4 @@
-"""What a small update no longer repeats (issue 26): the code fingerprint's import parse (kept on
+"""What a small update no longer repeats: the code fingerprint's import parse (kept on
 disk by file stats), a second walk of the sources (the quick no-op check hands its discovery on)
 and the plan's re-discovery of files already discovered. Each gives the same result as before."""
 
