@@ -25,7 +25,7 @@ from contextlib import contextmanager
 
 from arborag.errors import ArboragError
 
-__all__ = ["EXTRAS", "MissingExtra", "extra", "install_hint"]
+__all__ = ["EXTRAS", "MissingExtra", "extra", "install_hint", "require"]
 
 #: extra -> the top-level import names it provides (only these are reported as that extra missing;
 #: any other failed import inside :func:`extra` is raised as it is)
@@ -74,3 +74,13 @@ def extra(extra_name: str, feature: str) -> Iterator[None]:
         if top not in EXTRAS[extra_name]:
             raise
         raise MissingExtra(extra_name, feature, top) from exc
+
+
+def require(extra_name: str, feature: str) -> None:
+    """Import every package of the extra ``extra_name`` now: a command that will need them checks
+    before it starts its work, not after (raises :class:`MissingExtra`)."""
+    import importlib
+
+    with extra(extra_name, feature):
+        for module in sorted(EXTRAS[extra_name]):
+            importlib.import_module(module)

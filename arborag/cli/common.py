@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from arborag.config import ArboragConfig, load_config
 from arborag.env import offline_env
@@ -132,7 +133,8 @@ def query_options(cfg: ArboragConfig, mode: str | None, budget: int | None, k: i
 
 
 def fail(exc: BaseException, code: int = EXIT_ERROR) -> None:
-    err_console.print(f"[bold red]error:[/] {_os_hint(exc) if isinstance(exc, OSError) else exc}", highlight=False)
+    # escaped: a message is plain text, and its brackets (pip install 'arborag[eval]') are not markup
+    err_console.print(f"[bold red]error:[/] {escape(_os_hint(exc) if isinstance(exc, OSError) else str(exc))}", highlight=False)
     raise typer.Exit(code)
 
 

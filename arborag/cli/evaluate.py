@@ -65,6 +65,12 @@ def register(app: typer.Typer) -> None:
         offline_env()
         if dataset not in _DATASETS:
             fail(ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(_DATASETS)}"), code=2)
+        from arborag.extras import MissingExtra, require
+
+        try:
+            require("eval", "`arborag eval`")  # its metrics and plots: before the builds, not after
+        except MissingExtra as exc:
+            fail(exc)
         cfg = config_from(config)
         try:
             budget_list = [int(b) for b in (_csv(budgets) or [])] or list(cfg.eval.budgets)

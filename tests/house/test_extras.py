@@ -211,6 +211,22 @@ def test_the_core_commands_import_no_extra() -> None:
     assert lines["loaded"] == "[]"
 
 
+def test_help_loads_no_extra_even_when_installed() -> None:
+    """`arborag --help` with every extra installed: none of their packages is imported (they would
+    only slow the command line down)."""
+    names = sorted(set().union(*EXTRAS.values()))
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from arborag.cli.app import app\n"
+        "assert CliRunner().invoke(app, ['--help']).exit_code == 0\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {names!r}))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "[]"
+
+
 # --- the version ------------------------------------------------------------------------------
 
 
@@ -233,3 +249,36 @@ def test_the_changelog_has_an_entry_for_the_version_in_pyproject() -> None:
     releases = [line for line in changelog.splitlines() if line.startswith("## [") and not line.startswith("## [Unreleased]")]
     assert releases, "CHANGELOG.md has no release section"
     assert releases[0].startswith(f"## [{project_version}] - "), (releases[0], project_version)
+
+
+def test_the_command_line_prints_the_install_command_with_its_brackets(capsys: pytest.CaptureFixture[str]) -> None:
+    """The extra in ``pip install 'arborag[eval]'`` is printed, not taken for console markup."""
+    import typer
+
+    from arborag.cli.common import fail
+
+    with pytest.raises(typer.Exit):
+        fail(MissingExtra("eval", "`arborag eval`", "rouge_score"))
+    err = " ".join(capsys.readouterr().err.split())
+    assert "error: `arborag eval` needs the eval extra (rouge_score is not installed): pip install 'arborag[eval]'" in err
+
+
+def test_arborag_eval_checks_its_extra_before_any_work(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from arborag.cli.app import app
+
+    block(monkeypatch, "sacrebleu")
+    out = tmp_path / "eval"
+    result = CliRunner().invoke(app, ["eval", "hotpotqa", "--out", str(out), "--limit", "1", "--no-progress"])
+    assert result.exit_code == 1, result.output
+    assert "`arborag eval` needs the eval extra (sacrebleu is not installed): pip install 'arborag[eval]'" in " ".join(result.output.split())
+    assert not out.exists()
+
+
+def test_require_imports_every_package_of_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from arborag.extras import require
+
+    block(monkeypatch, "matplotlib")
+    with pytest.raises(MissingExtra, match=r"^`arborag eval` needs the eval extra \(matplotlib is not installed\)"):
+        require("eval", "`arborag eval`")
