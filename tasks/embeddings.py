@@ -82,6 +82,7 @@ def embed_cached(
         lengths = np.fromiter((len(texts[rows_of[j]]) for j in missing), dtype=np.int64, count=len(missing))
         ordered = missing[np.argsort(-lengths, kind="stable")]
         step = len(ordered) if cache is None or flush_every is None else max(1, int(flush_every))
+        step = max(step, int(getattr(embedder, "parallel_texts", 0) or 0))  # a fan-out gets enough groups
         written: list[Path] = []
         for start in range(0, len(ordered), step):
             part = ordered[start : start + step]
