@@ -18,6 +18,7 @@ patterns (:func:`vector_digests`), which can keep an unreferenced entry, never d
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -89,8 +90,16 @@ class EmbeddingCache:
         self._lookup: dict[str, tuple[pa.Array, np.ndarray]] = {}
         self._lock = threading.Lock()
         self.n_shards = 0
-        for shard in sorted(self.directory.glob(f"{_SHARD_PREFIX}*.parquet")):
-            self._load_shard(shard)
+        shards = sorted(self.directory.glob(f"{_SHARD_PREFIX}*.parquet"))
+        merged: set[str] = set()
+        for shard in shards:  # finish a merge a crash interrupted: its sources hold nothing more
+            for name in _merged_from(shard):
+                if name != shard.name and (self.directory / name).exists():
+                    (self.directory / name).unlink(missing_ok=True)
+                    merged.add(name)
+        for shard in shards:
+            if shard.name not in merged:
+                self._load_shard(shard)
 
     def _load_shard(self, shard: Path) -> None:
         read = _read_shard(shard)
@@ -193,8 +202,9 @@ class EmbeddingCache:
 
     def merge_shards(self, shards: Sequence[Path]) -> Path | None:
         """Rewrite ``shards`` (written by this cache, e.g. the slices of one embedding call) as one
-        shard, then delete them. Safe beside other writers: only these files are touched, and a
-        crash between the write and the deletes leaves duplicates (same vectors), never a loss."""
+        shard, then delete them. Safe beside other writers: only these files are touched. The
+        merged shard names its sources in its metadata, so a crash between the write and the
+        deletes loses nothing and the next open deletes the sources left over."""
         shards = [Path(p) for p in shards]
         with self._lock:
             tables = []
@@ -205,7 +215,9 @@ class EmbeddingCache:
                     return None  # gone or damaged: leave the rest as they are
             if len(tables) < 2:
                 return None
-            merged = _write_durable(pa.concat_tables(tables).combine_chunks(), self.directory)
+            both = pa.concat_tables(tables).combine_chunks()
+            merged = _write_durable(both.replace_schema_metadata({_MERGED_FROM: json.dumps([p.name for p in shards])}),
+                                    self.directory)
             for shard in shards:
                 shard.unlink(missing_ok=True)
             self.n_shards -= len(shards) - 1
@@ -229,6 +241,19 @@ class EmbeddingCache:
                 if p not in new:
                     p.unlink(missing_ok=True)
             self.n_shards = len(new)
+
+
+_MERGED_FROM = "arborag.merged_from"
+
+
+def _merged_from(shard: Path) -> list[str]:
+    """The shard names a merged shard was made of (its Parquet metadata); [] for any other."""
+    try:
+        meta = pq.read_schema(shard).metadata or {}
+        names = json.loads(meta.get(_MERGED_FROM.encode(), b"[]"))
+    except (pa.ArrowInvalid, OSError, ValueError):
+        return []
+    return [n for n in names if isinstance(n, str) and n.startswith(_SHARD_PREFIX) and "/" not in n]
 
 
 def _write_durable(table: pa.Table, directory: Path) -> Path:

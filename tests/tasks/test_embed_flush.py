@@ -88,3 +88,19 @@ def test_the_embedder_asks_for_bigger_slices_only_with_a_fan_out() -> None:
     cfg = load_config().embed
     assert Embedder(cfg).parallel_texts == 0
     assert Embedder(cfg, map=map).parallel_texts == cfg.batch_size * 8 * 16
+
+
+def test_a_merge_cut_short_is_finished_on_the_next_open(tmp_path: Path) -> None:
+    """A crash after the merged shard is written and before its sources are deleted: simulated by
+    putting the sources back; the next open deletes them and no entry is there twice."""
+    with pytest.raises(RuntimeError):
+        embed_cached(_texts(90), FakeEmbedder(fail_on_call=3), EmbeddingCache(tmp_path), flush_every=30)
+    sources = {p.name: p.read_bytes() for p in tmp_path.glob("emb-*.parquet")}
+    cache = EmbeddingCache(tmp_path)
+    merged = cache.merge_shards(sorted(tmp_path / n for n in sources))
+    assert merged is not None and sorted(p.name for p in tmp_path.glob("emb-*.parquet")) == [merged.name]
+    for name, data in sources.items():
+        (tmp_path / name).write_bytes(data)
+    reopened = EmbeddingCache(tmp_path)
+    assert sorted(p.name for p in tmp_path.glob("emb-*.parquet")) == [merged.name]
+    assert len(reopened) == 60 and reopened.n_shards == 1
