@@ -295,6 +295,12 @@ class Embedder:
     def loaded(self) -> bool:
         return self._model is not None
 
+    @property
+    def parallel_texts(self) -> int:
+        """Texts one :meth:`embed` call should get to keep a fan-out busy (16 encode groups),
+        0 without one: a caller slicing its texts (the embedding cache's flushes) slices no finer."""
+        return self.cfg.batch_size * 8 * 16 if self._map is not None else 0
+
     def load(self) -> None:
         """Load the model now (otherwise the first :meth:`embed` does); thread-safe, once."""
         self._load()

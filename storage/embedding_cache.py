@@ -3,9 +3,10 @@
 One folder of Parquet shards with columns ``model_id`` (string), ``text_hash`` (string) and
 ``vector`` (``fixed_size_list<float32>[dim]``); readable by DuckDB. Every shard is loaded on
 open, its vector column going to NumPy without a round trip through Python floats. Each
-:meth:`EmbeddingCache.put_many` writes one new shard atomically (temp file + rename), so
-concurrent writers never clobber each other and a crash never leaves half a shard;
-:meth:`EmbeddingCache.compact` merges the shards.
+:meth:`EmbeddingCache.put_many` writes one new shard atomically (temp file, fsync, rename), so
+concurrent writers never clobber each other and a crash never leaves half a shard (a damaged
+file is skipped on open: its entries are recomputed); :meth:`EmbeddingCache.merge_shards`
+merges one writer's shards and :meth:`EmbeddingCache.compact` all of them.
 
 Bounded by :func:`sweep_embedding_cache` (run by ``arborag snapshots gc`` and after every
 publish, :mod:`arborag.storage.snapshots`): an entry stays while some kept snapshot holds its
@@ -17,6 +18,8 @@ patterns (:func:`vector_digests`), which can keep an unreferenced entry, never d
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 import time
 import uuid
@@ -30,7 +33,7 @@ import pyarrow.parquet as pq
 
 from arborag.errors import SchemaError
 from arborag.storage.arrays import arrow_to_vectors, vectors_to_arrow
-from arborag.storage.tables import atomic_write_parquet
+from arborag.storage.tables import atomic_path, atomic_write_parquet
 
 __all__ = ["EmbeddingCache", "sweep_embedding_cache", "vector_digests"]
 
@@ -87,8 +90,16 @@ class EmbeddingCache:
         self._lookup: dict[str, tuple[pa.Array, np.ndarray]] = {}
         self._lock = threading.Lock()
         self.n_shards = 0
-        for shard in sorted(self.directory.glob(f"{_SHARD_PREFIX}*.parquet")):
-            self._load_shard(shard)
+        shards = sorted(self.directory.glob(f"{_SHARD_PREFIX}*.parquet"))
+        merged: set[str] = set()
+        for shard in shards:  # finish a merge a crash interrupted: its sources hold nothing more
+            for name in _merged_from(shard):
+                if name != shard.name and (self.directory / name).exists():
+                    (self.directory / name).unlink(missing_ok=True)
+                    merged.add(name)
+        for shard in shards:
+            if shard.name not in merged:
+                self._load_shard(shard)
 
     def _load_shard(self, shard: Path) -> None:
         read = _read_shard(shard)
@@ -187,8 +198,30 @@ class EmbeddingCache:
         )
 
     def _write_shard(self, model_id: str, hashes: Sequence[str] | pa.Array, vectors: np.ndarray) -> Path:
-        name = f"{_SHARD_PREFIX}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
-        return atomic_write_parquet(self._table(model_id, hashes, vectors), self.directory / name)
+        return _write_durable(self._table(model_id, hashes, vectors), self.directory)
+
+    def merge_shards(self, shards: Sequence[Path]) -> Path | None:
+        """Rewrite ``shards`` (written by this cache, e.g. the slices of one embedding call) as one
+        shard, then delete them. Safe beside other writers: only these files are touched. The
+        merged shard names its sources in its metadata, so a crash between the write and the
+        deletes loses nothing and the next open deletes the sources left over."""
+        shards = [Path(p) for p in shards]
+        with self._lock:
+            tables = []
+            for shard in shards:
+                try:
+                    tables.append(pq.read_table(shard, columns=["model_id", "text_hash", "vector"]))
+                except (pa.ArrowInvalid, OSError):
+                    return None  # gone or damaged: leave the rest as they are
+            if len(tables) < 2:
+                return None
+            both = pa.concat_tables(tables).combine_chunks()
+            merged = _write_durable(both.replace_schema_metadata({_MERGED_FROM: json.dumps([p.name for p in shards])}),
+                                    self.directory)
+            for shard in shards:
+                shard.unlink(missing_ok=True)
+            self.n_shards -= len(shards) - 1
+            return merged
 
     def compact(self) -> None:
         """Rewrite all entries of each model as one shard and delete the old shards.
@@ -208,6 +241,33 @@ class EmbeddingCache:
                 if p not in new:
                     p.unlink(missing_ok=True)
             self.n_shards = len(new)
+
+
+_MERGED_FROM = "arborag.merged_from"
+
+
+def _merged_from(shard: Path) -> list[str]:
+    """The shard names a merged shard was made of (its Parquet metadata); [] for any other."""
+    try:
+        meta = pq.read_schema(shard).metadata or {}
+        names = json.loads(meta.get(_MERGED_FROM.encode(), b"[]"))
+    except (pa.ArrowInvalid, OSError, ValueError):
+        return []
+    return [n for n in names if isinstance(n, str) and n.startswith(_SHARD_PREFIX) and "/" not in n]
+
+
+def _write_durable(table: pa.Table, directory: Path) -> Path:
+    """``table`` as a new shard in ``directory``: written to a temporary file, flushed to disk,
+    renamed into place (a reader, or a run after a kill or power loss, sees all of it or none)."""
+    path = directory / f"{_SHARD_PREFIX}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    return path
 
 
 #: Rows per block of :func:`vector_digests` (a block's 64-bit words: 1024 x 384 x 8 B = 3 MB).

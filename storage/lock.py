@@ -29,9 +29,11 @@ CLI) it raises :class:`~arborag.errors.CorpusLockedError` at once, and with ``ti
 that after waiting so long. Check-and-remove of a stale lock is serialised on this host by an
 ``fcntl`` lock on ``CORPUS/writer.lock.guard``.
 
-The lock is re-entrant within a process: a flow that takes it and calls another runner that
-takes it again (``run_build`` → the ``build`` flow in-process; an update falling back to a full
-rebuild) does not wait for itself.
+The lock belongs to one thread of one process. It is re-entrant for that thread only: a flow
+that takes it and calls another runner that takes it again (``run_build`` → the ``build`` flow,
+which Prefect runs in the calling thread; an update falling back to a full rebuild) does not wait
+for itself. Another thread of the same process is a second writer: it waits for the lock (or,
+with ``wait=False`` or a ``timeout``, fails) exactly as another process would.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ DEFAULT_MAX_AGE_S = 600.0
 DEFAULT_HEARTBEAT_S = 30.0
 POLL_S = 0.5
 
-_HELD: dict[Path, list[Any]] = {}  # lock path -> [depth, owner]; this process's held locks
+_HELD: dict[Path, list[Any]] = {}  # lock path -> [depth, owner, thread ident]; this process's held locks
 _HELD_GUARD = threading.Lock()
 
 
@@ -266,8 +268,10 @@ def corpus_lock(
     path = root / LOCK_NAME
     with _HELD_GUARD:
         held = _HELD.get(path)
-        if held is not None:  # re-entrant within this process
+        if held is not None and held[2] == threading.get_ident():  # re-entrant within this thread
             held[0] += 1
+        else:
+            held = None  # free, or held by another thread: taken (or waited for) like another process
     if held is not None:
         try:
             yield held[1]
@@ -310,7 +314,7 @@ def corpus_lock(
     beat = threading.Thread(target=_heartbeat, args=(path, me.token, heartbeat, stop), name="arborag-lock-heartbeat", daemon=True)
     beat.start()
     with _HELD_GUARD:
-        _HELD[path] = [1, me]
+        _HELD[path] = [1, me, threading.get_ident()]
     try:
         yield me
     finally:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,12 +19,19 @@ from arborag.hashing import hash_text
 from arborag.storage.embedding_cache import EmbeddingCache
 
 __all__ = [
+    "FLUSH_TEXTS",
     "PACKAGED_MODEL",
     "Embedder",
     "EmbeddingCache",
     "embed_cached",
     "resolve_model_path",
 ]
+
+
+#: Texts computed between two writes to the embedding cache (:func:`embed_cached`): what a killed
+#: run can lose. 2,000 short texts on 1 core: 256 at a time costs no measurable time against one
+#: call for all (docs/RELIABILITY.md); a slice holds 8 encode groups at the default batch size.
+FLUSH_TEXTS = 256
 
 
 def embed_cached(
@@ -33,6 +41,7 @@ def embed_cached(
     *,
     progress: Progress = None,
     prefix_chars: Sequence[int] | None = None,
+    flush_every: int | None = FLUSH_TEXTS,
 ) -> tuple[np.ndarray, int]:
     """Vectors of ``texts`` (rows aligned), embedding only what the cache lacks.
 
@@ -41,6 +50,11 @@ def embed_cached(
     ``dim`` and ``embed(texts, progress=...)``. ``prefix_chars[i] > 0``: the first characters of
     ``texts[i]`` (a chunk's header) are repeated in each long-text window
     (:meth:`arborag.embedder.Embedder.embed`); such a text's cache key is ``<text hash>+p<n>``.
+
+    The texts to compute go through the model ``flush_every`` at a time (None: all at once), and
+    each slice's vectors are written to the cache before the next slice starts: a run killed
+    mid-way keeps every finished slice and the next run recomputes at most the one in flight.
+    The slices written by one call are merged into one shard when the call ends.
     """
     texts = list(texts)
     dim = int(embedder.dim)
@@ -62,16 +76,30 @@ def embed_cached(
         progress(int(found[inverse].sum()))
     missing = np.flatnonzero(~found)
     if len(missing):
-        todo = [texts[rows_of[j]] for j in missing]
-        todo_pre = [pre[rows_of[j]] for j in missing]
-        if any(todo_pre) and _takes_prefixes(embedder):
-            new = embedder.embed(todo, progress=progress, prefix_chars=todo_pre)
-        else:
-            new = embedder.embed(todo, progress=progress)
-        new = np.asarray(new, dtype=np.float32)
-        if cache is not None:
-            cache.put_many(embedder.model_id, [unique[j] for j in missing], new)
-        distinct[missing] = new
+        # longest first, then in slices of ``flush_every``: each slice's vectors reach the cache
+        # (one fsynced shard) as soon as it is encoded, so a killed run loses at most the slice
+        # in flight; the slices hold texts of similar length (little padding in a batch)
+        lengths = np.fromiter((len(texts[rows_of[j]]) for j in missing), dtype=np.int64, count=len(missing))
+        ordered = missing[np.argsort(-lengths, kind="stable")]
+        step = len(ordered) if cache is None or flush_every is None else max(1, int(flush_every))
+        step = max(step, int(getattr(embedder, "parallel_texts", 0) or 0))  # a fan-out gets enough groups
+        written: list[Path] = []
+        for start in range(0, len(ordered), step):
+            part = ordered[start : start + step]
+            todo = [texts[rows_of[j]] for j in part]
+            todo_pre = [pre[rows_of[j]] for j in part]
+            if any(todo_pre) and _takes_prefixes(embedder):
+                new = embedder.embed(todo, progress=progress, prefix_chars=todo_pre)
+            else:
+                new = embedder.embed(todo, progress=progress)
+            new = np.asarray(new, dtype=np.float32)
+            if cache is not None:
+                shard = cache.put_many(embedder.model_id, [unique[j] for j in part], new)
+                if shard is not None:
+                    written.append(shard)
+            distinct[part] = new
+        if cache is not None and len(written) > 1:
+            cache.merge_shards(written)  # one shard per call, as before the slices
     return distinct[inverse], len(missing)
 
 
