@@ -528,7 +528,7 @@ def node_ids(corpus: Path) -> list[str]:
 
 def restore(src: Path, corpus: Path, saved: Path, pool: list[tuple[str, str]]) -> None:
     """The state before an update adding ``pool`` again: its files gone from ``src``, ``corpus`` a
-    fresh copy of ``saved`` (benchmarks/update_start.py repeats its updates the same way)."""
+    fresh copy of ``saved``."""
     for name, _ in pool:
         (src / name).unlink(missing_ok=True)
     shutil.rmtree(corpus)
