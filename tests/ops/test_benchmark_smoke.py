@@ -60,7 +60,8 @@ def _run(name: str, tmp: Path, *extra: str) -> Path:
         out_arg = out.with_suffix(".json" if name == "update" else "")
     else:
         out_arg = out
-    cmd = [sys.executable, str(BENCH / f"{name}.py"), "--smoke", "--out", str(out_arg), *extra]
+    smoke = [] if name == "eval_compare" else ["--smoke"]  # eval_compare measures nothing itself: it reads two given runs
+    cmd = [sys.executable, str(BENCH / f"{name}.py"), *smoke, "--out", str(out_arg), *extra]
     if needs_work:
         cmd += [WORK_FLAG.get(name, "--work"), str(tmp / "work")]
     env = dict(os.environ, OMP_NUM_THREADS="1")
