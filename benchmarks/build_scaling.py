@@ -505,7 +505,7 @@ def render(args: argparse.Namespace, results: list[dict[str, Any]], profile_line
     else:
         L.append(f"- Machine: {machine_line()} (report re-rendered from saved results; 1-min load just before each build: "
                  + ", ".join(f"{r['mult']}N {float(r.get('load_before', 0)):.2f}" for r in results) + ").")
-    L.append(f"- arborag: {git_commit()}. Default config (sentence leaves <= 100 tokens, bf16 MiniLM, batch 32, "
+    L.append(f"- commit: {git_commit()}. Default config (sentence leaves <= 100 tokens, bf16 MiniLM, batch 32, "
              "coarse-to-fine BIC, extractive summaries, embedded tantivy BM25).")
     L.append("- Corpus: HotpotQA paragraphs, NarrativeQA passages, FinanceBench PDF text (pypdf), Cinderella; sizes beyond the "
              "~190k distinct tokens are variants (shuffled paragraphs, rotated sentence order, regrouped documents), never exact "

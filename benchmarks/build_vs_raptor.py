@@ -388,7 +388,12 @@ def main() -> None:
                     help="torch intra-op threads for both sides: N, 'default' (torch's), or 'auto' (1 when the load exceeds the cores)")
     ap.add_argument("--workdir", type=Path, default=None, help="temp folder (default: a fresh one, deleted at the end)")
     ap.add_argument("--out", type=Path, default=RESULTS / "build_vs_raptor.md")
+    ap.add_argument("--smoke", action="store_true",
+                    help="a tiny run that checks the script works (cinderella, one build per side, 5 queries, no Prefect, no waiting)")
     args = ap.parse_args()
+    if args.smoke:
+        args.datasets, args.repeats, args.queries, args.query_rounds = "cinderella", 1, 5, 1
+        args.no_prefect, args.no_blas1, args.wait_max = True, True, 0.0
 
     setup_env()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="arborag-vs-raptor-"))

@@ -102,10 +102,11 @@ Run::
 
     python benchmarks/cold_path.py                       # 1x and 4x, one round each
     python benchmarks/cold_path.py --sizes 1 --rounds 2  # 1x only, twice
-    python benchmarks/cold_path.py --quick               # 300 documents: a smoke run
+    python benchmarks/cold_path.py --quick               # 300 documents: a small run
+    python benchmarks/cold_path.py --smoke --out /tmp/cp/cold_path.md  # 40 documents, no waiting: a check run
 
-Writes ``benchmarks/results/cold_path.md`` (and ``cold_path.json``); ``--quick`` writes
-``cold_path-smoke.md``.
+Writes ``benchmarks/results/cold_path.md`` (and ``cold_path.json`` and the timeline plots beside
+it; ``--out``: elsewhere).
 """
 
 from __future__ import annotations
@@ -145,6 +146,9 @@ from _common import (  # noqa: E402
 from arborag.tasks import source_stats  # noqa: E402
 
 SEED = 26
+#: time :func:`speed_probe` before every step (off in a ``--smoke`` run: its 15 timed blocks would
+#: cost more than the tiny steps they stand beside)
+PROBES = True
 RACY_WAIT_S = source_stats.RACY_S + 0.1  # sources older than the update's "racily clean" window
 BUILD_FLOOR_TARGET = {1: 1.5, 4: 1.25}
 UPDATE_TARGET = 0.10  # +1% update / cold build
@@ -451,6 +455,8 @@ def speed_probe() -> float | None:
     times over 256 rows, on two threads; the median of 15, ~2.5 s in all) in this process, or None
     without torch. Run before every step: this VM's bf16 speed moves (module docs), and the probes
     show by how much around each step."""
+    if not PROBES:
+        return None
     try:
         import torch
     except ImportError:
@@ -522,7 +528,7 @@ def node_ids(corpus: Path) -> list[str]:
 
 def restore(src: Path, corpus: Path, saved: Path, pool: list[tuple[str, str]]) -> None:
     """The state before an update adding ``pool`` again: its files gone from ``src``, ``corpus`` a
-    fresh copy of ``saved`` (benchmarks/update_start.py repeats its updates the same way)."""
+    fresh copy of ``saved``."""
     for name, _ in pool:
         (src / name).unlink(missing_ok=True)
     shutil.rmtree(corpus)
@@ -902,7 +908,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="1,4", help="corpus multiples to run (1 = ~2,300 documents, 4 = ~9,300)")
     ap.add_argument("--rounds", type=int, default=1, help="repeat every size this many times (fresh corpora each round)")
-    ap.add_argument("--quick", action="store_true", help="300 documents, one size: a smoke run")
+    ap.add_argument("--quick", action="store_true", help="300 documents, one size: a small run")
+    ap.add_argument("--smoke", action="store_true", help="40 documents, one size, one repeat, no waiting for a quiet machine: a check run")
     ap.add_argument("--work", type=Path, default=Path("/tmp/arborag-bench-cold"))
     ap.add_argument("--max-load", type=float, default=1.0, help="wait (up to --max-wait s) for the 1-min load to fall under this first")
     ap.add_argument("--max-wait", type=float, default=300.0)
@@ -913,6 +920,9 @@ def main() -> None:
     ap.add_argument("--report-only", type=Path, default=None, metavar="JSON",
                     help="re-render the markdown of a saved cold_path.json (nothing is run)")
     args = ap.parse_args()
+    if args.smoke:
+        global PROBES
+        args.quick, args.max_wait, args.add_repeats, PROBES = True, 0.0, 1, False
     if args.report_only is not None:
         saved = json.loads(args.report_only.read_text(encoding="utf-8"))
         saved["rendered_by"] = git_commit()
@@ -946,14 +956,15 @@ def main() -> None:
     for rnd in range(1, args.rounds + 1):
         for mult in sizes:
             wait_for_quiet(args.max_load, args.max_wait)
-            size = one_size(mult, args.work, 300 if args.quick else None, env, args.extra.split(), repeats=max(1, args.add_repeats),
+            size = one_size(mult, args.work, (40 if args.smoke else 300) if args.quick else None, env, args.extra.split(), repeats=max(1, args.add_repeats),
                             cores=result["cores"])
             size["round"] = rnd
             result["sizes"].append(size)
     result["machine_end"] = machine_line()
     result["wall_s"] = time.perf_counter() - t_bench
     result["busy_end"] = ", ".join(busy_processes())
-    out = args.out or (RESULTS / ("cold_path-smoke.md" if args.quick else "cold_path.md"))
+    out = args.out or (RESULTS / "cold_path.md")
+    out.parent.mkdir(parents=True, exist_ok=True)
     result["plots"] = write_plots(result, out)
     report = markdown(result)
     out.write_text(report, encoding="utf-8")

@@ -1,6 +1,6 @@
 """Before/after retrieval of two `arborag eval` runs per dataset: did a change to the tree move it?
 
-    python benchmarks/eval_compare.py --name readable \
+    python benchmarks/eval_compare.py \
         --pair financebench=/tmp/ev-before-fb,/tmp/ev-after-fb --pair narrativeqa=... \
         --before-label "main 295aa51" --after-label "read b793ee2"
 
@@ -11,8 +11,9 @@ measures nothing itself: it reads both runs' ``results.parquet`` and ``run.json`
 dataset and system × budget, answer-in-context hit rate and gold-evidence recall at budget before
 → after with the difference, plus the readability of both trees
 (:func:`arborag.tasks.evaluation.readability.corpus_readability` on each run's
-``corpora/<strategy>``). Output: ``benchmarks/results/<name>_eval.md`` with this command, the
-date, load average, this checkout's commit and each run's own start time and timings.
+``corpora/<strategy>``). Output: ``benchmarks/results/eval_compare.md`` (``--out``: elsewhere)
+with this command, the date, load average, this checkout's commit and each run's own start time
+and timings.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def main() -> None:
     ap.add_argument("--pair", action="append", required=True, metavar="DATASET=BEFORE,AFTER")
     ap.add_argument("--before-label", required=True)
     ap.add_argument("--after-label", required=True)
-    ap.add_argument("--name", default="readable")
+    ap.add_argument("--out", type=Path, default=RESULTS / "eval_compare.md")
     ap.add_argument("--runs-load", default="not recorded by the runs (the load average now is above)",
                     help="what the machine's load was while the two eval runs ran (their metrics do not depend on it, their timings do)")
     args = ap.parse_args()
@@ -100,7 +101,8 @@ def main() -> None:
                 md.append(f"| {k} | {r['summaries']} | {_f(r['fragment_rate'])} | {_f(r['whole_sentence_share'])} | "
                           f"{_f(r['coverage'])} | {r['leaves_with_wrap_breaks']} of {r['leaves']} |")
         md.append("")
-    out = RESULTS / f"{args.name}_eval.md"
+    out: Path = args.out
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(md), encoding="utf-8")
     print(f"-> {out}")
 

@@ -3,9 +3,10 @@
     python benchmarks/eval_tables.py --datasets hotpotqa,narrativeqa,financebench,thematic
 
 For each dataset: ``arborag eval DATASET --strategies sentence --systems ...`` (the real build and
-query path, one build per dataset) into ``--work``, then ``benchmarks/results/eval_<dataset>.md`` =
-a header (this command, the eval command, date, load average before and after, commit, whether an
-LLM was configured) + the run's own ``summary.md``. Without an LLM the rows of the LLM searchers
+query path, one build per dataset) into ``--work``, then ``benchmarks/results/eval_tables.md`` =
+a header (this command, date, load average before and after, commit, whether an LLM was
+configured) + a section per dataset: its eval command and the run's own ``summary.md``.
+``--smoke --out DIR/eval_tables.md`` is a tiny check run. Without an LLM the rows of the LLM searchers
 are renamed where they appear — ``level (no LLM)`` (LevelRAG's offline plan) and ``multi (no LLM:
 PRF)`` (RM3 pseudo-relevance-feedback variants) — so no table passes them off as the LLM methods.
 """
@@ -43,23 +44,33 @@ def relabel(text: str, llm: bool) -> str:
     return re.sub(r"(?m)^\| multi \|", "| multi (no LLM: PRF) |", text)
 
 
+def demote(markdown: str) -> str:
+    """Every heading one level down, so a run's summary.md sits under its dataset's section."""
+    return re.sub(r"(?m)^#", "##", markdown)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--datasets", default="hotpotqa,narrativeqa,financebench,thematic")
     ap.add_argument("--systems", default=SYSTEMS)
     ap.add_argument("--work", type=Path, default=Path("/tmp/arborag-bench-eval"))
-    ap.add_argument("--limit", type=int, default=None, help="only the first N questions (a smoke run; results go to eval_<dataset>-smoke.md)")
+    ap.add_argument("--limit", type=int, default=None, help="only the first N questions of each dataset")
+    ap.add_argument("--out", type=Path, default=RESULTS / "eval_tables.md")
+    ap.add_argument("--smoke", action="store_true", help="a tiny run that checks the script works (HotpotQA, 3 questions, 3 systems)")
     args = ap.parse_args()
+    if args.smoke:
+        args.datasets, args.limit, args.systems = "hotpotqa", 3, "flat,bm25,collapsed"
     llm = llm_configured()
     command = "python " + " ".join(["benchmarks/eval_tables.py", *sys.argv[1:]])
+    started = datetime.now(timezone.utc)
+    load_before = machine_line()
+    sections: list[str] = []
     for dataset in [d.strip() for d in args.datasets.split(",") if d.strip()]:
         out = args.work / dataset
         cmd = ["arborag", "eval", dataset, "--out", str(out), "--strategies", "sentence", "--systems", args.systems, "--no-progress",
                "--no-prefect"]
         if args.limit:
             cmd += ["--limit", str(args.limit)]
-        load_before = machine_line()
-        started = datetime.now(timezone.utc)
         t0 = time.perf_counter()
         env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
         done = subprocess.run([str(Path(sys.executable).parent / "arborag"), *cmd[1:]], cwd=REPO, env=env,
@@ -69,24 +80,25 @@ def main() -> None:
             sys.stderr.write(done.stdout[-3000:] + done.stderr[:3000] + "\n…\n" + done.stderr[-3000:])
             raise SystemExit(f"{dataset}: arborag eval failed with exit code {done.returncode}")
         summary = (out / "summary.md").read_text(encoding="utf-8")
-        header = "\n".join([
-            f"# Evaluation tables: {dataset}",
-            "",
-            f"- command: `{command}`; it ran `{' '.join(cmd)}` (OMP_NUM_THREADS={env['OMP_NUM_THREADS']})",
-            f"- date: {started:%Y-%m-%d %H:%M} UTC; wall {seconds:.0f} s",
-            f"- machine before: {load_before}",
-            f"- machine after: {machine_line()}",
-            f"- commit: {git_commit()}",
-            "- LLM: " + ("configured (summarize.base_url): `level` and `multi` used it"
-                         if llm else "**none configured**: `level` ran LevelRAG's offline plan and `multi` RM3 PRF variants; "
-                         "their rows are labelled `level (no LLM)` and `multi (no LLM: PRF)`"),
-            "",
-            "The run's own summary.md follows.",
-            "",
-        ])
-        name = f"eval_{dataset}{'-smoke' if args.limit else ''}.md"
-        (RESULTS / name).write_text(header + "\n" + relabel(summary, llm), encoding="utf-8")
-        print(f"{dataset}: {seconds:.0f} s -> {RESULTS / name}", flush=True)
+        sections.append(f"# {dataset}\n\n`{' '.join(cmd)}` (OMP_NUM_THREADS={env['OMP_NUM_THREADS']}), wall {seconds:.0f} s; "
+                        f"the run's own summary.md follows.\n\n" + demote(relabel(summary, llm)))
+        print(f"{dataset}: {seconds:.0f} s", flush=True)
+    header = "\n".join([
+        "# Evaluation tables",
+        "",
+        f"- command: `{command}`",
+        f"- date: {started:%Y-%m-%d %H:%M} UTC",
+        f"- machine before: {load_before}",
+        f"- machine after: {machine_line()}",
+        f"- commit: {git_commit()}",
+        "- LLM: " + ("configured (summarize.base_url): `level` and `multi` used it"
+                     if llm else "**none configured**: `level` ran LevelRAG's offline plan and `multi` RM3 PRF variants; "
+                     "their rows are labelled `level (no LLM)` and `multi (no LLM: PRF)`"),
+        "",
+    ])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(header + "\n" + "\n\n".join(sections), encoding="utf-8")
+    print(f"-> {args.out}", flush=True)
 
 
 if __name__ == "__main__":

@@ -170,7 +170,7 @@ def render(data: dict[str, Any]) -> str:
     lines.append("")
     lines.append(f"- Machine: {data.get('machine', '?')}. **The box was loaded** by other jobs "
                  "throughout (load average at the start of each run in the tables); times are upper bounds.")
-    lines.append(f"- arborag: {data.get('commit', '?')}. Default config (sentence leaves <= 100 tokens, bf16 MiniLM, "
+    lines.append(f"- commit: {data.get('commit', '?')}. Default config (sentence leaves <= 100 tokens, bf16 MiniLM, "
                  "extractive summaries, embedded tantivy BM25, UMAP n_neighbors = min(sqrt(n-1), 100), GMM fit on <= 20,000 points).")
     sizes = [r for r in data.get("sizes", [])]
     if sizes:

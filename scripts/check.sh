@@ -2,8 +2,8 @@
 # Lint and type-check the package (run by scripts/test.sh before pytest; alone: bash scripts/check.sh).
 #
 # ruff: the bug-catching rules of [tool.ruff.lint] in pyproject.toml, never a reformat — over the
-# package, and over benchmarks/ and scripts/ too (a benchmark is run rarely: an undefined name in
-# bic_search.py's --curves path went unnoticed until ruff saw it). tests/ is left out: pytest's
+# package, and over benchmarks/ and scripts/ too (a benchmark is run rarely: an undefined name in a
+# benchmark's rarely used path would go unnoticed until ruff saw it). tests/ is left out: pytest's
 # fixture imports read as redefinitions (F811).
 # mypy: the whole ``arborag`` namespace. setup.py maps the folders flows/, tasks/, storage/ and
 # query/ into it, which mypy cannot follow, so a temporary tree of symlinks gives it the installed

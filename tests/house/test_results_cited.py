@@ -28,15 +28,7 @@ _MEASURED = re.compile(r"\d(?:[\d,.]*\d)?\s?(?:×|x\b|ms\b|s\b|min\b|%|MB/s|GB|G
 
 #: results files older than the provenance rule -> the fields they lack (see docs/BENCHMARKS.md)
 INCOMPLETE: dict[str, set[str]] = {
-    "bic_search.md": {"date", "commit"},
     "chunking.md": {"command", "commit"},
-    "embed_dtype.md": {"commit"},
-    "llm_searchers.json": {"command"},
-    "llm_searchers_full_context.json": {"command"},
-    "llm_searchers_offline.json": {"command"},
-    "long_text.md": {"date"},
-    "multi_prf_hotpotqa.md": {"load", "commit"},
-    "segments_financebench.md": {"date"},
     "serve.md": {"command"},
     "sparse.md": {"command", "commit"},
     "update.json": {"command"},
