@@ -1,8 +1,8 @@
 """Shared helpers of the benchmarks: environment, shared data, machine load, timing, Markdown.
 
 Benchmarks are scripts, not tests: they print ratios measured side by side in one run and
-write a Markdown report under ``benchmarks/results/``. Data comes from ``../shared/data``
-(never copied into the repo).
+write a Markdown report under ``benchmarks/results/``. Data comes from the evaluation data
+directory (``$ARBORAG_DATA_DIR``, as ``arborag eval`` reads it; never copied into the repo).
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from arborag.tasks.evaluation.datasets import default_data_dir
+
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data"
+DATA = default_data_dir()
 RESULTS = REPO / "benchmarks" / "results"
 
 def setup_env() -> None:

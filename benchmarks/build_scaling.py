@@ -6,7 +6,7 @@ Usage:
     python benchmarks/build_scaling.py --smoke --out /tmp/bs.md   # N = 3k tokens, 1N only: a check run
 
 Builds the tree (extractive summaries, ``run_build(..., use_prefect=False)``) over N, 2N and 4N
-tokens (WordPiece) of real text from ../shared/data — HotpotQA corpus paragraphs, NarrativeQA
+tokens (WordPiece) of real text from the evaluation data directory — HotpotQA corpus paragraphs, NarrativeQA
 passages, the FinanceBench PDFs' text (pypdf) and Cinderella — and prints the time ratios
 (2N/N, 4N/N), the share of time per stage, and the build time against the time to embed the
 same leaves alone (the floor: model loaded, no cache).

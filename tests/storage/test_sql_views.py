@@ -26,8 +26,8 @@ from arborag.storage.tables import write_table
 REPO = Path(__file__).resolve().parents[2]
 
 def _readme_query() -> str:
-    """The README's example (a ```sql block over nodes_all): what one update did to the tree, per level."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    """docs/OPERATIONS.md's example (a ```sql block over nodes_all): what one update did to the tree, per level."""
+    text = (REPO / "docs" / "OPERATIONS.md").read_text(encoding="utf-8")
     block = next(b for b in text.split("```sql")[1:] if "nodes_all" in b.split("```")[0])
     return block.split("```")[0]
 
