@@ -55,6 +55,13 @@ def register(app: typer.Typer) -> None:
         missing = [str(s) for s in (sources or []) if "://" not in str(s) and not s.exists()]
         if missing:  # before the corpus folder is made: a failed build leaves nothing behind
             fail(ArboragError(f"source not found: {', '.join(missing)}. Check the path(s); nothing was created or changed in {corpus}"))
+        if runner == "dask":  # before the corpus folder is made, as above
+            from arborag.extras import MissingExtra, require
+
+            try:
+                require("scale", "the Dask runner (arborag build --runner dask)")
+            except MissingExtra as exc:
+                fail(exc)
         offline_env()
         overrides = {
             "ingest": {"follow_external_symlinks": follow_external_symlinks or None},
