@@ -191,6 +191,10 @@ _EMBED_SERVER_KEYS = ("backend", "base_url", "api_model", "api_key_env", "dimens
                       "timeout_s", "retries", "concurrency")
 
 
+#: cluster settings that were removed (a config that sets one is refused with what to do)
+_REMOVED_CLUSTER_KEYS = ("umap_epochs", "umap_layout_blocks")
+
+
 class ClusterConfig(_Stage):
     dims: int = Field(10, ge=2, description="UMAP target dimensions (global and local).")
     global_neighbors: int | None = Field(None, description="Global UMAP n_neighbors; None = int(sqrt(n-1)).")
@@ -201,18 +205,22 @@ class ClusterConfig(_Stage):
     threshold: float = Field(0.1, gt=0, lt=1, description="Soft membership: join every cluster with P(c|x) > threshold.")
     max_cluster_tokens: int = Field(3500, ge=1, description="Clusters over this are re-clustered (guarded).")
     seed: int = Field(224, description="Random seed for UMAP and GMM: same seed + input => same tree.")
-    umap_epochs: int | None = Field(
-        None, ge=10, description="SGD epochs of every UMAP fit (global, local, the guard's re-clustering); None = UMAP's own "
-        "rule (500 below 10,000 points, 200 above). Fewer epochs cost less; docs/BENCHMARKS.md measures what it does to retrieval."
-    )
-    umap_layout_blocks: int = Field(
-        1, ge=1, le=64, description="UMAP's SGD layout of fits of >= 1,024 points (a level's global fit) in this many vertex blocks "
-        "that run side by side, deterministic whatever the cores (arborag/tasks/umap_layout.py); 1 = UMAP's own one-thread layout. "
-        "The tree depends on it, not on the machine; docs/BENCHMARKS.md measures speed and retrieval (an opt-in: not within noise everywhere)."
-    )
     bic_search: Literal["exhaustive", "coarse_to_fine"] = Field(
         "coarse_to_fine", description="How k is searched: all of 1..K, or a coarse grid refined around its best."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _removed_keys(cls, data: Any) -> Any:
+        """Settings that no longer exist get an error that names them and says what to do."""
+        if isinstance(data, dict):
+            gone = [key for key in _REMOVED_CLUSTER_KEYS if key in data]
+            if gone:
+                raise ValueError(
+                    f"cluster.{gone[0]} was removed: UMAP now always runs its own SGD epochs and one-thread layout; "
+                    f"delete {', '.join('cluster.' + k for k in gone)} from the configuration (file, ARBORAG_CLUSTER__* variable or override)"
+                )
+        return data
     max_levels: int = Field(5, ge=1, description="Stop after this many summary levels.")
 
 
@@ -390,10 +398,6 @@ class ArboragConfig(BaseSettings):
         if data["embed"]["backend"] == "local":  # the server settings do not apply: hashes stay those of before them
             for key in _EMBED_SERVER_KEYS:
                 data["embed"].pop(key, None)
-        if data["cluster"].get("umap_epochs") is None:  # UMAP's own rule: tree configs and hashes stay those of before the knob
-            data["cluster"].pop("umap_epochs", None)
-        if data["cluster"].get("umap_layout_blocks") == 1:  # UMAP's own layout: hashes stay those of before the knob
-            data["cluster"].pop("umap_layout_blocks", None)
         return data
 
     def config_hash(self) -> str:

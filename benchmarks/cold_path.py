@@ -57,7 +57,7 @@ and GMM fit of the build (``umap_s`` and ``gmm_s`` of each level: each fit runs 
 default, so its wall seconds are its CPU seconds), divided by the cores, is the wall time of a
 build that did nothing but encode and fit, perfectly spread over the cores: a second lower bound.
 It also leaves out start-up, imports, segmentation, summarizing and table writes. Not printed when
-settings come from the environment (``umap_layout_blocks`` runs a layout on several threads).
+settings come from the environment.
 Below it, the build's own CPU seconds (its process and the embedding worker it started, ``wait4``)
 over the cores: the build as it is, with no core ever idle. When that is above a target, no
 reordering or overlap of the build's work can meet it; only less work can.
@@ -71,7 +71,7 @@ done — so the other cores wait for the method's sake; the rest of the work can
 every core busy. And before the first encode a cold process has to import torch and load the
 model, with no vector to fit yet. So the build takes at least the cold start plus (the encode
 floor's CPU + the CPU of every fit + (cores − 1) × every global layout's CPU) / cores. The layout's
-CPU is its thread's (``global_layout_s``, :func:`arborag.tasks.umap_layout.layout_thread_seconds`),
+CPU is its thread's (``global_layout_s``, :func:`arborag.tasks.umap_runtime.layout_thread_seconds`),
 the fits' each fit's thread's (``umap_cpu_s``, ``gmm_cpu_s``; work on other threads, like the
 global fit's neighbour search on both cores, is left out), the cold start the build's own
 recorded torch import and model load in its embedding process: every term is at most the true

@@ -33,9 +33,8 @@ neighbours with NN-descent (pynndescent, whose distance-specialised numba code i
 in every process: 75-85 s of a 9,901-point global fit measured on a shared box), UMAP gets the
 exact cosine kNN graph instead (:func:`~arborag.tasks.umap_runtime.cosine_knn`, ~1.5 s of BLAS);
 the rest of the fit is UMAP's own. Trees over fewer than 4,096 nodes per fit are unchanged. UMAP's SGD
-epochs are ``cfg.umap_epochs`` for every fit (global, local, the guard's re-clustering); None (the
-default) leaves them to UMAP's own rule, 500 below 10,000 points and 200 above — the layout is most
-of a fit's time (benchmarks/results/umap_epochs.md measures fewer epochs). The BIC search is
+epochs and layout are its own (500 epochs below 10,000 points, 200 above, on one thread). The GMM
+fits are scikit-learn's ``GaussianMixture`` (:mod:`arborag.tasks.mixture`). The BIC search is
 ``cfg.bic_search``: ``"exhaustive"`` fits k = 1..K; ``"coarse_to_fine"`` fits a geometric grid
 of k with an early stop and then every k around the best grid points
 (benchmarks/results/bic_search.md).
@@ -66,8 +65,7 @@ from arborag.config import ClusterConfig
 from arborag.errors import SchemaError
 from arborag.tasks import mixture
 from arborag.tasks.lanes import Lanes, helper_lanes
-from arborag.tasks.umap_layout import block_layout, layout_thread_seconds
-from arborag.tasks.umap_runtime import EXACT_KNN_MAX, UMAP_EXACT_BELOW, cosine_knn, import_umap, usable_cores
+from arborag.tasks.umap_runtime import EXACT_KNN_MAX, UMAP_EXACT_BELOW, cosine_knn, import_umap, layout_thread_seconds, usable_cores
 from arborag.tasks.mixture import (
     LOOSE_MIN_N,
     LOOSE_TOL,
@@ -215,12 +213,8 @@ def _umap_init(x: np.ndarray, n_neighbors: int, dims: int, seed: int) -> str | n
     return np.ascontiguousarray(init * np.where(flip == 0, 1.0, flip), dtype=np.float32)
 
 
-def _reduce(x: np.ndarray, dims: int, n_neighbors: int, seed: int, stats: ClusterStats | None, *, n_epochs: int | None = None,
-            layout_blocks: int = 1) -> np.ndarray:
-    """UMAP of ``x`` (float32, distinct rows) to ``dims`` dims, cosine, seeded; PCA if UMAP fails.
-    ``n_epochs``: UMAP's SGD epochs (``cluster.umap_epochs``); None = UMAP's own rule.
-    ``layout_blocks``: the SGD layout in that many vertex blocks (``cluster.umap_layout_blocks``,
-    :mod:`arborag.tasks.umap_layout`); 1 = UMAP's own."""
+def _reduce(x: np.ndarray, dims: int, n_neighbors: int, seed: int, stats: ClusterStats | None) -> np.ndarray:
+    """UMAP of ``x`` (float32, distinct rows) to ``dims`` dims, cosine, seeded; PCA if UMAP fails."""
     n = len(x)
     dims = max(1, min(dims, n - 2))
     n_neighbors = max(2, min(n_neighbors, n - 1))
@@ -230,7 +224,7 @@ def _reduce(x: np.ndarray, dims: int, n_neighbors: int, seed: int, stats: Cluste
         knn: tuple[Any, ...] = (None, None, None)
         if UMAP_EXACT_BELOW <= n <= EXACT_KNN_MAX:  # exact neighbours where UMAP would run NN-descent
             knn = cosine_knn(x, n_neighbors)
-        with warnings.catch_warnings(), block_layout(layout_blocks, usable_cores()):
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             reducer = umap.UMAP(
                 n_neighbors=n_neighbors,
@@ -240,7 +234,6 @@ def _reduce(x: np.ndarray, dims: int, n_neighbors: int, seed: int, stats: Cluste
                 n_jobs=1,
                 init=_umap_init(x, n_neighbors, dims, seed),
                 precomputed_knn=knn,
-                n_epochs=n_epochs,
             )
             out = np.asarray(reducer.fit_transform(np.ascontiguousarray(x, dtype=np.float32)), dtype=np.float32)
         if not np.isfinite(out).all():
@@ -282,11 +275,7 @@ def _fit_level(x: np.ndarray, neighbors: int, cfg: ClusterConfig, stats: Cluster
     """One clustering level over the rows of ``x``: UMAP to ``cfg.dims``, a GMM with k by BIC
     (its fits on ``lanes`` when given), soft memberships at ``cfg.threshold`` (one cluster of
     everything when k is 1)."""
-    # the knobs are passed only when set, so the call without them is the one of before them
-    knobs: dict[str, Any] = {} if cfg.umap_epochs is None else {"n_epochs": cfg.umap_epochs}
-    if cfg.umap_layout_blocks > 1:
-        knobs["layout_blocks"] = cfg.umap_layout_blocks
-    reduced = _reduce(x, cfg.dims, neighbors, cfg.seed, stats, **knobs)
+    reduced = _reduce(x, cfg.dims, neighbors, cfg.seed, stats)
     fit_on = reduced
     if len(reduced) > cfg.gmm_max_fit:  # bounded GMM/BIC cost: fit a seeded sample, predict_proba for all
         pick = np.sort(np.random.default_rng(cfg.seed).choice(len(reduced), cfg.gmm_max_fit, replace=False))

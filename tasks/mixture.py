@@ -56,9 +56,9 @@ class ClusterStats:
     global_s: float = 0.0
     #: of which the global UMAP (one core: seeded UMAP runs its layout on one thread)
     global_umap_s: float = 0.0
-    #: CPU seconds of that UMAP's one-thread SGD layout (:func:`arborag.tasks.umap_layout.layout_thread_seconds`;
-    #: 0 for a layout in blocks on several threads): the part of the level nothing else of the
-    #: method can run beside — its neighbour search may use both cores
+    #: CPU seconds of that UMAP's one-thread SGD layout (:func:`arborag.tasks.umap_runtime.layout_thread_seconds`):
+    #: the part of the level nothing else of the method can run beside — its neighbour search may
+    #: use both cores
     global_layout_s: float = 0.0
     #: CPU seconds of the same fits on the thread that ran each (``time.thread_time``): ``umap_s``
     #: and ``gmm_s`` are wall seconds, which a fit sharing a core with other work overstates; a
@@ -134,11 +134,10 @@ def _count_gmm_fit(stats: ClusterStats | None, t0: float, c0: float) -> None:
 
 
 def _fit_gmm(x: np.ndarray, k: int, seed: int, stats: ClusterStats | None, *, tol: float = 1e-3) -> Any:
-    """GaussianMixture(k, random_state=seed) fitted to ``x`` (``tol`` 1e-3 is sklearn's default), by
-    :mod:`arborag.tasks.mixture_runtime`'s class: scikit-learn's numbers, less of its overhead."""
-    from arborag.tasks.mixture_runtime import gaussian_mixture_class
+    """scikit-learn's ``GaussianMixture(k, random_state=seed)`` fitted to ``x`` (``tol`` 1e-3 is
+    sklearn's default); None when the fit fails."""
+    from sklearn.mixture import GaussianMixture
 
-    GaussianMixture = gaussian_mixture_class()  # scikit-learn's, its steps without the per-call machinery
     t0, c0 = time.perf_counter(), time.thread_time()
     try:
         with warnings.catch_warnings():

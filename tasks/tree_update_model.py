@@ -23,6 +23,7 @@ dropped from its fit, so nothing the model keeps points at text that is gone.
 from __future__ import annotations
 
 import json
+import math
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,19 +107,44 @@ class LevelModel:
         return dropped
 
 
-def predict_proba(fit: FitRecord, reduced: np.ndarray) -> np.ndarray:
-    """P(component | point) of ``reduced`` points under ``fit``'s full-covariance GMM, (n, k) —
-    the very operations of scikit-learn's ``GaussianMixture.predict_proba`` (1.9:
-    ``_estimate_log_gaussian_prob`` + ``_logsumexp``, as :mod:`arborag.tasks.gmm_steps` writes them
-    out; ``tests/update/test_update_startup.py`` checks equality to the bit), in numpy. An update
-    places ~1% new points with it; importing sklearn for that (it pulls scipy.stats) cost the
-    update's process ~1 s. All ones for a one-component fit."""
-    from arborag.tasks.gmm_steps import log_gaussian_prob, logsumexp_rows
+def _log_gaussian_densities(x: np.ndarray, means: np.ndarray, precisions_chol: np.ndarray) -> np.ndarray:
+    """log N(x_i | mean_j, precision_j) of every point and component, (n, k), from a fitted
+    full-covariance mixture's public ``means_`` and ``precisions_cholesky_``:
+    -(d log 2pi + ||(x - mean_j) L_j||^2) / 2 + log det L_j."""
+    n, d = x.shape
+    k = means.shape[0]
+    log_det = np.sum(np.log(precisions_chol.reshape(k, -1)[:, :: d + 1]), axis=1)
+    sq = np.empty((n, k), dtype=x.dtype)
+    for j in range(k):
+        prec = precisions_chol[j, :, :]
+        y = (x @ prec) - (means[j, :] @ prec)
+        sq[:, j] = np.sum(np.square(y), axis=1)
+    return -0.5 * (d * math.log(2 * math.pi) + sq) + log_det
 
+
+def _logsumexp_rows(a: np.ndarray) -> np.ndarray:
+    """log(sum(exp(a), axis=1)) of a float matrix, stable: each row's maxima taken out first."""
+    a_max = np.max(a, axis=1, keepdims=True)
+    at_max = a == a_max
+    rest = np.array(a, copy=True)
+    rest[at_max] = -np.inf
+    m = np.sum(at_max.astype(rest.dtype), axis=1, keepdims=True, dtype=rest.dtype)
+    shift = np.where(np.isfinite(a_max), a_max, 0)
+    s = np.sum(np.exp(rest - shift), axis=1, keepdims=True, dtype=rest.dtype)
+    s = np.where(s == 0, s, s / m)
+    return np.squeeze(np.log1p(s) + np.log(m) + a_max, axis=1)
+
+
+def predict_proba(fit: FitRecord, reduced: np.ndarray) -> np.ndarray:
+    """P(component | point) of ``reduced`` points under ``fit``'s full-covariance GMM, (n, k), in
+    numpy from the fitted weights, means and precision Cholesky factors: the same numbers as
+    scikit-learn's ``GaussianMixture.predict_proba`` (``tests/update/test_update_startup.py``
+    checks equality to the bit). An update places ~1% new points with it; importing sklearn for
+    that (it pulls scipy.stats) cost the update's process ~1 s. All ones for a one-component fit."""
     if fit.weights is None or fit.means is None or fit.precisions_cholesky is None:
         return np.ones((len(reduced), 1))
-    weighted = log_gaussian_prob(np.asarray(reduced, np.float64), fit.means, fit.precisions_cholesky) + np.log(fit.weights)
-    norm = logsumexp_rows(weighted)
+    weighted = _log_gaussian_densities(np.asarray(reduced, np.float64), fit.means, fit.precisions_cholesky) + np.log(fit.weights)
+    norm = _logsumexp_rows(weighted)
     with np.errstate(under="ignore"):
         return np.exp(weighted - norm[:, np.newaxis])
 

@@ -31,10 +31,9 @@ removed without changing a single number it computes.
    the same order from a partition and a sort of the k found (4.7x faster on the 1x leaves,
    benchmarks/results/exact_neighbours.md).
 
-Everything else (the fuzzy graph, spectral init, the SGD layout and its seed) is UMAP's own; the number of
-SGD epochs is UMAP's own rule unless ``cluster.umap_epochs`` sets it (:mod:`arborag.tasks.clustering`),
-and the layout runs in vertex blocks only when ``cluster.umap_layout_blocks`` asks for them
-(:mod:`arborag.tasks.umap_layout`; UMAP's module calls its layout through it either way).
+Everything else (the fuzzy graph, spectral init, the SGD layout, its epochs and its seed) is UMAP's
+own. UMAP's module calls its layout through :func:`timed_layout`, which only counts the CPU seconds
+of this thread's one-thread layouts (:func:`layout_thread_seconds`).
 """
 
 from __future__ import annotations
@@ -42,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["EXACT_KNN_MAX", "UMAP_EXACT_BELOW", "cosine_knn", "cosine_matrix", "import_umap", "knn_indices", "layout_compiled",
-           "pairwise_distances", "usable_cores"]
+           "layout_thread_seconds", "pairwise_distances", "timed_layout", "usable_cores"]
 
 _LOCK = threading.Lock()
 _UMAP: Any = None
@@ -153,12 +153,36 @@ def _install_knn(module: Any) -> None:
     module.fast_knn_indices = knn_indices
 
 
-def _install_layout(module: Any) -> None:
-    """UMAP's fits call :func:`arborag.tasks.umap_layout.optimize_layout_blocks`, which is UMAP's
-    own layout (the same call) unless :func:`~arborag.tasks.umap_layout.block_layout` asks for blocks."""
-    from arborag.tasks.umap_layout import optimize_layout_blocks
+_LAYOUT_CLOCK = threading.local()
+_UMAP_LAYOUT: Any = None
 
-    module.optimize_layout_euclidean = optimize_layout_blocks
+
+def layout_thread_seconds() -> float:
+    """CPU seconds this thread has spent in UMAP's one-thread SGD layout so far (a caller takes the
+    difference around a fit). The global fit's is the part of a level nothing else of the method
+    can run beside (``benchmarks/cold_path.py``: the method's critical path)."""
+    return float(getattr(_LAYOUT_CLOCK, "cpu", 0.0))
+
+
+def timed_layout(*args: Any, **kwargs: Any) -> Any:
+    """UMAP's own ``optimize_layout_euclidean`` with the same arguments and result, its thread CPU
+    seconds added to :func:`layout_thread_seconds` (a ``parallel=True`` layout is not counted)."""
+    t0 = time.thread_time()
+    try:
+        return _UMAP_LAYOUT(*args, **kwargs)
+    finally:
+        if not kwargs.get("parallel", False):
+            _LAYOUT_CLOCK.cpu = layout_thread_seconds() + (time.thread_time() - t0)
+
+
+def _install_layout(module: Any) -> None:
+    """UMAP's fits call :func:`timed_layout`, which calls UMAP's own layout."""
+    global _UMAP_LAYOUT
+    current = getattr(module, "optimize_layout_euclidean", None)
+    if current is timed_layout or current is None:
+        return
+    _UMAP_LAYOUT = current
+    module.optimize_layout_euclidean = timed_layout
 
 
 def _cosine_matrix_fn() -> Any:

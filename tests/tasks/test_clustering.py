@@ -131,6 +131,44 @@ def test_exact_fit_continued_from_the_loose_fit_is_the_fit_from_scratch_bit_for_
     assert resumed, "at least one k must exercise the resumed EM (not only the loose model as it is)"
 
 
+def test_gmm_fits_are_scikit_learns_public_gaussian_mixture_and_are_counted():
+    """The BIC search fits with sklearn.mixture.GaussianMixture itself (no subclass), and each fit
+    counts into the stats (fits, wall and CPU seconds)."""
+    from sklearn.mixture import GaussianMixture
+
+    from arborag.tasks import mixture
+
+    rng = np.random.default_rng(2)
+    x = np.concatenate([c + rng.standard_normal((30, 4)) for c in rng.standard_normal((3, 4)) * 8]).astype(np.float32)
+    stats = ClusterStats()
+    with threadpool_limits(1):
+        gmm = mixture._fit_gmm(x, 3, 224, stats)
+        want = GaussianMixture(n_components=3, random_state=224).fit(x)
+        k, model, bics = select_k(x, 8, 224, "exhaustive", stats=stats)
+    assert type(gmm) is GaussianMixture and type(model) is GaussianMixture
+    for name in ("weights_", "means_", "covariances_", "precisions_cholesky_"):
+        assert np.array_equal(getattr(gmm, name), getattr(want, name))
+    assert k == 3 and bics[3] == float(want.bic(x))
+    assert stats.gmm_fits == 1 + 8 and stats.gmm_s > 0.0 and stats.gmm_cpu_s > 0.0
+
+
+def test_removed_umap_settings_are_refused_by_name(tmp_path):
+    """cluster.umap_epochs and cluster.umap_layout_blocks no longer exist: a config that sets one
+    gets an error naming it and saying to delete it; the default config's hash is unchanged."""
+    from arborag.config import ArboragConfig, load_config
+    from arborag.errors import ConfigError
+
+    for key, value in (("umap_epochs", 200), ("umap_layout_blocks", 2)):
+        with pytest.raises(ValueError, match=f"cluster.{key} was removed.*delete cluster.{key}"):
+            ClusterConfig(**{key: value})
+        with pytest.raises(ConfigError, match=f"cluster.{key} was removed"):
+            ArboragConfig().with_overrides(cluster={key: value})
+    (tmp_path / "arborag.yaml").write_text("cluster:\n  umap_epochs: 200\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="cluster.umap_epochs was removed"):
+        load_config(tmp_path / "arborag.yaml")
+    assert not {"umap_epochs", "umap_layout_blocks"} & set(ArboragConfig().public_dict()["cluster"])
+
+
 # -- cluster_level --------------------------------------------------------------------------
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 11])
 def test_tiny_inputs_form_one_cluster(n):

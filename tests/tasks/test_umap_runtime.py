@@ -186,3 +186,54 @@ def test_numba_cache_dir_unwritable_is_none(tmp_path, monkeypatch):
         assert numba_cache_dir() is None
     finally:
         ro.chmod(0o700)
+
+
+def _small_fit(x: np.ndarray, epochs: int) -> np.ndarray:
+    umap = import_umap()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return umap.UMAP(n_neighbors=12, n_components=4, metric="cosine", random_state=224, n_jobs=1,
+                         n_epochs=epochs).fit_transform(x)
+
+
+def _unit_blobs() -> np.ndarray:
+    rng = np.random.default_rng(0)
+    x = np.concatenate([c + 0.35 * rng.standard_normal((s, 32)) for c, s in zip(rng.standard_normal((3, 32)), (40, 30, 30))])
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_the_timed_layout_is_umaps_own_layout():
+    """UMAP's module calls its layout through ``timed_layout``: the same coordinates as with UMAP's
+    own function in place."""
+    from umap.layouts import optimize_layout_euclidean
+
+    umap = import_umap()
+    x = _unit_blobs()
+    ours = _small_fit(x, 120)
+    assert umap.umap_.optimize_layout_euclidean is umap_runtime.timed_layout
+    umap.umap_.optimize_layout_euclidean = optimize_layout_euclidean
+    try:
+        own = _small_fit(x, 120)
+    finally:
+        umap.umap_.optimize_layout_euclidean = umap_runtime.timed_layout
+    assert np.array_equal(ours, own)
+
+
+def test_one_thread_layout_seconds_count_on_the_fitting_thread_only():
+    """``layout_thread_seconds`` (the critical path's serial part in benchmarks/cold_path.py) grows
+    by the layout's CPU on the thread that fits — within the fit's wall — and not on another."""
+    import threading
+    import time
+
+    x = _unit_blobs()
+    _small_fit(x, 20)  # the compiled layout loaded: the timed fit below is its own work
+    before, t0 = umap_runtime.layout_thread_seconds(), time.perf_counter()
+    _small_fit(x, 400)
+    wall, spent = time.perf_counter() - t0, umap_runtime.layout_thread_seconds() - before
+    assert 0.0 < spent <= wall
+    seen: list[float] = []
+    worker = threading.Thread(target=lambda: (_small_fit(x, 50), seen.append(umap_runtime.layout_thread_seconds())))
+    mine = umap_runtime.layout_thread_seconds()
+    worker.start()
+    worker.join()
+    assert seen and seen[0] > 0.0 and umap_runtime.layout_thread_seconds() == mine
