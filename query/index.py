@@ -152,25 +152,25 @@ class Index:
             lease.release()
 
     # -- provenance ------------------------------------------------------------------------
-    def _snapshot_or_working(self, name: str):
-        """Table ``name`` (chunks | documents) as the snapshot recorded it; a snapshot published
-        before snapshots carried provenance falls back to the corpus's working table."""
+    def _snapshot_table(self, name: str):
+        """Table ``name`` (chunks | documents) as the snapshot recorded it; empty for a snapshot
+        published before snapshots carried provenance (the working tables describe another state:
+        a later build, a dry run, what a rollback left behind)."""
         from arborag.storage.tables import read_table
 
-        path = self.snapshot_dir / f"{name}.parquet"
-        return read_table(name, path if path.exists() else self.corpus.table_path(name))
+        return read_table(name, self.snapshot_dir / f"{name}.parquet")
 
     def documents(self):
         """The snapshot's documents (``DOCUMENTS`` schema, text included), read once."""
         if self._documents is None:
-            self._documents = self._snapshot_or_working("documents")
+            self._documents = self._snapshot_table("documents")
         return self._documents
 
     def leaf_chunks(self):
         """The snapshot's leaf chunks (``CHUNKS`` schema: doc_id, section_id, ordinal,
         start_char, end_char, header; ``chunk_id`` = the leaf's ``node_id``), read once."""
         if self._leaf_chunks is None:
-            self._leaf_chunks = self._snapshot_or_working("chunks")
+            self._leaf_chunks = self._snapshot_table("chunks")
         return self._leaf_chunks
 
     def doc_titles(self) -> dict[str, str]:

@@ -79,7 +79,8 @@ class TreeData:
 
 
 def load_tree(corpus_dir: str | Path) -> TreeData:
-    """Read the published snapshot's nodes and edges (and document titles) for the views."""
+    """Read the published snapshot's nodes, edges and document titles for the views (never the
+    working tables: after a rollback or a dry run they describe another state)."""
     corpus = Corpus(corpus_dir)
     snap = corpus.published_dir()
     info = json.loads((snap / "info.json").read_text(encoding="utf-8"))
@@ -98,7 +99,7 @@ def load_tree(corpus_dir: str | Path) -> TreeData:
                    key=lambda i: (-by_id[i]["level"], -by_id[i]["n_leaves"], i))
     orphans = [i for i, r in by_id.items() if i not in has_parent and r["level"] == 0]
     titles: dict[str, str] = {}
-    docs_path = corpus.table_path("documents")
+    docs_path = snap / "documents.parquet"  # the snapshot's own documents (none in a snapshot written before they were kept)
     if docs_path.exists():
         d = pq.read_table(docs_path, columns=["doc_id", "title", "uri"])
         titles = {i: (t or Path(u).name) for i, t, u in zip(d.column("doc_id").to_pylist(), d.column("title").to_pylist(), d.column("uri").to_pylist())}

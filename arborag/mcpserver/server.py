@@ -18,21 +18,24 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from arborag.config import ArboragConfig
+from arborag.config import ArboragConfig, QueryConfig
 from arborag.extras import extra
 from arborag.mcpserver import tools
 from arborag.mcpserver.tools import Limits
-from arborag.query.modes import DEFAULT_MODE
 
-__all__ = ["create_server", "http_app", "run_stdio"]
+__all__ = ["create_server", "http_app", "instructions", "run_stdio"]
 
-INSTRUCTIONS = (
-    "arborag: retrieval over one corpus, as a RAPTOR tree of leaf chunks and summaries. Start with `search` "
-    f"(ask in plain words; mode {DEFAULT_MODE} is the measured default; the hits fill a token budget, best first). `get_node` shows a hit's "
-    "parents (summaries above it) and children; `get_chunk` reads a document by character offsets; `tree_top` "
-    "lists the summaries at the top of the tree with their labels (what the corpus is about). Resource arborag://snapshot/info "
-    "describes the index."
-)
+def instructions(query: QueryConfig) -> str:
+    """The server's instructions to an agent, naming the configured defaults (``query.mode``,
+    ``query.budget``) a `search` without them gets."""
+    return (
+        "arborag: retrieval over one corpus, as a RAPTOR tree of leaf chunks and summaries. Start with `search` "
+        f"(ask in plain words; without a mode it uses this server's configured mode, {query.mode}, and a budget of "
+        f"{query.budget} tokens; the hits fill the token budget, best first). `get_node` shows a hit's "
+        "parents (summaries above it) and children; `get_chunk` reads a document by character offsets; `tree_top` "
+        "lists the summaries at the top of the tree with their labels (what the corpus is about). Resource arborag://snapshot/info "
+        "describes the index."
+    )
 
 
 def create_server(corpus_dir: str | Path, *, config: ArboragConfig | None = None, limits: Limits | None = None,
@@ -54,7 +57,7 @@ def create_server(corpus_dir: str | Path, *, config: ArboragConfig | None = None
     holder = SnapshotHolder(corpus_dir, cfg, embedders or ResidentEmbedders())
     if warm:
         _warm(holder)
-    server = MCPServer("arborag", instructions=INSTRUCTIONS, version=_version(), log_level="WARNING")
+    server = MCPServer("arborag", instructions=instructions(cfg.query), version=_version(), log_level="WARNING")
 
     async def run(fn: Any, *args: Any, **kwargs: Any) -> Any:
         import anyio

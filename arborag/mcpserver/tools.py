@@ -68,7 +68,7 @@ def _check_search_args(mode: str, budget: int, k: int, doc_ids: Sequence[str] | 
 
     modes = available_modes()
     if mode not in modes:
-        raise ToolInputError(f"unknown mode {mode!r}: use one of {', '.join(modes)} (the first is the measured default)")
+        raise ToolInputError(f"unknown mode {mode!r}: use one of {', '.join(modes)} (or leave mode out for the server's configured query.mode)")
     if not 1 <= budget <= limits.max_budget:
         raise ToolInputError(f"budget {budget} is out of range: a token budget from 1 to {limits.max_budget}")
     if not 1 <= k <= limits.max_k:

@@ -16,7 +16,7 @@ from arborag.errors import QueryError
 from arborag.query.modes import MODES
 from arborag.serve.models import (
     AskRequest,
-    ID_PATTERN, DocumentResponse, ErrorBody, Health, Limits, LuceneReport, NodeRef, NodeResponse,
+    ID_PATTERN, DocumentResponse, ErrorBody, Health, Limits, LuceneReport, NodeRef, NodeResponse, QueryDefaults,
     SearchHit, SearchRequest, SearchResponse, SnapshotEntry, Snapshots, Source, Stats, settings_of,
 )
 
@@ -173,17 +173,21 @@ def make_router(holder: Any, limits: Limits, guard: Any) -> APIRouter:
             )
 
     @api.get("/documents/{doc_id}", response_model=DocumentResponse, dependencies=protected, responses=errors,
-             tags=["tree"], summary="A document of the corpus (metadata and text)")
+             tags=["tree"], summary="A document of the published snapshot (metadata and text)")
     def document(doc_id: str = Path(..., pattern=ID_PATTERN),
-                 max_chars: int = Query(20000, ge=0, description="Characters of the text to return (0 = none).")) -> DocumentResponse:
+                 max_chars: int = Query(20000, ge=0, description="Characters of the text to return (0 = none)."),
+                 snapshot: str | None = Query(None, pattern=ID_PATTERN, description="A retained snapshot (default: the published one).")) -> DocumentResponse:
         if max_chars > limits.max_document_chars:
             raise _unprocessable("max_chars", f"must be <= {limits.max_document_chars}")
         import pyarrow.parquet as pq
 
-        path = holder.corpus.table_path("documents")
-        rows = pq.read_table(path, filters=[("doc_id", "=", doc_id)]).to_pylist() if path.exists() else []
+        with holder.lease(snapshot) as snap:
+            path = _need(snap).dir / "documents.parquet"  # the snapshot's documents, never the working tables
+            rows = pq.read_table(path, filters=[("doc_id", "=", doc_id)]).to_pylist() if path.exists() else []
+            served = snap.id
         if not rows:
-            raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no document {doc_id!r} in this corpus")
+            raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no document {doc_id!r} in snapshot {served}" + (
+                "" if path.exists() else " (it was written before snapshots kept their documents; rebuild to record them)"))
         d = rows[0]
         text = d.get("text") or ""
         try:
@@ -191,7 +195,7 @@ def make_router(holder: Any, limits: Limits, guard: Any) -> APIRouter:
         except ValueError:
             meta = {"raw": d["metadata"]}
         return DocumentResponse(
-            doc_id=d["doc_id"], uri=d["uri"], title=d.get("title"), mime=d.get("mime"), n_chars=d.get("n_chars"),
+            snapshot=served, doc_id=d["doc_id"], uri=d["uri"], title=d.get("title"), mime=d.get("mime"), n_chars=d.get("n_chars"),
             status=d["status"], error=d.get("error"), metadata=meta if isinstance(meta, dict) else {"value": meta},
             ingested_at=d["ingested_at"].isoformat() if d.get("ingested_at") else None,
             text=text[:max_chars] if max_chars else None, truncated=len(text) > max_chars,
@@ -212,7 +216,9 @@ def make_router(holder: Any, limits: Limits, guard: Any) -> APIRouter:
     @api.get("/health", response_model=Health, tags=["server"], summary="Liveness and the snapshot served (no token needed)")
     def health() -> Health:
         snap = holder.refresh()
-        return Health(status="ok" if snap else "no_index", snapshot=snap.id if snap else None, auth=guard.required)
+        q = holder.config.query
+        return Health(status="ok" if snap else "no_index", snapshot=snap.id if snap else None, auth=guard.required,
+                      defaults=QueryDefaults(mode=q.mode, budget=q.budget, k=q.k))
 
     @api.get("/stats", response_model=Stats, dependencies=protected, responses=errors, tags=["server"],
              summary="The snapshot served: id, node counts per level, build time")

@@ -48,6 +48,16 @@ def _mode_options(default: str) -> str:
                    f"{escape(m.name)}</option>\n" for m in MODES.values())
 
 
+_BUDGET_MARK = "__QUERY_BUDGET__"
+
+
+def search_page(query: Any) -> str:
+    """The search page with the server's query defaults filled in: ``query.mode`` selected among
+    the registered modes, ``query.budget`` in the budget field."""
+    page = _static("index.html")
+    return page.replace(_MODES_MARK, _mode_options(query.mode)).replace(_BUDGET_MARK, str(int(query.budget)))
+
+
 def _static(name: str) -> str:
     return resources.files("arborag.serve").joinpath("static", name).read_text(encoding="utf-8")
 
@@ -145,7 +155,7 @@ def create_app(
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def page() -> HTMLResponse:
-        return HTMLResponse(_static("index.html").replace(_MODES_MARK, _mode_options(holder.config.query.mode)), headers=_PAGE_HEADERS)
+        return HTMLResponse(search_page(holder.config.query), headers=_PAGE_HEADERS)
 
     @app.get("/static/{name}", include_in_schema=False)
     def static(name: str) -> Response:

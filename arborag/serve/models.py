@@ -15,7 +15,7 @@ from arborag.query.modes import MODE_NAMES, MODES
 
 __all__ = [
     "settings_of", "AskRequest", "Limits", "SearchRequest", "SearchResponse", "SearchHit", "Source", "LuceneReport",
-    "NodeRef", "NodeResponse", "SnapshotEntry", "Snapshots", "DocumentResponse", "Health", "Stats", "ErrorBody", "ID_PATTERN",
+    "NodeRef", "NodeResponse", "SnapshotEntry", "Snapshots", "DocumentResponse", "Health", "QueryDefaults", "Stats", "ErrorBody", "ID_PATTERN",
 ]
 
 
@@ -187,6 +187,7 @@ class NodeResponse(BaseModel):
 
 
 class DocumentResponse(BaseModel):
+    snapshot: str | None = Field(None, description="The snapshot the document was read from.")
     doc_id: str
     uri: str
     title: str | None = None
@@ -215,10 +216,19 @@ class Snapshots(BaseModel):
     snapshots: list[SnapshotEntry] = Field(..., description="Every retained snapshot, newest first.")
 
 
+class QueryDefaults(BaseModel):
+    """What a search that leaves out mode, budget or k gets: the server's ``query.*`` config."""
+
+    mode: str
+    budget: int
+    k: int
+
+
 class Health(BaseModel):
     status: Literal["ok", "no_index"]
     snapshot: str | None = None
     auth: bool = Field(..., description="API calls need a bearer token.")
+    defaults: QueryDefaults | None = Field(None, description="The server's query.mode, query.budget and query.k.")
 
 
 class Stats(BaseModel):

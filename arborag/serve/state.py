@@ -91,16 +91,14 @@ class Snapshot:
                     raise  # released by a request meanwhile: nothing left to renew
 
     def documents(self) -> dict[str, tuple[str | None, str]]:
-        """doc_id -> (title, uri) from the snapshot's documents (the corpus's documents table for a
-        snapshot that carries none), read once per snapshot."""
+        """doc_id -> (title, uri) from the snapshot's documents (none for a snapshot written before
+        snapshots kept them: the working tables describe another state), read once per snapshot."""
         if self._docs is None:
             with self._lock:
                 if self._docs is None:
                     import pyarrow.parquet as pq
 
                     path = self.dir / "documents.parquet"
-                    if not path.exists():
-                        path = self.corpus.table_path("documents")
                     if path.exists():
                         t = pq.read_table(path, columns=["doc_id", "title", "uri"])
                         self._docs = dict(zip(t.column("doc_id").to_pylist(),

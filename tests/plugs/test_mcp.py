@@ -333,3 +333,16 @@ def test_the_embedder_stays_loaded_across_calls_and_snapshots(openai_corpus) -> 
     snaps = anyio.run(calls)
     assert made == ["fake-embed"], "one embedder for every call and both snapshots"
     assert snaps[0] == snaps[1] != snaps[2]
+
+
+def test_instructions_name_the_servers_configured_mode_and_budget(tmp_path: Path) -> None:
+    from arborag.config import ArboragConfig
+    from arborag.mcpserver import create_server
+
+    server, holder = create_server(tmp_path / "corpus", config=ArboragConfig().with_overrides(query={"mode": "sparse", "budget": 900}))
+    try:
+        text = server.instructions
+        assert "configured mode, sparse" in text and "900 tokens" in text
+        assert "hop" not in text and "measured default" not in text
+    finally:
+        holder.close()

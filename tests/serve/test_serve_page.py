@@ -118,3 +118,29 @@ def test_search_page_asks_for_the_token(built_corpus, embedders, run_server, bro
     page.fill("#token", "page-token")
     page.click("button[type=submit]")
     page.wait_for_selector("article.hit")
+
+
+def test_search_page_starts_from_the_servers_query_defaults(built_corpus, embedders, run_server, browser_page, tmp_path):
+    from arborag.config import ArboragConfig
+
+    page = browser_page
+    expect = _expect()
+    config = ArboragConfig().with_overrides(query={"mode": "sparse", "budget": 700})
+    base = run_server(create_app(built_corpus, embedders=embedders, config=config))
+    assert httpx.get(f"{base}/health", timeout=30).json()["defaults"] == {"mode": "sparse", "budget": 700, "k": config.query.k}
+
+    page.goto(base + "/")
+    expect(page.locator("#budget")).to_have_value("700")
+    expect(page.locator("#mode")).to_have_value("sparse")
+    page.fill("#q", "glass slipper")
+    page.click("button[type=submit]")
+    page.wait_for_selector("article.hit")
+    expect(page.locator("#status")).to_contain_text("(budget 700)")
+    expect(page.locator("#status")).to_contain_text("sparse")
+    shot = tmp_path / "serve_search_defaults.png"
+    page.screenshot(path=str(shot), full_page=False)
+    assert shot.stat().st_size > 10_000
+    out = os.environ.get("ARBORAG_SCREENSHOT_DIR")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(out) / shot.name)
