@@ -239,7 +239,9 @@ def test_ask_rejects_a_blank_question(client):
 
 
 def test_health_and_stats(client, snapshot, node_ids):
-    assert client.get("/health").json() == {"status": "ok", "snapshot": snapshot, "auth": False}
+    q = client.app.state.holder.config.query  # the defaults a search without mode/budget/k gets
+    assert client.get("/health").json() == {"status": "ok", "snapshot": snapshot, "auth": False,
+                                            "defaults": {"mode": q.mode, "budget": q.budget, "k": q.k}}
     s = client.get("/stats").json()
     assert s["snapshot"] == snapshot and s["nodes"] == len(node_ids) == sum(s["levels"].values())
     assert set(s["levels"]) >= {"0", "1"} and s["documents"] == 1
