@@ -5,9 +5,8 @@ documents segment into more than 1,000 leaves. The test watches the corpus's emb
 and kills the build once two slices' shards are there (the model is encoding the next ones).
 The next build over the same folder runs to completion: by its own counters (the ``embed``
 stage's ``computed`` in the runs table) it embeds only leaves the cache lacked, no text is cached
-twice, and the
-killed build had encoded at most one slice more than it left in the cache. The published
-snapshot holds every leaf.
+twice, and the killed build had encoded at most one slice more than it left in the cache. The
+published snapshot holds every leaf.
 """
 
 from __future__ import annotations
