@@ -1,11 +1,12 @@
-"""A process killed with SIGKILL in the middle of embedding keeps what it had embedded.
+"""A build killed with SIGKILL in the middle of embedding keeps what it had embedded.
 
-A subprocess embeds 1,200 distinct leaf texts through the embedding cache with the packaged
-model (:func:`arborag.tasks.embeddings.embed_cached`, what the embed stage runs). The test
-watches the cache folder and kills the process once two slices' shards are there (the model is
-encoding the next ones). The killed run prints how many texts the model had encoded; a second
-run over the same texts encodes exactly those the cache lacks, so the work encoded twice is at
-most the slice in flight, and the vectors it read from the cache are the ones the model gives.
+A real build (:func:`arborag.flows.build.run_build`, in a subprocess) runs over a folder whose
+documents segment into more than 1,000 leaves. The test watches the corpus's embedding cache
+and kills the build once two slices' shards are there (the model is encoding the next ones).
+The next build over the same folder runs to completion: by its own counters (the ``embed``
+stage's ``computed`` in the runs table) it embeds only leaves the cache lacked, no text is cached
+twice, and the killed build had encoded at most one slice more than it left in the cache. The
+published snapshot holds every leaf.
 """
 
 from __future__ import annotations
@@ -16,60 +17,142 @@ from pathlib import Path
 
 import pytest
 
-from helpers.reliability import PYTHON, cli_env, kill_tree, wait_for
+from helpers.reliability import HOTPOT_CORPUS, PYTHON, REPO, cli_env, kill_tree, read_runs, wait_for, write_hotpot_docs
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 
-N_TEXTS = 1200
+MIN_LEAVES = 1000
+N_DOCS = 150  # HotpotQA paragraphs: ~1,300 leaves of at most 24 tokens
 
-EMBED = r"""
+#: Short leaves and a one-level tree with short summaries keep the build small; the embed stage
+#: is the real one.
+BUILD_ENV = {
+    "ARBORAG_SEGMENT__SENTENCE_MAX_TOKENS": "24",
+    "ARBORAG_CLUSTER__MAX_LEVELS": "1",
+    "ARBORAG_SUMMARIZE__MAX_TOKENS": "40",
+}
+
+# The build, with every group of texts the model finishes counted on stdout (the model's own
+# progress callback, passed through): what the killed build had encoded when it died.
+BUILD = r"""
 import json, sys
-import numpy as np
 from arborag.config import load_config
-from arborag.tasks.embeddings import FLUSH_TEXTS, Embedder, EmbeddingCache, embed_cached
+from arborag.embedder import Embedder
+from arborag.flows.build import run_build
+from arborag.tasks.embeddings import FLUSH_TEXTS
 
-words = "river city bridge archive harbour council market tower garden station library museum".split()
-texts = [f"Leaf {i}: " + " ".join(words[(i * k) % len(words)] for k in range(1, 8 + i % 40)) for i in range(int(sys.argv[2]))]
-embedder = Embedder(load_config().embed)
-cache = EmbeddingCache(sys.argv[1])
-print("CACHED-BEFORE", len(cache), flush=True)
-vectors, computed = embed_cached(texts, embedder, cache, progress=lambda n: print("ENCODED", n, flush=True))
-fresh = embedder.embed(texts[:16])
-print("RESULT " + json.dumps({"computed": computed, "flush": FLUSH_TEXTS, "cached_after": len(EmbeddingCache(sys.argv[1])),
-                              "min_cos": float((vectors[:16] * fresh).sum(axis=1).min()), "rows": len(vectors)}), flush=True)
+encode = Embedder.embed
+def counted_embed(self, texts, *, progress=None, prefix_chars=None):
+    def tell(n):
+        print("ENCODED", n, flush=True)
+        if progress is not None:
+            progress(n)
+    return encode(self, texts, progress=tell, prefix_chars=prefix_chars)
+Embedder.embed = counted_embed
+
+print("FLUSH", FLUSH_TEXTS, flush=True)
+out = run_build([sys.argv[1]], sys.argv[2], load_config(), use_prefect=False, progress=False)
+print("BUILD-SUMMARY " + json.dumps({k: out.get(k) for k in ("snapshot", "calls", "status")}, default=str), flush=True)
 """
 
 
-def _shards(folder: Path) -> list[Path]:
-    return sorted(folder.glob("emb-*.parquet"))
+def _write_synthetic_docs(folder: Path, n: int) -> None:
+    """``n`` documents of distinct synthetic sentences (when the HotpotQA corpus is absent)."""
+    words = "river city bridge archive harbour council market tower garden station library museum".split()
+    folder.mkdir(parents=True, exist_ok=True)
+    for d in range(n):
+        sentences = [f"Record {d}.{s} names the " + " ".join(words[(d * 7 + s * k) % len(words)] for k in range(1, 9)) + "."
+                     for s in range(10)]
+        (folder / f"doc{d:04d}.txt").write_text(f"Document {d}\n\n" + " ".join(sentences) + "\n", encoding="utf-8")
 
 
-def test_kill_mid_embedding_loses_at_most_the_slice_in_flight(tmp_path: Path) -> None:
-    cache_dir = tmp_path / "embeddings"
-    cache_dir.mkdir()
-    proc = subprocess.Popen([PYTHON, "-c", EMBED, str(cache_dir), str(N_TEXTS)], env=cli_env(), start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _cache_shards(corpus: Path) -> list[Path]:
+    return sorted((corpus / "cache" / "embeddings").glob("emb-*.parquet"))
+
+
+def _cached_texts(corpus: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(p).metadata.num_rows for p in _cache_shards(corpus))
+
+
+def _cache_duplicates(corpus: Path) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    t = pa.concat_tables([pq.read_table(s, columns=["model_id", "text_hash"]) for s in _cache_shards(corpus)])
+    keys = list(zip(t.column("model_id").to_pylist(), t.column("text_hash").to_pylist(), strict=True))
+    return len(keys) - len(set(keys))
+
+
+def _build(src: Path, corpus: Path, env: dict[str, str], log: Path) -> subprocess.Popen:
+    return subprocess.Popen([PYTHON, "-c", BUILD, str(src), str(corpus)], env=env, cwd=str(REPO),
+                            stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def test_build_killed_mid_embedding_re_embeds_at_most_the_slice_in_flight(tmp_path: Path, record_property) -> None:
+    src, corpus = tmp_path / "src", tmp_path / "corpus"
+    if HOTPOT_CORPUS.is_file():
+        write_hotpot_docs(src, N_DOCS)
+    else:
+        _write_synthetic_docs(src, N_DOCS)
+    env = cli_env(**BUILD_ENV)
+
+    killed_log = tmp_path / "killed.log"
+    proc = _build(src, corpus, env, killed_log)
     try:
-        assert wait_for(lambda: len(_shards(cache_dir)) >= 2, timeout=600, interval=0.01, proc=proc), \
-            f"no slice reached the cache before the run ended: {proc.communicate()}"
+        assert wait_for(lambda: len(_cache_shards(corpus)) >= 2, timeout=900, interval=0.01, proc=proc), \
+            f"no second slice reached the cache before the build ended:\n{killed_log.read_text()[-3000:]}"
     finally:
         kill_tree(proc)
-    out, _ = proc.communicate()
-    assert proc.returncode == -9  # killed, not finished
-    encoded_before_kill = sum(int(line.split()[1]) for line in out.splitlines() if line.startswith("ENCODED "))
-    from arborag.tasks.embeddings import EmbeddingCache
+    assert proc.returncode == -9, killed_log.read_text()[-3000:]  # killed, not finished
+    assert not (corpus / "manifest.json").exists()  # nothing was published
+    killed_out = killed_log.read_text()
+    flush = int(killed_out.split("FLUSH ", 1)[1].split()[0])
+    encoded_before_kill = sum(int(line.split()[1]) for line in killed_out.splitlines() if line.startswith("ENCODED "))
+    kept = _cached_texts(corpus)  # every one a leaf: the tree's summaries come after the leaves
+    staged_leaf_vectors = list((corpus / "staging").glob("*/leaf_vectors.parquet"))
+    assert not staged_leaf_vectors and kept >= 2 * flush, \
+        f"the kill did not land in the middle of embedding the leaves: {kept} texts cached, staged {staged_leaf_vectors}"
 
-    kept = len(EmbeddingCache(cache_dir))
-    assert 0 < kept < N_TEXTS
+    final_log = tmp_path / "final.log"
+    final = _build(src, corpus, env, final_log)
+    try:
+        final.wait(timeout=1200)
+    finally:
+        kill_tree(final)
+    final_out = final_log.read_text()
+    assert final.returncode == 0, final_out[-3000:]
+    summary = json.loads(final_out.split("BUILD-SUMMARY ", 1)[1])
+    run = read_runs(corpus)[-1]
+    leaves, re_embedded = run["counts"]["embed"]["leaves"], run["counts"]["embed"]["computed"]
+    record_property("embed_kill", json.dumps({"leaves": leaves, "kept": kept, "encoded_before_kill": encoded_before_kill,
+                                              "re_embedded": re_embedded, "flush": flush}))
+    print(f"\nRELIABILITY embed kill: leaves={leaves} kept={kept} encoded_before_kill={encoded_before_kill} "
+          f"re_embedded={re_embedded} calls={summary['calls']}")
 
-    rerun = subprocess.run([PYTHON, "-c", EMBED, str(cache_dir), str(N_TEXTS)], env=cli_env(), capture_output=True,
-                           text=True, timeout=900)
-    assert rerun.returncode == 0, rerun.stderr[-2000:]
-    assert f"CACHED-BEFORE {kept}" in rerun.stdout
-    result = json.loads(rerun.stdout.split("RESULT ", 1)[1])
-    # what the killed run wrote is not encoded again; what it had in flight is
-    assert result["computed"] == N_TEXTS - kept
-    assert encoded_before_kill - kept <= result["flush"]  # encoded twice: at most the slice in flight
-    assert result["cached_after"] == N_TEXTS and result["rows"] == N_TEXTS
-    # the cached vectors are the model's (up to the batch's padding: a text encoded in another batch)
-    assert result["min_cos"] > 0.9999
+    assert leaves >= MIN_LEAVES
+    assert kept < leaves  # the kill landed before the last slice
+    # what the killed build wrote is not embedded again: the next one embeds only leaves the cache
+    # lacked (fewer when two leaves have the same text), and no text is in the cache twice
+    assert re_embedded <= leaves - kept
+    assert _cache_duplicates(corpus) == 0
+    assert _cached_texts(corpus) == kept + summary["calls"]["embedded_texts"]
+    # encoded twice: at most the slice in flight (encoded, not yet written) when the kill landed
+    assert encoded_before_kill - kept <= flush
+    assert summary["calls"]["embedded_texts"] >= re_embedded  # plus the tree's summaries
+    # the published tree is complete
+    assert summary["status"] == "ok" and run["status"] == "ok"
+    manifest = json.loads((corpus / "manifest.json").read_text())
+    assert manifest["snapshot"] == summary["snapshot"]
+    snapshot = corpus / "snapshots" / manifest["snapshot"]
+    info = json.loads((snapshot / "info.json").read_text())
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    nodes = pq.read_table(snapshot / "nodes.parquet", columns=["level", "text"])
+    levels = nodes.column("level")
+    assert pc.sum(pc.equal(levels, 0)).as_py() == leaves  # every leaf is in the tree
+    assert pc.sum(pc.greater(levels, 0)).as_py() > 0  # and summaries above them
+    assert info["counts"]["nodes"] == nodes.num_rows and info["counts"]["levels"]["0"] == leaves
+    assert pc.min(pc.utf8_length(nodes.column("text"))).as_py() > 0
