@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from pathlib import Path
 from typing import Any, Optional
 
@@ -111,7 +113,7 @@ def run_command(sources: list[Path], corpus: Path, *, prune: Optional[bool], max
         quick = quick_noop(srcs, corpus, cfg, prune=prune)
         if quick is not None:
             embed_worker.stop_all(kill=True)
-            _print_plan(quick["plan"], estimate=False, adding=adding)
+            _print_plan(quick["plan"], estimate=False, adding=adding, corpus=corpus)
             _print_result(quick)
             from arborag.cli.exit import finish
 
@@ -130,13 +132,13 @@ def run_command(sources: list[Path], corpus: Path, *, prune: Optional[bool], max
     try:
         if dry_run:
             plan = run_update(srcs, corpus, cfg, prune=prune, dry_run=True, use_prefect=False, max_delete=max_delete)
-            _print_plan(plan.get("plan") or {}, adding=adding)
+            _print_plan(plan.get("plan") or {}, adding=adding, corpus=corpus)
             return
         # one pass: the plan is made (and printed) by the run itself, not by a dry run first
         out = run_update(srcs, corpus, cfg, prune=prune, use_prefect=orchestrated, progress=True, lock_wait=not no_wait,
                          noop_checked=not orchestrated, max_delete=max_delete)
     except DeletesRefused as exc:
-        _print_plan(exc.plan, estimate=False)
+        _print_plan(exc.plan, estimate=False, corpus=corpus)
         fail(exc, EXIT_REFUSED)
         return
     except (ArboragError, OSError) as exc:
@@ -148,7 +150,7 @@ def run_command(sources: list[Path], corpus: Path, *, prune: Optional[bool], max
             from arborag.embed_worker import stop_all
 
             stop_all()  # the embedding worker, if this run started one
-    _print_plan(out.get("plan") or {}, estimate=False, adding=adding)
+    _print_plan(out.get("plan") or {}, estimate=False, adding=adding, corpus=corpus)
     _print_result(out)
     code = exit_code(out)
     from arborag.cli.exit import finish
@@ -171,7 +173,7 @@ def exit_code(out: dict[str, Any]) -> int:
 _MAX_LISTED_FAILURES = 50
 
 
-def _print_plan(plan: dict[str, Any], *, estimate: bool = True, adding: bool = False) -> None:
+def _print_plan(plan: dict[str, Any], *, estimate: bool = True, adding: bool = False, corpus: str | None = None) -> None:
     """The plan's counts and uris. ``adding`` (``arborag add``): the documents not named are kept,
     not "deleted" — shown as ``kept``."""
     kinds = ("added", "changed", "kept" if adding else "deleted", "unchanged", "failed")
@@ -189,8 +191,9 @@ def _print_plan(plan: dict[str, Any], *, estimate: bool = True, adding: bool = F
         uris = plan.get(f"{kind}_uris") or []
         if uris:
             more = plan.get(kind, 0) - len(uris)
-            console.print(f"{kind}: " + ", ".join(uris) + (f" (+{more} more)" if more > 0 else ""), highlight=False)
-    _print_failures(plan)
+            # one unwrapped line of plain text: paths are neither broken at the terminal's width nor read as markup
+            console.print(f"{kind}: " + ", ".join(uris) + (f" (+{more} more)" if more > 0 else ""), highlight=False, markup=False, soft_wrap=True)
+    _print_failures(plan, corpus)
     if plan.get("deleted") and not plan.get("pruned", True) and not adding:
         console.print("[yellow]--no-prune[/]: deleted uris stay in the corpus")
     if plan.get("refused"):
@@ -207,21 +210,22 @@ def _print_plan(plan: dict[str, Any], *, estimate: bool = True, adding: bool = F
             console.print(est["note"])
 
 
-def _print_failures(plan: dict[str, Any]) -> None:
+def _print_failures(plan: dict[str, Any], corpus: str | None = None) -> None:
     """Each source that failed to read, with its reason (and whether it failed the same way before)."""
     failures = plan.get("failures")
     if failures is None:  # a plan without reasons: the uris only
         uris = plan.get("failed_uris") or []
         if uris:
             more = plan.get("failed", 0) - len(uris)
-            console.print("failed: " + ", ".join(uris) + (f" (+{more} more)" if more > 0 else ""), highlight=False)
+            console.print("failed: " + ", ".join(uris) + (f" (+{more} more)" if more > 0 else ""), highlight=False, markup=False, soft_wrap=True)
         return
     for f in failures[:_MAX_LISTED_FAILURES]:
         again = "" if f.get("new", True) else " (failed the same way before; its earlier document, if any, is kept)"
-        console.print(f"[red]failed[/]: {escape(str(f['uri']))}: {escape(str(f['reason']))}{again}", highlight=False)
+        console.print(f"[red]failed[/]: {escape(str(f['uri']))}: {escape(str(f['reason']))}{again}", highlight=False, soft_wrap=True)
     if len(failures) > _MAX_LISTED_FAILURES:
-        console.print(f"(+{len(failures) - _MAX_LISTED_FAILURES} more failed: arborag sql \"select uri, error from documents "
-                      "where status = 'error'\" --corpus DIR)", highlight=False)
+        where = shlex.quote(str(corpus)) if corpus else "DIR"
+        console.print(f"(+{len(failures) - _MAX_LISTED_FAILURES} more failed: arborag sql --working \"select uri, error from documents "
+                      f"where status = 'error'\" --corpus {where})", highlight=False, markup=False, soft_wrap=True)
 
 
 def _print_result(out: dict[str, Any]) -> None:
