@@ -18,8 +18,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def block(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
-    """Make ``import <name>`` raise ModuleNotFoundError, as when the package is not installed."""
+    """Make ``import <name>`` (and of any of its submodules) raise ModuleNotFoundError, as when the
+    package is not installed: a submodule an earlier test imported would otherwise be found in
+    ``sys.modules`` without its package being looked up."""
     for name in names:
+        for key in [k for k in sys.modules if k.startswith(name + ".")]:
+            monkeypatch.setitem(sys.modules, key, None)
         monkeypatch.setitem(sys.modules, name, None)
 
 
