@@ -20,8 +20,11 @@ from arborag.errors import ArboragError
 __all__ = ["console", "err_console", "EXIT_OK", "EXIT_PARTIAL", "EXIT_ERROR", "EXIT_USAGE", "EXIT_REFUSED", "PREFECT_OPTION", "QueryOptions",
            "check_corpus_path", "config_from", "corpus_option", "fail", "is_corpus", "offline_env", "query_options", "require_corpus", "use_prefect"]
 
-console = Console()
-err_console = Console(stderr=True)
+# soft_wrap: a printed line stays one line whatever the width (rich breaks lines at 80 columns when
+# stdout is not a terminal, which split "texts embedded this run: N" in logs and scripts); tables
+# still fit the width
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 EXIT_OK = 0
 EXIT_ERROR = 1  # the command could not do its job
