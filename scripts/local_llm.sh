@@ -8,8 +8,9 @@
 #   scripts/local_llm.sh check     # ask the running server one question
 #
 # Settings (environment):
-#   LLM_VENV=/work/llm-venv        the server's own venv (NOT the project's: its FastAPI clashes with Prefect's pin)
-#   LLM_MODEL_DIR=/work/models     where the GGUF goes (outside the repo)
+#   LLM_VENV=$DATA/llm-venv        the server's own venv (NOT the project's: its FastAPI clashes with Prefect's pin)
+#   LLM_MODEL_DIR=$DATA/models     where the GGUF goes (outside the repo)
+#   (DATA is ${XDG_DATA_HOME:-~/.local/share}/arborag)
 #   LLM_PORT=8011  LLM_HOST=127.0.0.1
 #   LLM_THREADS=2                  llama.cpp threads; use 1 when another process keeps a core busy
 #                                  (with more threads than idle cores llama.cpp slows down sharply)
@@ -20,8 +21,9 @@
 #   LLM_PYTHON=python3             interpreter used to create the venv
 set -euo pipefail
 
-LLM_VENV=${LLM_VENV:-/work/llm-venv}
-LLM_MODEL_DIR=${LLM_MODEL_DIR:-/work/models}
+DATA=${XDG_DATA_HOME:-$HOME/.local/share}/arborag
+LLM_VENV=${LLM_VENV:-$DATA/llm-venv}
+LLM_MODEL_DIR=${LLM_MODEL_DIR:-$DATA/models}
 LLM_PORT=${LLM_PORT:-8011}
 LLM_HOST=${LLM_HOST:-127.0.0.1}
 LLM_THREADS=${LLM_THREADS:-2}

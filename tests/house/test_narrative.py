@@ -41,8 +41,6 @@ ALLOW: dict[tuple[str, str, str], str] = {
     ("path outside the repository", "tests/conftest.py", "shared"): "the data-dir default the shared_data tests read",
     ("path outside the repository", "pyproject.toml", "../shared/data"): "the shared_data marker's description",
     ("path outside the repository", "docs/EVALUATION.md", "../shared/data"): "the --data-dir default, documented",
-    # the local LLM script's defaults for its own venv and model folder (LLM_VENV, LLM_MODEL_DIR override them)
-    ("path outside the repository", "scripts/local_llm.sh", "/work/"): "default install folders, overridable",
 }
 
 #: Rewritten by the benchmark reports' own cleanup; the exclusion is removed when that lands.
