@@ -243,7 +243,7 @@ def preimport(*modules: str) -> EmbedWorker | None:
     :meth:`EmbedWorker.call` that needs them (:func:`holding` finds it); None where this process
     starts no worker processes (:func:`wanted`: a warm ``arborag schedule`` process imports once,
     in itself), has the modules loaded already, or the helper cannot be started;
-    ``ARBORAG_IMPORT_HELPER=0`` turns helpers off (benchmarks/update_start.py compares).
+    ``ARBORAG_IMPORT_HELPER=0`` turns helpers off.
 
     A separate process, not a thread here nor one in the embedding worker: an import is bytecode
     holding the GIL, and beside it a thread's stages (or the worker's torch ops, each of which

@@ -5,7 +5,7 @@ now, by uri and content hash (``doc_id`` is the hash of the normalized text), in
 lazy plan reads both tables, joins them by uri and classifies every uri; the contents to add and
 remove are then checked only for the few ids that gained or lost a uri. No Python loop over rows,
 and the big columns of the table (``text``) are never touched. It is pure: nothing is read or
-written. (10⁶ documents: see ``benchmarks/tables.py``.)
+written (measured at 10⁶ documents: docs/BENCHMARKS.md, "What we tried").
 
 ``existing`` is a DOCUMENTS table. An ``ok`` row holds its content at its ``uri`` and at every
 uri listed in ``metadata.duplicate_uris`` (the same text found at several uris is one document);
