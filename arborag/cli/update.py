@@ -173,7 +173,7 @@ def exit_code(out: dict[str, Any]) -> int:
 _MAX_LISTED_FAILURES = 50
 
 
-def _print_plan(plan: dict[str, Any], *, estimate: bool = True, adding: bool = False, corpus: str | None = None) -> None:
+def _print_plan(plan: dict[str, Any], *, estimate: bool = True, adding: bool = False, corpus: str | Path | None = None) -> None:
     """The plan's counts and uris. ``adding`` (``arborag add``): the documents not named are kept,
     not "deleted" — shown as ``kept``."""
     kinds = ("added", "changed", "kept" if adding else "deleted", "unchanged", "failed")
@@ -210,7 +210,7 @@ def _print_plan(plan: dict[str, Any], *, estimate: bool = True, adding: bool = F
             console.print(est["note"])
 
 
-def _print_failures(plan: dict[str, Any], corpus: str | None = None) -> None:
+def _print_failures(plan: dict[str, Any], corpus: str | Path | None = None) -> None:
     """Each source that failed to read, with its reason (and whether it failed the same way before)."""
     failures = plan.get("failures")
     if failures is None:  # a plan without reasons: the uris only
