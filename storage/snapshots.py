@@ -526,13 +526,18 @@ def _sweep_scratch(corpus: "Corpus", report: GcReport, *, dry_run: bool) -> None
                 continue
             if _pid_alive(pid):
                 continue
-            size = _dir_bytes(p) if p.is_dir() else p.stat().st_size
-            if not dry_run:
-                if p.is_dir():
-                    shutil.rmtree(p, ignore_errors=True)
-                else:
-                    p.unlink(missing_ok=True)
-            report.add("scratch", 1, size)
+            report.add("scratch", 1, _remove_path(p, dry_run=dry_run))
+
+
+def _remove_path(p: Path, *, dry_run: bool) -> int:
+    """Remove the folder or file ``p`` (unless ``dry_run``); returns the bytes it held."""
+    size = _dir_bytes(p) if p.is_dir() else p.stat().st_size
+    if not dry_run:
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+    return size
 
 
 def _sweep_staging(corpus: "Corpus", report: GcReport, *, dry_run: bool, keep: set[str]) -> set[str]:
@@ -545,13 +550,7 @@ def _sweep_staging(corpus: "Corpus", report: GcReport, *, dry_run: bool, keep: s
         if p.name in keep:
             stays.add(p.name)
             continue
-        size = _dir_bytes(p) if p.is_dir() else p.stat().st_size
-        if not dry_run:
-            if p.is_dir():
-                shutil.rmtree(p, ignore_errors=True)
-            else:
-                p.unlink(missing_ok=True)
-        report.add("staging", 1, size)
+        report.add("staging", 1, _remove_path(p, dry_run=dry_run))
     return stays
 
 
