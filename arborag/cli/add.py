@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from arborag.cli.common import CONFIG_OPTION, PREFECT_OPTION, check_corpus_path, require_corpus
+from arborag.cli.common import CONFIG_OPTION, FOLLOW_EXTERNAL_SYMLINKS_OPTION, NO_WAIT_OPTION, PREFECT_OPTION, check_corpus_path, require_corpus
 
 
 def register(app: typer.Typer) -> None:
@@ -32,10 +32,8 @@ def register(app: typer.Typer) -> None:
         corpus: Path = typer.Option(..., "--corpus", "-c", callback=check_corpus_path, help="Corpus directory built by `arborag build`."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and the estimated embedding and summary work; change nothing."),
         prefect: Optional[bool] = PREFECT_OPTION,
-        no_wait: bool = typer.Option(False, "--no-wait", help="Fail at once if another writer (build, update, ingest) holds the corpus lock, instead of waiting for it."),
-        follow_external_symlinks: bool = typer.Option(
-            False, "--follow-external-symlinks", help="Follow symlinks that lead out of a source's root (skipped and reported by default)."
-        ),
+        no_wait: bool = NO_WAIT_OPTION,
+        follow_external_symlinks: bool = FOLLOW_EXTERNAL_SYMLINKS_OPTION,
         config: Optional[Path] = CONFIG_OPTION,
     ) -> None:
         require_corpus(corpus, "add")

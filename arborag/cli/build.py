@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from arborag.cli.common import CONFIG_OPTION, EXIT_PARTIAL, PREFECT_OPTION, check_corpus_path, config_from, console, fail, offline_env, use_prefect
+from arborag.cli.common import CONFIG_OPTION, EXIT_PARTIAL, FOLLOW_EXTERNAL_SYMLINKS_OPTION, NO_WAIT_OPTION, PREFECT_OPTION, check_corpus_path, config_from, console, fail, offline_env, use_prefect
 from arborag.errors import ArboragError
 
 
@@ -43,10 +43,8 @@ def register(app: typer.Typer) -> None:
         seed: Optional[int] = typer.Option(None, "--seed", help="Random seed of UMAP/GMM (same seed + input => same tree)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Ingest and segment, then print chunk counts and estimated summarizer tokens/cost per level; build nothing."),
         prefect: Optional[bool] = PREFECT_OPTION,
-        follow_external_symlinks: bool = typer.Option(
-            False, "--follow-external-symlinks", help="Follow symlinks that lead out of a source folder (skipped and reported by default)."
-        ),
-        no_wait: bool = typer.Option(False, "--no-wait", help="Fail at once if another writer (build, update, ingest) holds the corpus lock, instead of waiting for it."),
+        follow_external_symlinks: bool = FOLLOW_EXTERNAL_SYMLINKS_OPTION,
+        no_wait: bool = NO_WAIT_OPTION,
         runner: str = typer.Option("local", "--runner", help="local (all in this process) or dask: embedding, summaries and local clustering fan out as Prefect tasks on Dask workers."),
         workers: Optional[int] = typer.Option(None, "--workers", min=1, help="With --runner dask: start a LocalCluster of N worker processes on 127.0.0.1 (default 2)."),
         address: Optional[str] = typer.Option(None, "--address", help="With --runner dask: join the Dask scheduler at this address (tcp://host:8786) instead of starting one."),

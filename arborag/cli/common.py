@@ -17,7 +17,7 @@ from arborag.config import ArboragConfig, load_config
 from arborag.env import offline_env
 from arborag.errors import ArboragError
 
-__all__ = ["console", "err_console", "EXIT_OK", "EXIT_PARTIAL", "EXIT_ERROR", "EXIT_USAGE", "EXIT_REFUSED", "PREFECT_OPTION", "QueryOptions",
+__all__ = ["console", "err_console", "EXIT_OK", "EXIT_PARTIAL", "EXIT_ERROR", "EXIT_USAGE", "EXIT_REFUSED", "FOLLOW_EXTERNAL_SYMLINKS_OPTION", "NO_WAIT_OPTION", "PREFECT_OPTION", "QueryOptions",
            "check_corpus_path", "config_from", "corpus_option", "fail", "is_corpus", "offline_env", "query_options", "require_corpus", "use_prefect"]
 
 # soft_wrap: a printed line stays one line whatever the width (rich breaks lines at 80 columns when
@@ -40,6 +40,15 @@ PREFECT_OPTION = typer.Option(
     help="Run as a Prefect flow (--prefect) or directly in this process (--no-prefect). Default: a Prefect flow run "
          "when a Prefect server is configured (PREFECT_API_URL, or the active Prefect profile), else directly — "
          "without a server Prefect would start a temporary local API in every run (~6 s).",
+)
+
+#: ``--no-wait`` of the commands that write a corpus (build, ingest, update, add).
+NO_WAIT_OPTION = typer.Option(
+    False, "--no-wait", help="Fail at once if another writer (build, update, ingest) holds the corpus lock, instead of waiting for it."
+)
+#: ``--follow-external-symlinks`` of the commands that read sources (build, ingest, update, add).
+FOLLOW_EXTERNAL_SYMLINKS_OPTION = typer.Option(
+    False, "--follow-external-symlinks", help="Follow symlinks that lead out of a source folder (skipped and reported by default)."
 )
 
 

@@ -14,7 +14,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from arborag.cli.common import CONFIG_OPTION, EXIT_PARTIAL, PREFECT_OPTION, config_from, console, corpus_option, fail, offline_env, use_prefect
+from arborag.cli.common import CONFIG_OPTION, EXIT_PARTIAL, FOLLOW_EXTERNAL_SYMLINKS_OPTION, NO_WAIT_OPTION, PREFECT_OPTION, config_from, console, corpus_option, fail, offline_env, use_prefect
 from arborag.config import Strategy
 from arborag.errors import ArboragError
 
@@ -136,11 +136,9 @@ def register(app: typer.Typer) -> None:
         segment: bool = typer.Option(False, "--segment", help="Also segment the documents (same as running `arborag segment` after)."),
         strategy: Optional[Strategy] = typer.Option(None, "--strategy", "-s", help="Segmenter for --segment (default: config, sentence)."),
         prefect: Optional[bool] = PREFECT_OPTION,
-        follow_external_symlinks: bool = typer.Option(
-            False, "--follow-external-symlinks", help="Follow symlinks that lead out of a source folder (skipped and reported by default)."
-        ),
+        follow_external_symlinks: bool = FOLLOW_EXTERNAL_SYMLINKS_OPTION,
         as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON (no progress bar)."),
-        no_wait: bool = typer.Option(False, "--no-wait", help="Fail at once if another writer (build, update, ingest) holds the corpus lock, instead of waiting for it."),
+        no_wait: bool = NO_WAIT_OPTION,
         config: Optional[Path] = CONFIG_OPTION,
     ) -> None:
         overrides = {"ingest": {"include": include or None, "exclude": exclude or None, "max_file_mb": max_file_mb,

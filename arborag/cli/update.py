@@ -16,6 +16,8 @@ from arborag.cli.common import (
     EXIT_PARTIAL,
     EXIT_REFUSED,
     EXIT_USAGE,
+    FOLLOW_EXTERNAL_SYMLINKS_OPTION,
+    NO_WAIT_OPTION,
     PREFECT_OPTION,
     check_corpus_path,
     config_from,
@@ -71,10 +73,8 @@ def register(app: typer.Typer) -> None:
         init: bool = typer.Option(False, "--init", help="Allow a --corpus that is not a corpus yet: build it in full from SOURCES."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and the estimated embedding and summary work; change nothing."),
         prefect: Optional[bool] = PREFECT_OPTION,
-        no_wait: bool = typer.Option(False, "--no-wait", help="Fail at once if another writer (build, update, ingest) holds the corpus lock, instead of waiting for it."),
-        follow_external_symlinks: bool = typer.Option(
-            False, "--follow-external-symlinks", help="Follow symlinks that lead out of a source's root (skipped and reported by default)."
-        ),
+        no_wait: bool = NO_WAIT_OPTION,
+        follow_external_symlinks: bool = FOLLOW_EXTERNAL_SYMLINKS_OPTION,
         config: Optional[Path] = CONFIG_OPTION,
     ) -> None:
         if not init:
