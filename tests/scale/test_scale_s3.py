@@ -5,11 +5,11 @@ read in place over S3."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.s3 import moto_s3
 
 from arborag.config import ArboragConfig
 from arborag.flows.build import run_build
@@ -18,7 +18,7 @@ from arborag.storage.objectstore import ManifestConflict, ObjectStore, is_remote
 
 pytestmark = pytest.mark.slow
 
-moto_server = pytest.importorskip("moto.server")
+pytest.importorskip("moto.server")
 
 URI = "s3://arborag-test/corpora/cinderella"
 
@@ -26,27 +26,8 @@ URI = "s3://arborag-test/corpora/cinderella"
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A moto S3 server on 127.0.0.1 (a free port) with one bucket; AWS_* point at it."""
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    env = {
-        "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL": f"http://{host}:{port}", "ARBORAG_OBJECT_CACHE": str(tmp_path_factory.mktemp("mirror-a")),
-    }
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        import boto3
-
-        boto3.client("s3").create_bucket(Bucket="arborag-test")
-        yield env["AWS_ENDPOINT_URL"]
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        server.stop()
+    with moto_s3("arborag-test", str(tmp_path_factory.mktemp("mirror-a"))) as endpoint:
+        yield endpoint
 
 
 @pytest.fixture(scope="module")

@@ -7,12 +7,12 @@ machine its ``published.duckdb``."""
 from __future__ import annotations
 
 import io
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from helpers.s3 import moto_s3
 from helpers.update import CONFIG, make_sources
 
 from arborag.config import RetentionConfig
@@ -24,7 +24,7 @@ from arborag.storage.snapshots import collect_garbage
 
 pytestmark = pytest.mark.slow
 
-moto_server = pytest.importorskip("moto.server")
+pytest.importorskip("moto.server")
 
 URI = "s3://arborag-llm-gc/corpora/tale"
 OLD = "2026-01-01T00:00:00+00:00"
@@ -33,28 +33,9 @@ OLD = "2026-01-01T00:00:00+00:00"
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """A moto S3 server on 127.0.0.1 (a free port) with one bucket; AWS_* point at it; two mirrors."""
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
     mirrors = {"a": str(tmp_path_factory.mktemp("mirror-a")), "b": str(tmp_path_factory.mktemp("mirror-b"))}
-    env = {
-        "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL": f"http://{host}:{port}", "ARBORAG_OBJECT_CACHE": mirrors["a"],
-    }
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        import boto3
-
-        boto3.client("s3").create_bucket(Bucket="arborag-llm-gc")
+    with moto_s3("arborag-llm-gc", mirrors["a"]):
         yield mirrors
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        server.stop()
 
 
 @pytest.fixture(scope="module")
