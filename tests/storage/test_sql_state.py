@@ -9,6 +9,8 @@ import hashlib
 import json
 import os
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -109,17 +111,24 @@ def test_catalog_follows_publish_and_rollback_and_reads_read_only(history: dict[
     assert header[8:12] == b"DUCK" and struct.unpack("<Q", header[12:20]) == (64,)
 
 
+@contextmanager
+def _extra_sources(src: Path) -> Iterator[None]:
+    """The :data:`EXTRA` files in ``src`` for the ``with`` block, gone after it."""
+    for name, text in EXTRA.items():
+        (src / name).write_text(text, encoding="utf-8")
+    try:
+        yield
+    finally:
+        for name in EXTRA:
+            (src / name).unlink()
+
+
 def test_dry_run_with_more_sources_writes_nothing_the_views_show(history: dict[str, Any]) -> None:
     corpus, src, first = history["corpus"], history["src"], history["first"]
     tables = _digest(corpus / "tables")
     catalog = (corpus / CATALOG_FILE).read_bytes()
-    for name, text in EXTRA.items():
-        (src / name).write_text(text, encoding="utf-8")
-    try:
+    with _extra_sources(src):
         out = run_build([src], corpus, NO_AUTO, use_prefect=False, progress=False, dry_run=True)
-    finally:
-        for name in EXTRA:
-            (src / name).unlink()
     # the dry run saw the two new sources (more leaves than the working tables hold) ...
     assert "estimate" in out and "snapshot" not in out
     assert out["leaves"] > run_sql(corpus, "SELECT count(DISTINCT chunk_id) FROM chunks", working=True)[1][0][0]
@@ -134,13 +143,8 @@ def test_update_dry_run_with_more_sources_writes_nothing_the_views_show(history:
     corpus, src, first = history["corpus"], history["src"], history["first"]
     tables = _digest(corpus / "tables")
     catalog = (corpus / CATALOG_FILE).read_bytes()
-    for name, text in EXTRA.items():
-        (src / name).write_text(text, encoding="utf-8")
-    try:
+    with _extra_sources(src):
         out = run_update([src], corpus, NO_AUTO, dry_run=True)
-    finally:
-        for name in EXTRA:
-            (src / name).unlink()
     assert out["plan"]["added"] == len(EXTRA) and "snapshot" not in out
     assert _digest(corpus / "tables") == tables and (corpus / CATALOG_FILE).read_bytes() == catalog
     assert run_sql_state(corpus, COUNTS).rows == [_snapshot_counts(corpus, first)]
