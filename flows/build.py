@@ -51,7 +51,9 @@ from arborag.flows.ingest import discover
 from arborag.flows.lazy import lazy_flow
 from arborag.flows.noop import remember
 from arborag.flows.pipelines import BUILD_PIPELINE, INGEST_PIPELINE, TREE_PIPELINE
-from arborag.flows.stage import code_versions, finish_run, run_pipeline
+from arborag.flows.fingerprints import code_versions
+from arborag.flows.runs import finish_run
+from arborag.flows.stage import run_pipeline
 from arborag.storage.corpus import Corpus
 from arborag.storage.lock import corpus_lock
 from arborag.storage.vectors import LANCEDB_IMPORT

@@ -25,7 +25,8 @@ from arborag.config import ArboragConfig
 from arborag.env import offline_env
 from arborag.errors import ConfigError
 from arborag.flows.build import BUILD_PIPELINE
-from arborag.flows.stage import Stage, code_versions, pipeline_fingerprint
+from arborag.flows.fingerprints import code_versions, pipeline_fingerprint
+from arborag.flows.stage import Stage
 from arborag.hashing import hash_json
 from arborag.tasks.stage_context import StageContext
 from arborag.tasks.evaluation.datasets import PreparedDataset

@@ -39,7 +39,8 @@ from arborag.errors import IngestError
 from arborag.flows.common import config_overrides, current_flow_run_id, new_run_id, plain_json
 from arborag.flows.lazy import lazy_flow
 from arborag.flows.pipelines import INGEST_PIPELINE
-from arborag.flows.stage import record_run, run_pipeline
+from arborag.flows.runs import record_run
+from arborag.flows.stage import run_pipeline
 from arborag.storage.corpus import Corpus
 from arborag.storage.lock import corpus_lock
 from arborag.tasks.stage_context import StageContext

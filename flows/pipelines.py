@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from arborag.config import ArboragConfig
 from arborag.flows.lazy import LazyTask
-from arborag.flows.stage import SNAPSHOT, SOURCES, Stage, staged, table
+from arborag.flows.stage import SNAPSHOT, SOURCES, Stage, stage_summary, staged, table
 from arborag.tasks.stages import context, embed, ingest, links, plan, publish, sections, segment, sparse, tree, tree_update, vectors
 
 __all__ = [
@@ -29,8 +29,9 @@ __all__ = [
 
 def _task(name: str, runner):  # type: ignore[no-untyped-def]
     """The module-level Prefect task of a stage (``.fn`` is the runner: testable without Prefect),
-    made on first use: a run without Prefect never imports it (flows/lazy.py)."""
-    return LazyTask(name, runner)
+    made on first use: a run without Prefect never imports it (flows/lazy.py). The task returns
+    the runner's summary as a dict (:func:`~arborag.flows.stage.stage_summary`): its record is JSON."""
+    return LazyTask(name, runner, result=stage_summary)
 
 
 def _sections_on(config: ArboragConfig) -> bool:

@@ -50,7 +50,9 @@ from arborag.flows.ingest import discover
 from arborag.flows.lazy import lazy_flow
 from arborag.flows.noop import quick_noop, remember
 from arborag.flows.pipelines import INGEST_PIPELINE, PLAN, UPDATE_PIPELINE
-from arborag.flows.stage import code_versions, finish_run, run_pipeline
+from arborag.flows.fingerprints import code_versions
+from arborag.flows.runs import finish_run
+from arborag.flows.stage import run_pipeline
 from arborag.hashing import hash_json
 from arborag.storage.corpus import Corpus
 from arborag.storage.vectors import LANCEDB_IMPORT

@@ -12,7 +12,9 @@ import pytest
 
 from arborag.config import ArboragConfig, load_config
 from arborag.flows.common import cache_key_from_stats, config_overrides
-from arborag.flows.stage import Stage, module_closure, pipeline_fingerprint, record_run, run_stage
+from arborag.flows.fingerprints import module_closure, pipeline_fingerprint
+from arborag.flows.runs import record_run
+from arborag.flows.stage import Stage, run_stage, staged
 from arborag.storage.corpus import Corpus
 from arborag.tasks.stage_context import StageContext
 
@@ -38,7 +40,7 @@ def test_plain_stage_runs_and_a_resumable_stage_with_outputs_is_skipped(tmp_path
         return {"rows": 1}
 
     ctx = _ctx(tmp_path)
-    stage = Stage("demo", _FakeTask(runner), outputs=("out.parquet",), resume=True)
+    stage = Stage("demo", _FakeTask(runner), writes=(staged("out.parquet"),))
 
     def done(_s: dict[str, Any] | None) -> bool:
         return (ctx.staging_dir("k") / "out.parquet").exists()
