@@ -37,6 +37,7 @@ from arborag.config import ArboragConfig
 from arborag.flows.common import cache_key_from_stats, task_options, was_cached
 from arborag.flows.fingerprints import code_versions
 from arborag.hashing import hash_json
+from arborag.storage.snapshots.sweeps import build_record_key
 from arborag.tasks.leaves import snapshot_id_for
 from arborag.tasks.stage_context import StageContext, table_fingerprint
 
@@ -156,8 +157,8 @@ def stage_key(ctx: StageContext, stage: Stage, inputs: dict[str, Any]) -> str:
         return hash_json([stage.name, ctx.run_id])
     if stage.keyed_by_build:
         # the build (or update) key already holds the leaves, the tree config and the code; the
-        # Prefect record is then ``<stage>-<build key>``, which retention keeps while a kept
-        # snapshot has that key (storage/snapshots._sweep_prefect)
+        # Prefect record is then ``<stage>@<build key>`` (_record_key), which gc keeps while a
+        # kept snapshot has that key
         return str(inputs["key"])
     reads: list[Any] = []
     for name in stage.tables_read:
@@ -340,8 +341,15 @@ def run_stage(
         ctx.counters.seconds[stage.name] = round(ctx.counters.seconds.get(stage.name, 0.0) + time.perf_counter() - t0, 3)
 
 
+def _record_key(stage: Stage, key: str) -> str:
+    """The Prefect record name of ``stage`` cached on ``key``: ``<stage>@<build key>`` for a stage
+    keyed by the build (gc keeps it while a kept snapshot has that key:
+    :func:`arborag.storage.snapshots.build_record_key`), else ``<stage>-<key>``."""
+    return build_record_key(stage.name, key) if stage.keyed_by_build else f"{stage.name}-{key}"
+
+
 def _prefect_call(ctx: StageContext, stage: Stage, key: str, refresh: bool, params: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-    opts = task_options(ctx.corpus, retries=stage.retries, cache_key=f"{stage.name}-{key}", refresh_cache=refresh)
+    opts = task_options(ctx.corpus, retries=stage.retries, cache_key=_record_key(stage, key), refresh_cache=refresh)
     state = stage.task.with_options(name=stage.name, **opts)(ctx, **params, return_state=True)
     return stage_summary(state.result()), was_cached(state)
 
