@@ -53,7 +53,7 @@ from arborag.flows.noop import remember
 from arborag.flows.pipelines import BUILD_PIPELINE, INGEST_PIPELINE, TREE_PIPELINE
 from arborag.flows.fingerprints import code_versions
 from arborag.flows.runs import finish_run
-from arborag.flows.stage import run_pipeline
+from arborag.flows.stage import Stage, run_pipeline
 from arborag.storage.corpus import Corpus
 from arborag.storage.lock import corpus_lock
 from arborag.storage.vectors import LANCEDB_IMPORT
@@ -119,18 +119,20 @@ def _warm_clustering() -> None:
     import sklearn.mixture  # noqa: F401
 
 
-def build_tree(ctx: StageContext, leaves: Any, *, use_prefect: bool, out: dict[str, Any]) -> None:
-    """Build (or reuse) the tree of ``leaves``: :data:`TREE_PIPELINE` under the build key, unless a
-    settled snapshot of that key exists (then ``out["snapshot"]`` names it and ``out["reused"]`` says why).
+def build_tree(ctx: StageContext, leaves: Any, *, use_prefect: bool, out: dict[str, Any],
+               pipeline: tuple[Stage, ...] = TREE_PIPELINE) -> None:
+    """Build (or reuse) the tree of ``leaves``: ``pipeline`` (:data:`TREE_PIPELINE`) under the build
+    key, unless a settled snapshot of that key exists (then ``out["snapshot"]`` names it and
+    ``out["reused"]`` says why).
 
-    The build flow and an update that falls back to a full rebuild both end here.
+    The build flow and an update that falls back to a full rebuild (the update's ``full`` route) both end here.
     """
-    key = out["build_key"] = build_key(leaves, ctx.config, code_versions(TREE_PIPELINE))
+    key = out["build_key"] = build_key(leaves, ctx.config, code_versions(pipeline))
     key, reused = _settle(ctx, key, out)
     if reused is not None:
         out["snapshot"], out["reused"] = reused
         return
-    run_pipeline(ctx, TREE_PIPELINE, use_prefect=use_prefect, out=out, key=key)
+    run_pipeline(ctx, pipeline, use_prefect=use_prefect, out=out, key=key)
     out["snapshot"] = out["publish"]["snapshot"]
     if out["publish"].get("unchanged"):
         out["reused"] = "unchanged: the build's tree is the published snapshot's content; nothing was published"

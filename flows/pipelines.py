@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from arborag.config import ArboragConfig
 from arborag.flows.lazy import LazyTask
-from arborag.flows.stage import SNAPSHOT, SOURCES, Stage, stage_summary, staged, table
+from arborag.flows.stage import SNAPSHOT, SOURCES, Branch, Stage, stage_summary, staged, table
 from arborag.tasks.stages import context, embed, ingest, links, plan, publish, sections, segment, sparse, tree, tree_update, vectors
 
 __all__ = [
-    "BUILD_PIPELINE", "CONTEXT", "EMBED", "INGEST", "INGEST_PIPELINE", "LINKS", "PIPELINES", "PLAN", "PUBLISH", "SECTIONS", "SEGMENT",
-    "SPARSE", "TREE", "TREE_PIPELINE", "TREE_UPDATE", "UPDATE_PIPELINE", "VECTORS",
+    "BRANCHES", "BUILD_PIPELINE", "CONTEXT", "EMBED", "INGEST", "INGEST_PIPELINE", "LINKS", "PIPELINES", "PLAN", "PUBLISH", "SECTIONS", "SEGMENT",
+    "SPARSE", "TREE", "TREE_PIPELINE", "TREE_UPDATE", "UPDATE_BRANCH", "UPDATE_PIPELINE", "VECTORS",
 ]
 
 
@@ -122,8 +122,14 @@ BUILD_PIPELINE: tuple[Stage, ...] = INGEST_PIPELINE + TREE_PIPELINE
 #: vector table (written by a helper process that imported lancedb meanwhile: flows/update.py)
 #: and the sparse index side by side (``beside``: flows/stage.py), both joined before publish
 UPDATE_PIPELINE: tuple[Stage, ...] = (LINKS, EMBED, TREE_UPDATE, VECTORS, SPARSE, PUBLISH)
-#: What ``arborag update`` may run, in order: the plan, the ingest stages after ingest, then the
-#: incremental tree (or TREE_PIPELINE when it falls back to a full rebuild).
-UPDATE_RUN: tuple[Stage, ...] = (PLAN, SECTIONS, CONTEXT, SEGMENT) + UPDATE_PIPELINE
+#: What ``arborag update`` runs: the plan and the ingest stages after ingest, then the route
+#: ``decide`` names — the incremental tree update, or a full rebuild of the tree (``noop``: none).
+UPDATE_BRANCH = Branch(
+    "update", before=(PLAN, SECTIONS, CONTEXT, SEGMENT), choose=plan.decide,
+    routes=(("incremental", UPDATE_PIPELINE), ("full", TREE_PIPELINE)),
+    describe="noop when the published tree holds these leaves; full when there is no tree, a new tree config or drift past update.max_drift; else incremental",
+)
 
-PIPELINES: dict[str, tuple[Stage, ...]] = {"ingest": INGEST_PIPELINE, "build": BUILD_PIPELINE, "update": UPDATE_RUN}
+PIPELINES: dict[str, tuple[Stage, ...]] = {"ingest": INGEST_PIPELINE, "build": BUILD_PIPELINE, "update": UPDATE_BRANCH.stages}
+#: The pipelines that fork (``arborag pipeline`` prints their routes).
+BRANCHES: dict[str, Branch] = {"update": UPDATE_BRANCH}

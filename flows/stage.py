@@ -42,7 +42,7 @@ from arborag.tasks.leaves import snapshot_id_for
 from arborag.tasks.stage_context import StageContext, table_fingerprint
 
 __all__ = [
-    "SOURCES", "SNAPSHOT", "Stage", "declared_config", "describe_pipeline", "must_wait", "run_pipeline", "run_stage", "snapshot_files",
+    "SOURCES", "SNAPSHOT", "Branch", "Stage", "declared_config", "describe_branch", "describe_pipeline", "must_wait", "run_pipeline", "run_stage", "snapshot_files",
     "stage_done", "stage_key", "stage_summary", "staged", "table",
 ]
 
@@ -135,6 +135,32 @@ class Stage:
     def keyed_by_build(self) -> bool:
         """Stages inside a content-addressed build take its ``key``: that key already holds their inputs."""
         return "key" in self.params
+
+
+@dataclass(frozen=True)
+class Branch:
+    """A pipeline that forks, declared as data: every run takes the stages ``before``; then the
+    named predicate ``choose(ctx, leaves) -> (route, why)`` picks one of ``routes`` by name
+    (``(name, stages)`` pairs, in the order they print); a name without a route runs nothing more
+    (``noop``: nothing changed)."""
+
+    name: str
+    before: tuple[Stage, ...]
+    choose: Callable[..., tuple[str, str]]
+    routes: tuple[tuple[str, tuple[Stage, ...]], ...]
+    describe: str = ""
+
+    def route(self, name: str) -> tuple[Stage, ...]:
+        """The stages of route ``name`` (none for a name without a route)."""
+        return dict(self.routes).get(name, ())
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        """Every stage the branch may run, each once, in order: ``before``, then the routes'."""
+        seen: dict[str, Stage] = {}
+        for stage in (*self.before, *(s for _, route in self.routes for s in route)):
+            seen.setdefault(stage.name, stage)
+        return tuple(seen.values())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -352,6 +378,15 @@ def _prefect_call(ctx: StageContext, stage: Stage, key: str, refresh: bool, para
     opts = task_options(ctx.corpus, retries=stage.retries, cache_key=_record_key(stage, key), refresh_cache=refresh)
     state = stage.task.with_options(name=stage.name, **opts)(ctx, **params, return_state=True)
     return stage_summary(state.result()), was_cached(state)
+
+
+def describe_branch(branch: Branch, config: ArboragConfig) -> list[dict[str, Any]]:
+    """The rows of :func:`describe_pipeline` for ``branch``: its stages ``before`` (``route``
+    empty), then each route's stages with ``route`` naming it; the chooser in ``does`` of none."""
+    rows = [{**row, "route": ""} for row in describe_pipeline(branch.before, config)]
+    for name, stages in branch.routes:
+        rows += [{**row, "route": name} for row in describe_pipeline(stages, config)]
+    return rows
 
 
 def describe_pipeline(pipeline: Sequence[Stage], config: ArboragConfig) -> list[dict[str, Any]]:
