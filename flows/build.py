@@ -50,7 +50,7 @@ from arborag.flows.common import RUNNERS, config_overrides, current_flow_run_id,
 from arborag.flows.ingest import discover
 from arborag.flows.lazy import lazy_flow
 from arborag.flows.noop import remember
-from arborag.flows.pipelines import BUILD_PIPELINE, INGEST_PIPELINE, TREE_PIPELINE
+from arborag.flows.pipelines import BUILD_PIPELINE, INGEST, INGEST_PIPELINE, PUBLISH, TREE_PIPELINE
 from arborag.flows.fingerprints import code_versions
 from arborag.flows.runs import finish_run
 from arborag.flows.stage import Stage, run_pipeline
@@ -133,8 +133,8 @@ def build_tree(ctx: StageContext, leaves: Any, *, use_prefect: bool, out: dict[s
         out["snapshot"], out["reused"] = reused
         return
     run_pipeline(ctx, pipeline, use_prefect=use_prefect, out=out, key=key)
-    out["snapshot"] = out["publish"]["snapshot"]
-    if out["publish"].get("unchanged"):
+    out["snapshot"] = out[PUBLISH.name]["snapshot"]
+    if out[PUBLISH.name].get("unchanged"):
         out["reused"] = "unchanged: the build's tree is the published snapshot's content; nothing was published"
 
 
@@ -165,7 +165,7 @@ def build_pipeline(ctx: StageContext, files: list[str] | None, *, use_prefect: b
         build_tree(ctx, leaves, use_prefect=use_prefect, out=out)
         out["noop"] = "reused" in out
         message = out.pop("reused", "")
-        failed = int((out.get("ingest") or {}).get("failed", 0) or 0)
+        failed = int((out.get(INGEST.name) or {}).get("failed", 0) or 0)
         if failed:
             status = "partial"
             message = f"{failed} document(s) could not be read; see `arborag sql --working \"select uri, error from documents where status = 'error'\"`"

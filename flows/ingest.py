@@ -38,7 +38,7 @@ from arborag.env import offline_env
 from arborag.errors import IngestError
 from arborag.flows.common import config_overrides, current_flow_run_id, new_run_id, plain_json
 from arborag.flows.lazy import lazy_flow
-from arborag.flows.pipelines import INGEST_PIPELINE
+from arborag.flows.pipelines import INGEST, INGEST_PIPELINE, SEGMENT
 from arborag.flows.runs import record_run
 from arborag.flows.stage import run_pipeline
 from arborag.storage.corpus import Corpus
@@ -68,12 +68,12 @@ def ingest_pipeline(ctx: StageContext, files: list[str] | None, *, strategy: str
     """Run the ingest pipeline over discovered ``files``, record the run, return the summary."""
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
-    out: dict[str, Any] = {"run_id": ctx.run_id, "corpus": str(ctx.corpus.root), "ingest": None, "segment": None, "cached": []}
-    flow_name = "+".join(n for n, on in (("ingest", files is not None), ("segment", strategy is not None)) if on) or "noop"
+    out: dict[str, Any] = {"run_id": ctx.run_id, "corpus": str(ctx.corpus.root), INGEST.name: None, SEGMENT.name: None, "cached": []}
+    flow_name = "+".join(n for n, on in ((INGEST.name, files is not None), (SEGMENT.name, strategy is not None)) if on) or "noop"
     status, message = "ok", ""
     try:
         run_pipeline(ctx, INGEST_PIPELINE, use_prefect=use_prefect, out=out, files=files, strategy=strategy)
-        failed = int((out["ingest"] or {}).get("failed", 0))
+        failed = int((out[INGEST.name] or {}).get("failed", 0))
         if failed:
             status = "partial"
             message = f"{failed} source(s) could not be read; see: SELECT uri, error FROM documents WHERE status = 'error'"

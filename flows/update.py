@@ -51,7 +51,7 @@ from arborag.flows.common import config_overrides, current_flow_run_id, new_run_
 from arborag.flows.ingest import discover
 from arborag.flows.lazy import lazy_flow
 from arborag.flows.noop import quick_noop, remember
-from arborag.flows.pipelines import UPDATE_BRANCH, UPDATE_PIPELINE
+from arborag.flows.pipelines import PLAN, PUBLISH, TREE_UPDATE, UPDATE_BRANCH, UPDATE_PIPELINE
 from arborag.flows.fingerprints import code_versions
 from arborag.flows.runs import finish_run
 from arborag.flows.stage import run_pipeline
@@ -119,7 +119,7 @@ def update_pipeline(
             # the stages before the branch; a dry run has no strategy: the plan alone runs
             run_pipeline(ctx, UPDATE_BRANCH.before, use_prefect=use_prefect, out=out, files=files, prune=prune, dry_run=dry_run,
                          strategy=None if dry_run else strategy)
-            plan = out["plan"]
+            plan = out[PLAN.name]
             if dry_run:
                 return out
             leaves = ctx.shared("leaves", lambda: leaves_for(ctx.corpus.read("chunks"), strategy))
@@ -140,7 +140,7 @@ def update_pipeline(
                 key = out["update_key"] = hash_json(["update", prev, build_key(leaves, ctx.config, code_versions(route))])
                 _warm_vectors()
                 run_pipeline(ctx, route, use_prefect=use_prefect, out=out, key=key)
-                out["snapshot"] = out["publish"]["snapshot"]
+                out["snapshot"] = out[PUBLISH.name]["snapshot"]
             message = why
             failed = int(plan.get("failed", 0) or 0)
             # failures this run met that the documents table did not already record (same uri, same reason)
@@ -157,8 +157,8 @@ def update_pipeline(
         raise
     finally:
         out["tokens"] = {"in": ctx.counters.tokens_in, "out": ctx.counters.tokens_out}
-        plan_counts = {k: v for k, v in (out.get("plan") or {}).items() if k in ("added", "changed", "deleted", "unchanged", "failed", "new_docs", "gone_docs")}
-        tree = ctx.counters.stages.get("tree-update") or {}
+        plan_counts = {k: v for k, v in (out.get(PLAN.name) or {}).items() if k in ("added", "changed", "deleted", "unchanged", "failed", "new_docs", "gone_docs")}
+        tree = ctx.counters.stages.get(TREE_UPDATE.name) or {}
         counts = {
             **plan_counts, "mode": out.get("mode"), "full_rebuild": bool(out.get("full_rebuild")),
             "reason": out.get("reason"), "clusters_touched": tree.get("clusters_touched", {}),
