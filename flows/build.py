@@ -48,7 +48,7 @@ from arborag.errors import ConfigError, IngestError
 from arborag.hashing import hash_json
 from arborag.flows.common import RUNNERS, config_overrides, current_flow_run_id, dask_task_runner, install_fanout, new_run_id, plain_json, warm_imports
 from arborag.flows.ingest import discover
-from arborag.flows.lazy import lazy_flow
+from arborag.flows.lazy import flow_getattr, lazy_flow
 from arborag.flows.noop import remember
 from arborag.flows.pipelines import BUILD_PIPELINE, INGEST, INGEST_PIPELINE, PUBLISH, TREE_PIPELINE
 from arborag.flows.fingerprints import code_versions
@@ -180,13 +180,6 @@ def build_pipeline(ctx: StageContext, files: list[str] | None, *, use_prefect: b
                    counts={"phases": phases.since(before), "process_age_at_start": age})
 
 
-def __getattr__(name: str) -> Any:
-    """``build``: the Prefect flow, made on first use (flows/lazy.py): a run without Prefect never imports it."""
-    if name == "build":
-        return _build_flow()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def _build(
     corpus_dir: str,
     sources: list[str] | None = None,
@@ -215,6 +208,7 @@ def _build(
 
 
 _build_flow = lazy_flow(_build, attr="build", name=FLOW_NAME)
+__getattr__ = flow_getattr(__name__, "build", _build_flow)
 
 
 def run_build(

@@ -37,7 +37,7 @@ from arborag.config import ArboragConfig, Strategy, load_config
 from arborag.env import offline_env
 from arborag.errors import IngestError
 from arborag.flows.common import config_overrides, current_flow_run_id, new_run_id, plain_json
-from arborag.flows.lazy import lazy_flow
+from arborag.flows.lazy import flow_getattr, lazy_flow
 from arborag.flows.pipelines import INGEST, INGEST_PIPELINE, SEGMENT
 from arborag.flows.runs import record_run
 from arborag.flows.stage import run_pipeline
@@ -49,7 +49,7 @@ from arborag.tasks.stages.ingest import discover_sources
 
 offline_env()  # the offline settings (HF, numba's cache, Prefect's) before anything reads them
 
-__all__ = ["FLOW_NAME", "INGEST_PIPELINE", "discover", "ingest_and_segment", "ingest_pipeline", "run_ingest_and_segment"]  # noqa: F822 - the flow objects come from the module __getattr__ (flows/lazy.py)
+__all__ = ["FLOW_NAME", "INGEST_PIPELINE", "count_skipped", "discover", "ingest_and_segment", "ingest_pipeline", "run_ingest_and_segment"]  # noqa: F822 - the flow objects come from the module __getattr__ (flows/lazy.py)
 
 FLOW_NAME = "ingest_and_segment"
 
@@ -59,9 +59,14 @@ def discover(ctx: StageContext, sources: Sequence[str]) -> list[str]:
     Symlinks leading out of a source's root are skipped, logged and counted in the run (``discover``)."""
     skipped: list[Any] = []
     files = [s.uri for s in discover_sources(list(sources), ctx.config.ingest, skip=[ctx.corpus.root], skipped=skipped)]
+    count_skipped(ctx, skipped)
+    return files
+
+
+def count_skipped(ctx: StageContext, skipped: Sequence[Any]) -> None:
+    """Count the sources discovery skipped in the run (``discover``: how many, the first 20 with why)."""
     if skipped:
         ctx.counters.stages["discover"] = {"skipped": len(skipped), "skipped_list": [{"uri": s.uri, "reason": s.reason} for s in skipped[:20]]}
-    return files
 
 
 def ingest_pipeline(ctx: StageContext, files: list[str] | None, *, strategy: str | None, use_prefect: bool) -> dict[str, Any]:
@@ -97,13 +102,6 @@ def _check_inputs(corpus: Corpus, ingest: bool, segment: bool) -> None:
         raise IngestError(str(corpus.root), f"no documents to segment; run `arborag ingest SOURCE... --corpus {corpus.root}` first")
 
 
-def __getattr__(name: str) -> Any:
-    """``ingest_and_segment``: the Prefect flow, made on first use (flows/lazy.py)."""
-    if name == "ingest_and_segment":
-        return _ingest_flow()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def _ingest_and_segment(
     corpus_dir: str,
     sources: list[str] | None = None,
@@ -132,6 +130,7 @@ def _ingest_and_segment(
 
 
 _ingest_flow = lazy_flow(_ingest_and_segment, attr="ingest_and_segment", name=FLOW_NAME)
+__getattr__ = flow_getattr(__name__, "ingest_and_segment", _ingest_flow)
 
 
 def run_ingest_and_segment(

@@ -48,8 +48,8 @@ from arborag.env import offline_env
 from arborag.errors import IngestError
 from arborag.flows.build import build_tree
 from arborag.flows.common import config_overrides, current_flow_run_id, new_run_id, plain_json, warm_imports
-from arborag.flows.ingest import discover
-from arborag.flows.lazy import lazy_flow
+from arborag.flows.ingest import count_skipped, discover
+from arborag.flows.lazy import flow_getattr, lazy_flow
 from arborag.flows.noop import quick_noop, remember
 from arborag.flows.pipelines import PLAN, PUBLISH, TREE_UPDATE, UPDATE_BRANCH, UPDATE_PIPELINE
 from arborag.flows.fingerprints import code_versions
@@ -168,13 +168,6 @@ def update_pipeline(
         finish_run(ctx, "update", out, started=started, status=status, message=message, record=not dry_run and not refused, counts=counts)
 
 
-def __getattr__(name: str) -> Any:
-    """``update``: the Prefect flow, made on first use (flows/lazy.py): a run without Prefect never imports it."""
-    if name == "update":
-        return _update_flow()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def _update(
     corpus_dir: str,
     sources: list[str],
@@ -207,6 +200,7 @@ def _update(
 
 
 _update_flow = lazy_flow(_update, attr="update", name=FLOW_NAME)
+__getattr__ = flow_getattr(__name__, "update", _update_flow)
 
 
 def _files(ctx: StageContext, sources: list[str]) -> list[str]:
@@ -219,8 +213,7 @@ def _files(ctx: StageContext, sources: list[str]) -> list[str]:
     if found is None:
         return discover(ctx, sources)
     files, skipped = found
-    if skipped:  # as discover() reports them
-        ctx.counters.stages["discover"] = {"skipped": len(skipped), "skipped_list": [{"uri": s.uri, "reason": s.reason} for s in skipped[:20]]}
+    count_skipped(ctx, skipped)  # as discover() does
     return files
 
 

@@ -179,3 +179,17 @@ def test_the_prefect_task_of_a_stage_returns_the_summary_as_a_dict() -> None:
     wrapped = _returning(lambda: FakeSummary(), stage_summary)
     assert wrapped() == {"rows": 2}
     assert all(s.task._result is stage_summary for s in (*BUILD_PIPELINE, *UPDATE_PIPELINE, PLAN))
+
+
+def test_a_flow_module_answers_its_flow_name_and_refuses_others() -> None:
+    from arborag.flows.lazy import flow_getattr
+
+    made: list[str] = []
+    getattr_ = flow_getattr("some.flows", "build", lambda: made.append("flow") or "the flow")
+    assert getattr_("build") == "the flow" and made == ["flow"]
+    with pytest.raises(AttributeError, match="'some.flows' has no attribute 'other'"):
+        getattr_("other")
+    import arborag.flows.update as update_module
+
+    with pytest.raises(AttributeError, match="no attribute 'not_a_flow'"):
+        update_module.not_a_flow  # noqa: B018 - the module __getattr__ refuses it
