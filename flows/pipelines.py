@@ -5,8 +5,10 @@ shape it, which run inputs it takes and when it is on; :func:`arborag.flows.stag
 derives cache keys, proofs and skips from that. The flows (``flows/ingest.py``, ``flows/build.py``,
 ``flows/update.py``) run these tuples; ``arborag pipeline`` prints them.
 
-Adding a stage is one module (``tasks/stages/<name>.py`` with ``run_<name>(ctx, **params) -> dict``
-beside its pure function) plus one entry here (see docs/ARCHITECTURE.md, "Adding a stage").
+Adding a stage is one module (``tasks/stages/<table>.py`` with ``run_<table>(ctx, **params)`` beside
+its pure function, returning its summary: a dict, or a frozen dataclass with ``counts()``) plus one
+entry here (see docs/ARCHITECTURE.md, "Adding a stage"). A stage's name is written only here;
+other code names it through its object (``PUBLISH.name``).
 
 Every stage declares ``code_version``: the version of what it produces. Its cache key and the build
 key hold that string, not the source text: bump it (``"1"`` -> ``"2"``) in the same change that
