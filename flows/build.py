@@ -120,13 +120,14 @@ def _warm_clustering() -> None:
 
 
 def build_tree(ctx: StageContext, leaves: Any, *, use_prefect: bool, out: dict[str, Any],
-               pipeline: tuple[Stage, ...] = TREE_PIPELINE) -> None:
+               pipeline: tuple[Stage, ...] | None = None) -> None:
     """Build (or reuse) the tree of ``leaves``: ``pipeline`` (:data:`TREE_PIPELINE`) under the build
     key, unless a settled snapshot of that key exists (then ``out["snapshot"]`` names it and
     ``out["reused"]`` says why).
 
     The build flow and an update that falls back to a full rebuild (the update's ``full`` route) both end here.
     """
+    pipeline = TREE_PIPELINE if pipeline is None else pipeline
     key = out["build_key"] = build_key(leaves, ctx.config, code_versions(pipeline))
     key, reused = _settle(ctx, key, out)
     if reused is not None:
