@@ -168,7 +168,7 @@ from arborag.embedder import Embedder
 from arborag.storage.corpus import Corpus
 from arborag.tasks.staged_vectors import header_chars
 from arborag.tasks.leaves import leaves_for
-from arborag.tasks.tree import leaf_embed_texts
+from arborag.tasks.tree.build import leaf_embed_texts
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 cfg = load_config(None)

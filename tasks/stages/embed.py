@@ -19,7 +19,7 @@ from arborag.tasks.embeddings import embed_cached
 from arborag.tasks.leaves import load_leaves
 from arborag.tasks.stage_context import StageContext
 from arborag.tasks.staged_vectors import VECTOR_FILE_OPTIONS, embed_function, embedder_of, header_chars, write_vectors_file
-from arborag.tasks.tree import leaf_embed_texts
+from arborag.tasks.tree.build import leaf_embed_texts
 
 __all__ = ["OUTPUTS", "STREAM_ROWS", "run_leaf_vectors"]
 

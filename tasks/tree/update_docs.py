@@ -7,7 +7,7 @@ and no drift guard:
 - a document whose leaves are unchanged (the same chunk ids and headers as in the published
   snapshot's ``chunks.parquet``) keeps its whole tree as published: nodes, edges, and
   ``created_by_run`` of the run that built it;
-- an added or changed document gets a new tree from :func:`arborag.tasks.tree.build_tree` over
+- an added or changed document gets a new tree from :func:`arborag.tasks.tree.build.build_tree` over
   its leaves only (its old tree, if any, is dropped);
 - a deleted document's tree is dropped.
 
@@ -28,9 +28,9 @@ import pyarrow as pa
 
 from arborag.config import ClusterConfig, TreeConfig
 from arborag.tasks.frames import to_table
-from arborag.tasks.summarize import Summarizer
-from arborag.tasks.tree import build_tree
-from arborag.tasks.tree_update_model import UpdateResult
+from arborag.tasks.summarize.types import Summarizer
+from arborag.tasks.tree.build import build_tree
+from arborag.tasks.tree.model import UpdateResult
 
 __all__ = ["documents_to_rebuild", "update_document_trees"]
 

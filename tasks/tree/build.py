@@ -55,9 +55,10 @@ from arborag.hashing import hash_bytes, short_id
 from arborag.tokenizer import get_tokenizer
 from arborag.storage.tables import conform
 from arborag.tasks.clustering import ClusterStats, cluster_level
-from arborag.tasks.summarize import ExtractiveSummarizer, Summarizer, SummaryResult
-from arborag.tasks.tree_update_model import LevelModel, model_of
-from arborag.tasks.tree_frames import Level, assemble_edges, assemble_nodes, cluster_members, leaf_level, split_by_document, summary_inputs
+from arborag.tasks.summarize.extractive import ExtractiveSummarizer
+from arborag.tasks.summarize.types import Summarizer, SummaryResult
+from arborag.tasks.tree.model import LevelModel, model_of
+from arborag.tasks.tree.frames import Level, assemble_edges, assemble_nodes, cluster_members, leaf_level, split_by_document, summary_inputs
 
 __all__ = ["TreeResult", "build_tree", "fallback_name", "fallback_reasons", "leaf_embed_texts", "mark_fallbacks", "summary_node_id",
            "summary_ids", "cluster_id"]

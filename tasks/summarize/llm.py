@@ -1,6 +1,6 @@
 """Cluster summaries written by an LLM behind any OpenAI-compatible endpoint (docs/METHODS.md §5.7).
 
-:class:`OpenAISummarizer` implements the :class:`~arborag.tasks.summary_types.Summarizer` protocol with
+:class:`OpenAISummarizer` implements the :class:`~arborag.tasks.summarize.types.Summarizer` protocol with
 RAPTOR's prompt. A cluster whose call still fails after the client's retries — or whose reply
 is empty — is summarized by the ``fallback`` summarizer (the extractive one) and gets status
 ``"fallback:<reason>"``: an error is never stored as summary text (the RAPTOR reference code
@@ -21,7 +21,7 @@ from arborag.config import SummarizeConfig
 from arborag.errors import LLMError
 from arborag.llm import Completion, LLMClient, Message
 from arborag.llm.prompts import RAPTOR_SUMMARY
-from arborag.tasks.summary_types import Summarizer, SummaryResult
+from arborag.tasks.summarize.types import Summarizer, SummaryResult
 
 __all__ = ["OpenAISummarizer", "RAPTOR_PROMPT", "RAPTOR_SYSTEM", "build_context", "build_messages"]
 

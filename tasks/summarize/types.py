@@ -1,6 +1,6 @@
 """What every cluster summarizer is and returns: the :class:`Summarizer` protocol and :class:`SummaryResult`.
 
-Its own module so the summarizers (:mod:`.summarize`, :mod:`.summarize_llm`) import it and not
+Its own module so the summarizers (:mod:`.extractive`, :mod:`.llm`) import it and not
 each other: :func:`~arborag.tasks.summarize.make_summarizer` may then import the LLM
 summarizer (lazily) without an import cycle.
 """

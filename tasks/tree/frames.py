@@ -1,4 +1,4 @@
-"""Node and edge assembly of the RAPTOR tree in polars (over Arrow), for :mod:`arborag.tasks.tree`.
+"""Node and edge assembly of the RAPTOR tree in polars (over Arrow), for :mod:`arborag.tasks.tree.build`.
 
 A tree level is a polars frame with one row per node — ``node_id, text, n_tokens, doc_ids, pos``
 (``pos``: document-order position: a leaf's rank, or the smallest position of a summary's

@@ -1,6 +1,5 @@
-"""Cluster summarizers (docs/METHODS.md §5.7).
+"""The extractive cluster summarizer (docs/METHODS.md §5.7).
 
-- :class:`SummaryResult` and the :class:`Summarizer` protocol (``name`` + ``summarize_many``).
 - :class:`ExtractiveSummarizer`, the default: LLM-free, offline, deterministic. It picks
   **whole sentences** of a cluster's texts that best represent the cluster and returns them in
   their original order (child by child), within ``max_tokens`` tokens of our tokenizer. Only
@@ -13,8 +12,6 @@
   as one sentence ("Table and heading lines: Net sales; Gross profit."). A cluster without even
   those (rows of figures, page furniture) gets its leading lines, in order, within the budget:
   a summary of a non-empty cluster is never empty.
-- :func:`make_summarizer` builds the configured one (the OpenAI-compatible summarizer lives
-  in :mod:`arborag.tasks.summarize_llm` and is imported only when configured).
 
 How the extractive summarizer scores sentences (decided for cost, see the build numbers in
 the tree module docs): no neural embedding. Each sentence becomes a sublinear term-frequency
@@ -39,26 +36,18 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from arborag.config import SummarizeConfig
-from arborag.errors import ConfigError
 from arborag.tasks.ingest.reading import is_boilerplate, is_summary_sentence, is_table_like
-from arborag.tasks.summary_types import Progress, Summarizer, SummaryResult
+from arborag.tasks.summarize.types import Progress, SummaryResult
 from arborag.text import CJK_CHAR, split_sentences
 from arborag.tokenizer import Tokenizer, get_tokenizer
-
-if TYPE_CHECKING:  # pragma: no cover
-    from arborag.embedder import Embedder
 
 __all__ = [
     "EXTRACTIVE_VERSION",
     "ExtractiveSummarizer",
-    "SummaryResult",
-    "Summarizer",
-    "make_summarizer",
     "split_sentences",
 ]
 
@@ -283,21 +272,3 @@ class ExtractiveSummarizer:
 
     def __repr__(self) -> str:
         return f"ExtractiveSummarizer({self.name!r})"
-
-
-def make_summarizer(
-    cfg: SummarizeConfig, *, cache_dir: Path | None = None, embedder: "Embedder | None" = None
-) -> Summarizer:
-    """The configured summarizer. ``openai`` wraps an extractive fallback for failed clusters.
-
-    ``embedder`` is accepted for summarizers that want vectors; the extractive one does not
-    use it (its sentence scoring is deliberately embedding-free, see the module docs).
-    """
-    extractive = ExtractiveSummarizer(cfg)
-    if cfg.backend == "extractive":
-        return extractive
-    if cfg.backend == "openai":
-        from arborag.tasks.summarize_llm import OpenAISummarizer
-
-        return OpenAISummarizer(cfg, cache_dir=cache_dir, fallback=extractive)
-    raise ConfigError(f"unknown summarize.backend {cfg.backend!r}; use extractive or openai")  # pragma: no cover

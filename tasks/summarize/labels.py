@@ -252,7 +252,7 @@ def _one_line(answer: str | None, max_chars: int = 80) -> str | None:
 
 def llm_titler(complete: Callable[[list[str]], Sequence[str | None]]) -> Titler:
     """A :data:`Titler` over ``complete(prompts) -> answers`` (one LLM call per cluster; see
-    :func:`arborag.tasks.summarize_llm` for the configured client). The prompt shows the keywords
+    :func:`arborag.tasks.summarize.llm` for the configured client). The prompt shows the keywords
     and the start of the summary and asks for one line of at most eight words."""
 
     def titles(requests: Sequence[LabelRequest]) -> Sequence[str | None]:
