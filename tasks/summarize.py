@@ -51,7 +51,7 @@ from arborag.text import CJK_CHAR, split_sentences
 from arborag.tokenizer import Tokenizer, get_tokenizer
 
 if TYPE_CHECKING:  # pragma: no cover
-    from arborag.embedder import Embedder
+    from arborag.embed.model import Embedder
 
 __all__ = [
     "EXTRACTIVE_VERSION",

@@ -17,7 +17,7 @@ from arborag.flows.ingest import run_ingest_and_segment
 from arborag.storage.corpus import Corpus
 from arborag.tasks.stages.segment import build_chunks
 from arborag.tasks.stages.context import compose_header
-from arborag.tasks.sections import block_sections, metadata_of
+from arborag.tasks.segment.sections import block_sections, metadata_of
 
 STRUCTURAL = {"sections": {"strategy": "structural"}}
 

@@ -180,7 +180,8 @@ def _publish_small_tree(tmp_path: Path) -> tuple[StageContext, Path, str]:
 
     from arborag.flows.pipelines import TREE_PIPELINE
     from arborag.flows.stage import snapshot_files
-    from arborag.tasks.leaves import build_key, load_leaves
+    from arborag.tasks.build.key import build_key
+    from arborag.tasks.build.leaves import load_leaves
     from arborag.tasks.stages.embed import run_leaf_vectors
     from arborag.tasks.stages.ingest import run_documents
     from arborag.tasks.stages.links import run_links

@@ -16,7 +16,7 @@ from helpers.texts import WRAPPED
 
 from arborag.config import ArboragConfig
 from arborag.storage.corpus import Corpus
-from arborag.tasks import segment_reuse as reuse
+from arborag.tasks.segment import reuse
 from arborag.tasks.stage_context import StageContext
 from arborag.tasks.stages.context import run_doc_context
 from arborag.tasks.stages.plan import run_update_documents
