@@ -1,7 +1,7 @@
 """Stage ``plan`` of ``arborag update``: the documents table after an update, and the plan that says why.
 
 The pure function :func:`plan_documents` reads the sources into the existing ``documents`` table
-with the ingest machinery (:func:`arborag.tasks.stages.ingest.build_documents`: unchanged files are
+with the ingest machinery (:func:`arborag.tasks.stages.documents.build_documents`: unchanged files are
 not parsed again, a changed file replaces its document), classifies every uri with
 :func:`arborag.tasks.changes.documents_diff.diff_documents` (added / changed / deleted / unchanged /
 failed) and, when ``prune`` is on, removes the deleted uris with the ingest merge's own
@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 from arborag.config import ArboragConfig
 from arborag.errors import ArboragError
 from arborag.tasks.stage_context import StageContext, table_fingerprint
-from arborag.tasks.stages.ingest import build_documents
+from arborag.tasks.stages.documents import build_documents
 from arborag.tasks.changes.documents_diff import DocumentsDiff, diff_documents
 from arborag.tasks.ingest.existing import RECORD_URI_PATTERN, duplicate_uris
 from arborag.tasks.ingest.merge import DocumentState
@@ -285,7 +285,7 @@ def estimate_work(ctx: StageContext, plan: UpdatePlan) -> dict[str, Any]:
     how many clusters are re-summarized (from the published snapshot's tree)."""
     import pyarrow.parquet as pq
 
-    from arborag.tasks.stages.segment import build_chunks
+    from arborag.tasks.stages.chunks import build_chunks
 
     docs = plan.documents.filter(pc.is_in(plan.documents.column("doc_id"), value_set=plan.diff.new_doc_ids))
     new_chunks = build_chunks(docs, ctx.config.segment)

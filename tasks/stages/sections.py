@@ -25,7 +25,7 @@ from arborag.config import ArboragConfig
 from arborag.progress import progress_bar
 from arborag.tasks.stage_context import StageContext, table_fingerprint
 from arborag.storage.frames import frame
-from arborag.tasks.stages.context import HeaderStats, llm_complete, section_summary
+from arborag.tasks.stages.doc_context import HeaderStats, llm_complete, section_summary
 from arborag.tasks.segment.sections import DocInput, Section, build_sections, metadata_of, structural_sections
 from arborag.tasks.segment.semantic import Complete, SemanticSectioner
 

@@ -24,9 +24,9 @@ from arborag.embed.model import Embedder, long_text_windows
 from arborag.storage.corpus import Corpus
 from arborag.storage.embedding_cache import EmbeddingCache
 from arborag.storage.schemas import CHUNKS, NODES
-from arborag.tasks.stages.segment import segment_text
+from arborag.tasks.stages.chunks import segment_text
 from arborag.tasks.stage_context import StageContext
-from arborag.tasks.stages.embed import run_leaf_vectors
+from arborag.tasks.stages.leaf_vectors import run_leaf_vectors
 from arborag.tasks.embedding.vector_files import read_vectors_file
 from arborag.tasks.stages.sparse import with_leaf_headers
 

@@ -11,7 +11,7 @@ import pytest
 
 from arborag.config import ArboragConfig
 from arborag.storage.corpus import Corpus
-from arborag.tasks.stages import embed as leaf_vectors
+from arborag.tasks.stages import leaf_vectors
 from arborag.tasks.stage_context import StageContext
 from arborag.tasks.embedding.vector_files import read_vectors_file
 

@@ -12,10 +12,10 @@ from helpers.embed import FakeEmbedder
 
 from arborag.config import ArboragConfig
 from arborag.storage.corpus import Corpus
-from arborag.tasks.stages.segment import run_chunks
+from arborag.tasks.stages.chunks import run_chunks
 from arborag.tasks.stage_context import StageContext
-from arborag.tasks.stages.ingest import run_documents
-from arborag.tasks.stages.embed import run_leaf_vectors
+from arborag.tasks.stages.documents import run_documents
+from arborag.tasks.stages.leaf_vectors import run_leaf_vectors
 from arborag.tasks.embedding.vector_files import read_vectors_file
 from arborag.tasks.build.cost import estimate_cost
 from arborag.tasks.build.key import build_key, snapshot_id_for

@@ -17,7 +17,7 @@ from arborag.config import ArboragConfig
 from arborag.tasks.changes import source_stats
 from arborag.tasks.ingest.readers import reader_key
 from arborag.tasks.stage_context import table_fingerprint
-from arborag.tasks.stages.ingest import build_documents
+from arborag.tasks.stages.documents import build_documents
 from arborag.tasks.stages.plan import plan_documents
 from arborag.storage.tables import atomic_write_parquet
 

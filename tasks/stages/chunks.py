@@ -405,7 +405,7 @@ def chunks_fingerprint(chunks: pa.Table, strategy: str) -> str:
 def with_headers(chunks: pa.Table, doc_context: pa.Table, sections: pa.Table | None) -> pa.Table:
     """``chunks`` with its ``header`` column composed (docs/METHODS.md §4 template) from the documents'
     titles and summaries (a DOC_CONTEXT table) and the chunks' sections (titles, summaries)."""
-    from arborag.tasks.stages.context import chunk_headers
+    from arborag.tasks.stages.doc_context import chunk_headers
 
     if chunks.num_rows == 0:
         return chunks
@@ -415,7 +415,7 @@ def with_headers(chunks: pa.Table, doc_context: pa.Table, sections: pa.Table | N
 
 # the modules whose code decides a document's chunks: their source enters the reuse key
 _SEGMENT_CODE = (
-    "arborag.tasks.stages.segment", "arborag.tasks.segment.windows", "arborag.tasks.ingest.reading",
+    "arborag.tasks.stages.chunks", "arborag.tasks.segment.windows", "arborag.tasks.ingest.reading",
     "arborag.text", "arborag.tokenizer", "arborag.hashing",
 )
 
@@ -448,14 +448,14 @@ def run_chunks(ctx: StageContext, strategy: str) -> dict[str, Any]:
 
     With ``sections.strategy`` other than ``none`` the ``sections`` table is read and chunks
     carry their ``section_id`` (inside sections unless ``segment.within_sections`` is off); with
-    headers on (:func:`arborag.tasks.stages.context.headers_enabled`) the ``header`` column is composed
+    headers on (:func:`arborag.tasks.stages.doc_context.headers_enabled`) the ``header`` column is composed
     from ``doc_context`` and ``sections`` for every row (kept rows too; off: empty). The other
     strategies' rows stay; the table is sorted by (strategy, doc_id, ordinal) and written only
     when it changed (a no-op run leaves the file untouched).
     """
     from arborag.tasks.segment import reuse
     from arborag.tasks.stage_context import table_fingerprint
-    from arborag.tasks.stages.context import headers_enabled
+    from arborag.tasks.stages.doc_context import headers_enabled
 
     corpus = ctx.corpus
     strat: Strategy = strategy  # type: ignore[assignment]
