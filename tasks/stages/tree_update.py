@@ -465,7 +465,7 @@ def _assemble(nodes: dict[str, _Node], edges: list[tuple[str, str, float, int]],
               background: bool = False, *, leaf_rows: pl.DataFrame) -> UpdateResult:
     """The result tables: the leaves' rows (:func:`_leaf_rows`) and the summaries of ``nodes``
     (turned from Python objects into columns here), ordered by (level, position, id); every edge once."""
-    from arborag.tasks.frames import to_table
+    from arborag.storage.frames import to_table
 
     rows = [i for i in nodes if nodes[i].level > 0]
     built = pl.DataFrame(
@@ -502,8 +502,9 @@ def _assemble(nodes: dict[str, _Node], edges: list[tuple[str, str, float, int]],
 # -- the stage runner -------------------------------------------------------------------------------
 def run_tree_update(ctx: StageContext, key: str) -> dict[str, Any]:
     """Update the published tree to the run's leaves and stage it under ``key`` (as the build's tree stage)."""
-    from arborag.tasks.staged_vectors import embed_function, embedder_of, read_vectors_file, write_vectors_file
-    from arborag.tasks.leaves import load_leaves
+    from arborag.tasks.embedding.embedder import embed_function, embedder_of
+    from arborag.tasks.embedding.vector_files import read_vectors_file, write_vectors_file
+    from arborag.tasks.build.leaves import load_leaves
     from arborag.tasks.stages.tree import fallback_nodes, fallback_summary, labelled, level_counts, write_tree_info
     from arborag.tasks.summarize import make_summarizer
     from arborag.storage.tables import read_table, write_table

@@ -27,7 +27,7 @@ import polars as pl
 import pyarrow as pa
 
 from arborag.config import ClusterConfig, TreeConfig
-from arborag.tasks.frames import to_table
+from arborag.storage.frames import to_table
 from arborag.tasks.summarize.types import Summarizer
 from arborag.tasks.tree.build import build_tree
 from arborag.tasks.tree.model import UpdateResult

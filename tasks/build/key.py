@@ -1,10 +1,10 @@
-"""The leaves a build starts from, the build's content-addressed key, and what a build would cost.
+"""The build's content-addressed key and the snapshot id it names.
 
-- :func:`leaves_for` — the chunks of one strategy in document order (the tree's level 0);
 - :func:`build_key` — ``hash(leaf chunk ids + headers, embed/cluster/summarize/tree/sparse
   config, code versions)``: a build whose key equals the published snapshot's is a no-op;
-- :func:`estimate_cost` — the dry run's per-level summarizer estimate;
-- :func:`load_leaves` — the leaves of a run (computed once per run, shared by the stages).
+- :func:`tree_config` — the config parts that shape a tree (the key's config);
+- :func:`hash_string_columns` — the hash of string columns read from the Arrow buffers;
+- :func:`snapshot_id_for` — the snapshot id of a key.
 """
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ import pyarrow.compute as pc
 
 from arborag.config import ArboragConfig
 from arborag.hashing import hash_bytes, hash_json
-from arborag.tasks.stage_context import StageContext
 
-__all__ = ["build_key", "estimate_cost", "hash_string_columns", "leaves_for", "load_leaves", "snapshot_id_for", "tree_config"]
+__all__ = ["build_key", "hash_string_columns", "snapshot_id_for", "tree_config"]
 
 # Summarizer/embedder settings that do not change a tree's content (speed, cost, credentials).
 _SUMMARIZE_RUNTIME = {"timeout_s", "concurrency", "retries", "price_in_per_1k", "price_out_per_1k", "api_key_env"}
@@ -33,13 +32,6 @@ def tree_config(config: ArboragConfig) -> dict[str, Any]:
     summ = {k: v for k, v in pub["summarize"].items() if k not in _SUMMARIZE_RUNTIME}
     embed = {k: v for k, v in pub["embed"].items() if k not in _EMBED_RUNTIME}
     return {"embed": embed, "cluster": pub["cluster"], "summarize": summ, "tree": pub["tree"]}
-
-
-def leaves_for(chunks: pa.Table, strategy: str) -> pa.Table:
-    """The chunks of ``strategy``, sorted by (doc_id, ordinal)."""
-    leaves = chunks.filter(pc.equal(chunks.column("strategy"), strategy))
-    order = pc.sort_indices(leaves, sort_keys=[("doc_id", "ascending"), ("ordinal", "ascending")])
-    return leaves.take(order)
 
 
 def build_key(leaves: pa.Table, config: ArboragConfig, code: str) -> str:
@@ -74,36 +66,3 @@ def hash_string_columns(table: pa.Table, names: Sequence[str]) -> str:
 
 def snapshot_id_for(key: str) -> str:
     return f"snap-{key[:20]}"
-
-
-def load_leaves(ctx: StageContext) -> pa.Table:
-    """The leaves of this run: the flow puts them in ``ctx.resources``; a runner called alone reads them."""
-    return ctx.shared("leaves", lambda: leaves_for(ctx.corpus.read("chunks"), ctx.config.segment.strategy))
-
-
-# Average number of children a summary covers. RAPTOR's GMM clusters hold a handful of
-# nodes; 5 matches the trees arborag builds. Used only for estimates.
-_EST_CLUSTER_SIZE = 5.0
-_EST_MEMBERSHIP = 1.1  # soft membership puts some nodes in more than one cluster
-
-
-def estimate_cost(leaves: pa.Table, config: ArboragConfig) -> list[dict[str, Any]]:
-    """Per level: nodes in, summaries out, summarizer input/output tokens, price (openai)."""
-    cfg = config.cluster
-    out_tokens = config.summarize.max_tokens
-    n = leaves.num_rows
-    tokens_per_node = float(np.mean(leaves.column("n_tokens").to_numpy())) if n else 0.0
-    rows = []
-    level = 0
-    while n > cfg.dims + 1 and level < cfg.max_levels:
-        n_sum = max(1, int(np.ceil(n * _EST_MEMBERSHIP / _EST_CLUSTER_SIZE)))
-        t_in = int(n * _EST_MEMBERSHIP * tokens_per_node)
-        t_out = n_sum * out_tokens
-        price = 0.0
-        if config.summarize.backend == "openai":
-            price = t_in / 1000 * config.summarize.price_in_per_1k + t_out / 1000 * config.summarize.price_out_per_1k
-        rows.append({"level": level + 1, "nodes_in": n, "summaries": n_sum, "tokens_in": t_in, "tokens_out": t_out, "price": round(price, 4)})
-        if n_sum >= n:
-            break
-        n, tokens_per_node, level = n_sum, float(out_tokens), level + 1
-    return rows

@@ -20,7 +20,7 @@
    section become one section (the trailing one's title), since a window border is rarely a
    topic border.
 
-Rows come out as :class:`~arborag.tasks.sections.Section`; ``start_line``/``end_line`` are the
+Rows come out as :class:`~arborag.tasks.segment.sections.Section`; ``start_line``/``end_line`` are the
 document lines holding the section's first and last character (a split long line can be shared
 by two sections; ``start_char``/``end_char`` are exact and tile the text).
 """
@@ -37,7 +37,7 @@ from typing import Protocol, runtime_checkable
 from pydantic import BaseModel, Field, ValidationError
 
 from arborag.errors import ArboragError
-from arborag.tasks.sections import DocInput, Section, line_starts, short_title
+from arborag.tasks.segment.sections import DocInput, Section, line_starts, short_title
 
 __all__ = [
     "PROMPT",
@@ -218,7 +218,7 @@ def merge_across_windows(per_window: Sequence[Sequence[WindowSection]]) -> list[
 
 # -- the sectioner ----------------------------------------------------------------------------
 class SemanticSectioner:
-    """``sectioner(doc) -> list[Section]``; pass it to :func:`arborag.tasks.sections.build_sections`."""
+    """``sectioner(doc) -> list[Section]``; pass it to :func:`arborag.tasks.segment.sections.build_sections`."""
 
     def __init__(
         self,

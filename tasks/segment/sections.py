@@ -30,8 +30,8 @@ source file again when it still exists.
 
 The rows are ``storage.schemas.SECTIONS`` (:data:`SECTIONS_SCHEMA` is the same object).
 :func:`run_sections` is the ``sections`` stage: ``sections.strategy`` = ``none`` (empty table),
-``structural`` or ``semantic`` (the LLM of ``summarize.*``, :mod:`arborag.tasks.sections_semantic`),
-optionally with a summary per section (:func:`arborag.tasks.stages.context.section_summary`).
+``structural`` or ``semantic`` (the LLM of ``summarize.*``, :mod:`arborag.tasks.segment.semantic`),
+optionally with a summary per section (:func:`arborag.tasks.stages.doc_context.section_summary`).
 """
 
 from __future__ import annotations

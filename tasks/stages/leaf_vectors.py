@@ -1,6 +1,6 @@
 """Stage ``embed``: the leaves' vectors, staged as ``staging/<key>/leaf_vectors.parquet``.
 
-The run's embed function and the staged vector files live in :mod:`arborag.tasks.staged_vectors`
+The run's embed function lives in :mod:`arborag.tasks.embedding.embedder`, the staged vector files in :mod:`arborag.tasks.embedding.vector_files`
 (the tree and tree-update stages use them too).
 """
 
@@ -15,10 +15,11 @@ import pyarrow.parquet as pq
 from arborag.progress import progress_bar
 from arborag.storage.arrays import vectors_to_arrow
 from arborag.storage.tables import atomic_path
-from arborag.tasks.embeddings import embed_cached
-from arborag.tasks.leaves import load_leaves
+from arborag.tasks.embedding.cached import embed_cached
+from arborag.tasks.build.leaves import load_leaves
 from arborag.tasks.stage_context import StageContext
-from arborag.tasks.staged_vectors import VECTOR_FILE_OPTIONS, embed_function, embedder_of, header_chars, write_vectors_file
+from arborag.tasks.embedding.embedder import embed_function, embedder_of, header_chars
+from arborag.tasks.embedding.vector_files import VECTOR_FILE_OPTIONS, write_vectors_file
 from arborag.tasks.tree.build import leaf_embed_texts
 
 __all__ = ["OUTPUTS", "STREAM_ROWS", "run_leaf_vectors"]

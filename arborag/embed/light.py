@@ -1,6 +1,6 @@
 """The packaged BERT sentence model run with torch + ``tokenizers`` only: the build's vectors, bit for bit.
 
-:class:`arborag.embedder.Embedder` loads the model through sentence-transformers, whose import
+:class:`arborag.embed.model.Embedder` loads the model through sentence-transformers, whose import
 chain (transformers, scikit-learn, scipy) costs ~6 s of a cold process before the first text
 (torch alone ~2 s; ``benchmarks/results/cold_path.md``). :class:`LightEmbedder` is an
 ``Embedder`` whose network is written here with the torch ops transformers' ``BertModel`` runs
@@ -18,9 +18,9 @@ Same batches, same ops, same threads: the vectors equal ``Embedder.embed``'s bit
 noise included (``tests/foundation/test_embedder_light.py`` compares real texts of the shared
 corpora, long texts with prefixes, both dtypes). Only plain BERT sentence-transformers folders
 (Transformer -> mean Pooling -> Normalize) qualify; :func:`light_supported` says whether a folder
-does, otherwise use :class:`~arborag.embedder.Embedder`. Used for one-off queries
+does, otherwise use :class:`~arborag.embed.model.Embedder`. Used for one-off queries
 (``arborag query``) and by the embedding worker of a cold CLI build or update
-(:mod:`arborag.embed_worker_serve`).
+(:mod:`arborag.embed.worker_serve`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from arborag.embedder import Embedder, _torch_threads, max_seq_length, torch_dtype
+from arborag.embed.model import Embedder, _torch_threads, max_seq_length, torch_dtype
 
 if TYPE_CHECKING:
     from arborag.config import EmbedConfig
@@ -161,7 +161,7 @@ class _Bert:
 
 
 class LightEmbedder(Embedder):
-    """:class:`~arborag.embedder.Embedder`'s vectors for a supported model (module docs), without
+    """:class:`~arborag.embed.model.Embedder`'s vectors for a supported model (module docs), without
     importing sentence-transformers or transformers. Loads lazily on first use; never routes to
     an embedding worker (it is what the worker runs)."""
 

@@ -18,7 +18,7 @@ section part; no section title -> no blank line and no section part).
   after its title lines (:func:`lead_summary`), with the same prefix.
 - **Section summary** (:func:`section_summary`): "This section is about: …", the same way.
 
-LLM calls go through an injected :class:`~arborag.tasks.sections_semantic.Complete`; a call that
+LLM calls go through an injected :class:`~arborag.tasks.segment.semantic.Complete`; a call that
 raises an ``ArboragError`` falls back to the offline path and is counted in
 :class:`HeaderStats`. :func:`chunk_headers` composes all headers of a chunks table with polars
 joins and string expressions (no Python loop over chunks).
@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from arborag.errors import ArboragError, ConfigError
-from arborag.tasks.sections_semantic import Complete
+from arborag.tasks.segment.semantic import Complete
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -298,7 +298,7 @@ def _head(text: str, max_tokens: int) -> str:
 def top_heading(metadata: str | dict[str, Any] | None) -> str | None:
     """The first of the highest-level headings ingest recorded (``metadata["headings"]``), if
     it is a ``Title`` or level-1 heading."""
-    from arborag.tasks.sections import metadata_of
+    from arborag.tasks.segment.sections import metadata_of
 
     rows = [r for r in metadata_of(metadata).get("headings") or [] if isinstance(r, list) and len(r) >= 2 and str(r[0]).strip()]
     if not rows:

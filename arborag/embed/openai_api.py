@@ -1,6 +1,6 @@
 """Embeddings from any OpenAI-compatible server: ``POST /v1/embeddings`` (``embed.backend = openai``).
 
-:class:`OpenAIEmbedder` has the interface of :class:`arborag.embedder.Embedder` (``model_id``,
+:class:`OpenAIEmbedder` has the interface of :class:`arborag.embed.model.Embedder` (``model_id``,
 ``dim``, ``embed(texts, progress=, prefix_chars=)``), and ``Embedder(cfg)`` returns one when
 ``cfg.backend == "openai"``, so the build stages, the query index and the server use it unchanged.
 
@@ -13,7 +13,7 @@
   per request), at most ``embed.concurrency`` requests in flight.
 - **Long texts** follow ``embed.long_text`` with the server's limit ``embed.max_input_tokens``:
   ``mean`` embeds token windows (the same windows and header-prefix rule as the local model,
-  :mod:`arborag.embed_windows`) and averages them; ``truncate`` sends the first
+  :mod:`arborag.embed.windows`) and averages them; ``truncate`` sends the first
   ``max_input_tokens`` tokens. Tokens are counted with arborag's tokenizer.
 - **Identity.** ``model_id = "openai:<api_model>@<dimensions|native>+<long-text policy>"``: the
   embedding cache is keyed by (backend, model, dimension, policy, text), so vectors of two
@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from arborag.config import EmbedConfig
-from arborag.embed_windows import l2_normalise, text_windows
+from arborag.embed.windows import l2_normalise, text_windows
 from arborag.errors import ConfigError, EmbedError, LLMError
 from arborag.llm.transport import AbortBatch, Transport, _status_hint
 from arborag.llm.types import OPENAI_DEFAULT_URL, LLMStats

@@ -1,4 +1,4 @@
-"""The embedding worker's side (:mod:`arborag.embed_worker` starts it): ``python -m arborag.embed_worker_serve FD``.
+"""The embedding worker's side (:mod:`arborag.embed.worker` starts it): ``python -m arborag.embed.worker_serve FD``.
 
 Loads the local model named by the first message on the socket ``FD`` and answers ``embed``
 requests with its ``embed`` — and ``call`` requests (a module-level function and its arguments:
@@ -6,10 +6,10 @@ the clustering's second lane, :mod:`arborag.tasks.lanes`; an update's vector tab
 where lancedb is loaded) with the function's result — until the socket closes. An ``import``
 request (module names; no answer) imports them on a thread of the worker's, so the call that
 needs them later finds them loaded. The second argument is the role: ``model`` (the
-default) or ``helper`` (no model, calls and imports only: :func:`arborag.embed_worker.preimport`). A model
-:func:`~arborag.embedder_light.light_supported` accepts (the packaged one) runs as a
-:class:`~arborag.embedder_light.LightEmbedder` — the same vectors bit for bit without
-sentence-transformers' ~6 s import chain; any other as an :class:`~arborag.embedder.Embedder`.
+default) or ``helper`` (no model, calls and imports only: :func:`arborag.embed.worker.preimport`). A model
+:func:`~arborag.embed.light.light_supported` accepts (the packaged one) runs as a
+:class:`~arborag.embed.light.LightEmbedder` — the same vectors bit for bit without
+sentence-transformers' ~6 s import chain; any other as an :class:`~arborag.embed.model.Embedder`.
 ``ARBORAG_EMBED_LIGHT=0`` makes the worker load sentence-transformers always.
 """
 
@@ -63,10 +63,10 @@ def _config(raw: str) -> Any:
 
 def _embedder(cfg: Any) -> Any:
     """The worker's embedder of ``cfg``: light when the model allows it (module docs)."""
-    from arborag.embedder import Embedder
+    from arborag.embed.model import Embedder
 
     if os.environ.get("ARBORAG_EMBED_LIGHT", "").strip() != "0":
-        from arborag.embedder_light import LightEmbedder, light_supported
+        from arborag.embed.light import LightEmbedder, light_supported
 
         light = LightEmbedder(cfg)
         if light_supported(light.path):
@@ -78,7 +78,7 @@ def serve(fd: int, role: str = "model") -> None:
     """Load the model named by the first message (None: a helper without one), then answer
     requests until EOF. ``role`` ``model`` imports torch and tokenizers before that message is
     read (they are the same for every local model, and the console script may start this process
-    before its command knows the model: arborag.worker_spawn); ``helper`` imports neither."""
+    before its command knows the model: arborag.embed.spawn); ``helper`` imports neither."""
     from arborag import phases
     from arborag.env import offline_env
 

@@ -1,7 +1,7 @@
 """Segmentation stage: documents → chunks (docs/METHODS.md §3), for the five non-LLM strategies.
 
 ``segment_text`` tokenizes a text once with the one tokenizer and runs a segmenter from
-:mod:`arborag.tasks.segmenters` on the offset arrays; ``build_chunks`` does that for every ``ok``
+:mod:`arborag.tasks.segment.windows` on the offset arrays; ``build_chunks`` does that for every ``ok``
 document of a DOCUMENTS table and returns a CHUNKS table.
 
 Strategies (windows measured in tokens of :func:`arborag.tokenizer.get_tokenizer`):
@@ -40,7 +40,7 @@ Span conventions (all strategies):
 * Empty or whitespace-only text (no tokens) gives no spans.
 
 Complexity: one tokenization per document (the floor, ≈ 5 MB/s on this machine) plus O(n)
-array work; see :mod:`arborag.tasks.segmenters` for each algorithm.
+array work; see :mod:`arborag.tasks.segment.windows` for each algorithm.
 """
 
 from __future__ import annotations
@@ -64,10 +64,10 @@ from arborag.tokenizer import Tokenizer, get_tokenizer
 from arborag.storage.schemas import CHUNKS
 from arborag.storage.tables import conform
 from arborag.tasks.stage_context import StageContext
-from arborag.tasks.leaves import hash_string_columns
-from arborag.tasks.frames import frame, to_table
+from arborag.tasks.build.key import hash_string_columns
+from arborag.storage.frames import frame, to_table
 from arborag.tasks.ingest.reading import LINE_RECORD_MIMES, READING_VIEW_VERSION, ReadingView, reading_views
-from arborag.tasks.segmenters import (
+from arborag.tasks.segment.windows import (
     IntArray,
     clean_cuts,
     dds_windows,
@@ -405,7 +405,7 @@ def chunks_fingerprint(chunks: pa.Table, strategy: str) -> str:
 def with_headers(chunks: pa.Table, doc_context: pa.Table, sections: pa.Table | None) -> pa.Table:
     """``chunks`` with its ``header`` column composed (docs/METHODS.md §4 template) from the documents'
     titles and summaries (a DOC_CONTEXT table) and the chunks' sections (titles, summaries)."""
-    from arborag.tasks.stages.context import chunk_headers
+    from arborag.tasks.stages.doc_context import chunk_headers
 
     if chunks.num_rows == 0:
         return chunks
@@ -415,14 +415,14 @@ def with_headers(chunks: pa.Table, doc_context: pa.Table, sections: pa.Table | N
 
 # the modules whose code decides a document's chunks: their source enters the reuse key
 _SEGMENT_CODE = (
-    "arborag.tasks.stages.segment", "arborag.tasks.segmenters", "arborag.tasks.ingest.reading",
+    "arborag.tasks.stages.chunks", "arborag.tasks.segment.windows", "arborag.tasks.ingest.reading",
     "arborag.text", "arborag.tokenizer", "arborag.hashing",
 )
 
 
 def segment_setup(strategy: Strategy, cfg: SegmentConfig, tok: Tokenizer, sections: pa.Table | None) -> str:
     """The run-wide part of the key under which a document's chunks are reused (the per-document
-    part is :func:`arborag.tasks.segment_reuse.doc_keys`): the params hash in the chunk ids (strategy,
+    part is :func:`arborag.tasks.segment.reuse.doc_keys`): the params hash in the chunk ids (strategy,
     parameters, tokenizer name, sections' strategies), ``within_sections``, the reading view's
     version, the tokenizer file and the source of the segmentation code."""
     from importlib import import_module
@@ -442,20 +442,20 @@ def run_chunks(ctx: StageContext, strategy: str) -> dict[str, Any]:
     """Segment the ok documents with ``strategy``; replace that strategy's rows of ``chunks``.
 
     Only documents that are new or whose key changed are segmented
-    (:mod:`arborag.tasks.segment_reuse`: content, mime, sections, :func:`segment_setup`); the rows
+    (:mod:`arborag.tasks.segment.reuse`: content, mime, sections, :func:`segment_setup`); the rows
     of the others are kept as they are, and the rows of documents no longer ok go. The table is
     the one a segmentation of every document gives, byte for byte.
 
     With ``sections.strategy`` other than ``none`` the ``sections`` table is read and chunks
     carry their ``section_id`` (inside sections unless ``segment.within_sections`` is off); with
-    headers on (:func:`arborag.tasks.stages.context.headers_enabled`) the ``header`` column is composed
+    headers on (:func:`arborag.tasks.stages.doc_context.headers_enabled`) the ``header`` column is composed
     from ``doc_context`` and ``sections`` for every row (kept rows too; off: empty). The other
     strategies' rows stay; the table is sorted by (strategy, doc_id, ordinal) and written only
     when it changed (a no-op run leaves the file untouched).
     """
-    from arborag.tasks import segment_reuse as reuse
+    from arborag.tasks.segment import reuse
     from arborag.tasks.stage_context import table_fingerprint
-    from arborag.tasks.stages.context import headers_enabled
+    from arborag.tasks.stages.doc_context import headers_enabled
 
     corpus = ctx.corpus
     strat: Strategy = strategy  # type: ignore[assignment]

@@ -71,7 +71,7 @@ def _frame(rows: dict[str, list[object]]) -> pl.DataFrame:
 
 def stat_rows(stats: Sequence[tuple[str, os.stat_result, int]]) -> pl.DataFrame:
     """SOURCE_STATS rows of ``(uri, os.stat, ns before the stat)``, as
-    :func:`~arborag.tasks.stages.ingest.build_documents` collects them while reading."""
+    :func:`~arborag.tasks.stages.documents.build_documents` collects them while reading."""
     return _frame({
         "uri": [u for u, _, _ in stats],
         "size": [st.st_size for _, st, _ in stats],

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from arborag.embed_windows import l2_normalise, long_text_windows, text_windows
+from arborag.embed.windows import l2_normalise, long_text_windows, text_windows
 from arborag.env import offline_env, resolve_dtype
 from arborag.errors import ConfigError
 
@@ -66,7 +66,7 @@ _MODELS_LOCK = threading.Lock()
 def preload(cfg: EmbedConfig, *also: str | Callable[[], Any]) -> threading.Thread | None:
     """Load ``cfg``'s local model (torch, sentence-transformers and the weights: ~5 s in a cold
     process) while the caller does work that needs none of it (a cold CLI build ingests and
-    segments, an update plans) — in a worker process where :func:`arborag.embed_worker.wanted`
+    segments, an update plans) — in a worker process where :func:`arborag.embed.worker.wanted`
     says so (the console script: the import then runs on the other core instead of taking turns
     with the run for the GIL), else on a background thread — and import the modules ``also``
     names (e.g. ``"lancedb"``; a callable there is called) on that thread. The run's :class:`Embedder` of the same config then
@@ -75,7 +75,7 @@ def preload(cfg: EmbedConfig, *also: str | Callable[[], Any]) -> threading.Threa
     failure here is ignored: the run's own load reports it."""
     if cfg.backend != "local":
         return None
-    from arborag import embed_worker
+    from arborag.embed import worker as embed_worker
 
     in_worker = embed_worker.start(cfg) is not None  # a cold console-script run: the model loads on the other core
 
@@ -165,7 +165,7 @@ def torch_dtype(cfg: EmbedConfig) -> Any:
     return torch.bfloat16 if resolve_dtype(cfg.dtype) == "bfloat16" else torch.float32
 
 
-_l2_normalise = l2_normalise  # the name embedder_light imports
+_l2_normalise = l2_normalise  # the name arborag.embed.light imports
 
 
 @contextlib.contextmanager
@@ -192,10 +192,10 @@ class Embedder:
 
     def __new__(cls, cfg: EmbedConfig | None = None, *args: Any, **kwargs: Any) -> Any:
         """``Embedder(cfg)`` with ``cfg.backend == "openai"`` is an
-        :class:`~arborag.embedder_openai.OpenAIEmbedder` (same interface; the stages, the query
+        :class:`~arborag.embed.openai_api.OpenAIEmbedder` (same interface; the stages, the query
         index and the server construct ``Embedder(cfg)`` and need not know the backend)."""
         if cls is Embedder and cfg is not None and cfg.backend == "openai":
-            from arborag.embedder_openai import OpenAIEmbedder
+            from arborag.embed.openai_api import OpenAIEmbedder
 
             return OpenAIEmbedder(cfg, *args, **kwargs)
         return super().__new__(cls)
@@ -272,11 +272,11 @@ class Embedder:
         return model
 
     def _worker(self) -> Any:
-        """The embedding worker process of this config (:mod:`arborag.embed_worker`), when this
+        """The embedding worker process of this config (:mod:`arborag.embed.worker`), when this
         process started one and has not loaded the model itself."""
         if self._model is not None or self._map is not None or self._copy:
             return None
-        module = sys.modules.get("arborag.embed_worker")
+        module = sys.modules.get("arborag.embed.worker")
         return module.active(self.cfg) if module is not None else None
 
     @property
@@ -319,7 +319,7 @@ class Embedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         worker = self._worker()
         if worker is not None:
-            from arborag.embed_worker import WorkerGone, forget
+            from arborag.embed.worker import WorkerGone, forget
 
             try:
                 return worker.embed(texts, progress, prefix_chars)

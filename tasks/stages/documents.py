@@ -89,7 +89,7 @@ def build_documents(
     sources are already the files :func:`discover_sources` found (absolute uris, confined): they
     are read as given, not walked and resolved again (an update names thousands of files).
     ``stats``: gets ``(uri, os.stat, ns before the stat)`` of every file whose bytes were read
-    (:mod:`arborag.tasks.source_stats` records them for the next update).
+    (:mod:`arborag.tasks.changes.source_stats` records them for the next update).
 
     Raises:
         IngestError: a source does not exist (see :func:`discover_sources`); nothing is read.
@@ -135,7 +135,7 @@ def run_documents(ctx: StageContext, files: list[str]) -> dict[str, Any]:
     rows, ``errors``: error rows), whether the table was written and its ``fingerprint``. The
     table is written only when it changed (a no-op run leaves the file untouched).
     """
-    from arborag.tasks import source_stats
+    from arborag.tasks.changes import source_stats
 
     corpus = ctx.corpus
     existing = corpus.read("documents")
@@ -144,7 +144,7 @@ def run_documents(ctx: StageContext, files: list[str]) -> dict[str, Any]:
         table, report = build_documents(files, ctx.config.ingest, existing=existing, progress=advance, stats=stats)
     written = ctx.write_if_changed("documents", table, existing)
     fingerprint = table_fingerprint(corpus.table_path("documents"))
-    if not corpus.remote:  # what the next update need not read again (tasks/source_stats.py)
+    if not corpus.remote:  # what the next update need not read again (tasks/changes/source_stats.py)
         source_stats.write_record(corpus.cache_dir, source_stats.stat_rows(stats), documents_hash=fingerprint, reader=reader_key(ctx.config.ingest))
     status = pl.from_arrow(table.select(["status"]))["status"]  # type: ignore[index]
     summary = {

@@ -1,6 +1,6 @@
 """Spawning the run's helper processes, and the embedding worker's early start.
 
-:class:`arborag.embed_worker.EmbedWorker` starts ``python -m arborag.embed_worker_serve FD ROLE``
+:class:`arborag.embed.worker.EmbedWorker` starts ``python -m arborag.embed.worker_serve FD ROLE``
 through :func:`spawn`: ROLE ``model`` (the embedding worker: it imports torch and tokenizers at
 once, then reads which model to load) or ``helper`` (no model: calls only).
 
@@ -8,7 +8,7 @@ A cold ``arborag build`` / ``update`` / ``add`` spends ~0.4 s importing the comm
 config models) before the command can say which model it embeds with, and a small update waits
 for the worker's torch import. So the console script's launcher (:mod:`arborag.launch`) calls
 :func:`start_early` first: for a command that will embed locally it spawns the ``model`` worker
-before importing anything else, and the command's :class:`~arborag.embed_worker.EmbedWorker`
+before importing anything else, and the command's :class:`~arborag.embed.worker.EmbedWorker`
 adopts it (:func:`take_early`) and sends it the model config. A command that turns out to need
 no worker (another backend) ends it (:func:`discard_early`); it also ends when this process does
 (its socket closes).
@@ -39,13 +39,13 @@ _EARLY: list[tuple[subprocess.Popen[bytes], socket.socket, float]] = []
 
 
 def spawn(role: str) -> tuple[subprocess.Popen[bytes], socket.socket]:
-    """A new ``arborag.embed_worker_serve`` process of ``role`` and this side's socket to it."""
+    """A new ``arborag.embed.worker_serve`` process of ``role`` and this side's socket to it."""
     ours, theirs = socket.socketpair()
     env = dict(os.environ)
     env["ARBORAG_EMBED_WORKER"] = "0"  # the worker embeds in its own process
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "arborag.embed_worker_serve", str(theirs.fileno()), role],
+            [sys.executable, "-m", "arborag.embed.worker_serve", str(theirs.fileno()), role],
             pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL,
         )
     except BaseException:

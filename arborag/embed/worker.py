@@ -1,19 +1,19 @@
 """The local embedding model in a helper process, so a cold CLI run imports torch beside its work.
 
 Importing torch + sentence-transformers and loading the model takes ~6 s of CPU in a fresh
-process, nearly all of it Python bytecode that holds the GIL. :func:`arborag.embedder.preload`
+process, nearly all of it Python bytecode that holds the GIL. :func:`arborag.embed.model.preload`
 used to do it on a background thread while the run ingested and segmented, and the two took
 turns on one core — the GIL lets one thread run Python at a time — while the second core idled
 (the idle 1x cold build before: ingest + segment 10.3 s beside a 7.5 s import that takes 5.5 s
 alone; benchmarks/results/cold_path*.md have the runs). A cold ``arborag build`` / ``update`` now starts this worker
-instead: a child process (``python -m arborag.embed_worker_serve``) imports, loads the model and
-waits, on the other core, while the run works; the run's :class:`~arborag.embedder.Embedder`
+instead: a child process (``python -m arborag.embed.worker_serve``) imports, loads the model and
+waits, on the other core, while the run works; the run's :class:`~arborag.embed.model.Embedder`
 hands every ``embed`` call to it over a socket pair and gets the vectors back.
 
 The vectors are the ones the run's process would compute, bit for bit: the worker runs
 ``Embedder.embed``'s batching with the same config, model file, dtype and torch thread count (the
 cores, as in the run's own process; ``tests/foundation/test_embed_worker.py`` compares). For the
-packaged model it runs it as a :class:`~arborag.embedder_light.LightEmbedder` (torch +
+packaged model it runs it as a :class:`~arborag.embed.light.LightEmbedder` (torch +
 ``tokenizers``, no sentence-transformers import: ready ~2 s after it starts instead of ~8 s; the
 same vectors, ``tests/foundation/test_embedder_light.py``). Progress is reported as
 the worker goes. When the worker is gone (killed, out of memory) the embedder says so in the
@@ -84,7 +84,7 @@ class EmbedWorker:
     process without a model, for ``call`` requests only (:func:`preimport`)."""
 
     def __init__(self, cfg: Any | None) -> None:
-        from arborag import worker_spawn
+        from arborag.embed import spawn as worker_spawn
 
         self.cfg = cfg
         early = worker_spawn.take_early() if cfg is not None else None  # started by the console script's launcher
@@ -206,10 +206,10 @@ def _exception(payload: Any) -> BaseException:
 
 def start(cfg: Any) -> EmbedWorker | None:
     """A worker for the local model of ``cfg`` (an ``EmbedConfig``), started now; the
-    :class:`~arborag.embedder.Embedder` of the same config uses it (:func:`active`). None when
+    :class:`~arborag.embed.model.Embedder` of the same config uses it (:func:`active`). None when
     :func:`wanted` says no or the process cannot be started (the run embeds in-process)."""
     if cfg.backend != "local" or not wanted():
-        from arborag.worker_spawn import discard_early
+        from arborag.embed.spawn import discard_early
 
         discard_early()  # the launcher's guess was wrong: this run embeds elsewhere, or not in a worker
         return None
@@ -291,6 +291,6 @@ def stop_all(*, kill: bool = False) -> None:
         _HELPERS.clear()
     for w in workers:
         w.close(kill=kill)
-    from arborag.worker_spawn import discard_early
+    from arborag.embed.spawn import discard_early
 
     discard_early()

@@ -3,7 +3,7 @@
 Every function here works on one document that has already been tokenized **once**:
 ``starts``/``ends`` are the int64 character offsets of its ``L`` tokens
 (:meth:`arborag.tokenizer.Tokenizer.offsets`, non-decreasing). A window is a half-open range of
-token indices ``[a, b)``; :mod:`arborag.tasks.stages.segment` turns it into the character span
+token indices ``[a, b)``; :mod:`arborag.tasks.stages.chunks` turns it into the character span
 ``text[starts[a]:ends[b - 1]]``. No function re-tokenizes text or loops over characters in
 Python: delimiters are found with compiled regular expressions (C), character positions are
 mapped to token indices with :func:`numpy.searchsorted` (:func:`locate`), window ends are found by

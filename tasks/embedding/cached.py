@@ -1,7 +1,7 @@
 """Embedding through the content-addressed cache (docs/METHODS.md §1.3, §5.1).
 
 :func:`embed_cached` embeds only the texts (deduplicated) the cache does not have. The model
-loader lives in the foundation (:mod:`arborag.embedder`) and the cache in storage
+loader lives in the foundation (:mod:`arborag.embed.model`) and the cache in storage
 (:mod:`arborag.storage.embedding_cache`); both are re-exported here for existing callers.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from arborag.embedder import PACKAGED_MODEL, Embedder, Progress, resolve_model_path
+from arborag.embed.model import PACKAGED_MODEL, Embedder, Progress, resolve_model_path
 from arborag.hashing import hash_text
 from arborag.storage.embedding_cache import EmbeddingCache
 
@@ -51,7 +51,7 @@ def embed_cached(
     counts the distinct texts that went through the model. ``embedder`` needs ``model_id``,
     ``dim`` and ``embed(texts, progress=...)``. ``prefix_chars[i] > 0``: the first characters of
     ``texts[i]`` (a chunk's header) are repeated in each long-text window
-    (:meth:`arborag.embedder.Embedder.embed`); such a text's cache key is ``<text hash>+p<n>``.
+    (:meth:`arborag.embed.model.Embedder.embed`); such a text's cache key is ``<text hash>+p<n>``.
 
     The texts to compute go through the model ``flush_every`` at a time (None: all at once), and
     each slice's vectors are written to the cache before the next slice starts: a run killed
