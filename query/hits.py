@@ -9,6 +9,7 @@ name, and nothing in ``query/`` imports back up (no circle).
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -85,9 +86,9 @@ def greedy_fill(sizes: np.ndarray, budget: int) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
 
-def _shingles(words: list[str]) -> frozenset[tuple[str, ...]]:
+def _shingles(words: list[str]) -> set[int]:
     n = min(_SHINGLE, len(words))
-    return frozenset(tuple(words[i : i + n]) for i in range(len(words) - n + 1))
+    return {hash(tuple(words[i : i + n])) for i in range(len(words) - n + 1)}
 
 
 def repeats(texts: Sequence[str], *, threshold: float = NEAR_DUPLICATE) -> list[int]:
@@ -95,11 +96,12 @@ def repeats(texts: Sequence[str], *, threshold: float = NEAR_DUPLICATE) -> list[
     normalisation, or near-equal (Jaccard similarity of their word 5-gram sets >= ``threshold``).
 
     Filings repeat whole passages (certifications, signature blocks, page furniture): a context
-    holding one twice spends its budget on nothing new. Pairs whose 5-gram counts differ by more
-    than ``threshold`` allows are never compared (they cannot reach it)."""
+    holding one twice spends its budget on nothing new. Linear in the texts' words: the shared
+    5-grams with every earlier text are counted through one 5-gram -> texts map."""
     out: list[int] = []
     exact: set[str] = set()
-    kept: list[frozenset[tuple[str, ...]]] = []
+    postings: dict[int, list[int]] = {}
+    sizes: list[int] = []
     for i, text in enumerate(texts):
         words = text.lower().split()
         key = " ".join(words)
@@ -107,12 +109,14 @@ def repeats(texts: Sequence[str], *, threshold: float = NEAR_DUPLICATE) -> list[
             out.append(i)
             continue
         sh = _shingles(words)
-        n = len(sh)
-        if n and any(min(n, len(o)) >= threshold * max(n, len(o)) and len(sh & o) >= threshold * len(sh | o) for o in kept):
+        shared = Counter(j for g in sh for j in postings.get(g, ()))
+        if any(c >= threshold * (len(sh) + sizes[j] - c) for j, c in shared.items()):
             out.append(i)
             continue
         exact.add(key)
-        kept.append(sh)
+        for g in sh:
+            postings.setdefault(g, []).append(len(sizes))
+        sizes.append(len(sh))
     return out
 
 

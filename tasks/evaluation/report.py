@@ -248,7 +248,7 @@ def _evidence_found_section(rows: Sequence[dict[str, Any]], primary: str, system
         return []
     md = [f"\n## Evidence found (strategy `{primary}`)\n",
           "Questions whose gold evidence text is in the context (found of scored): at least 40% of the evidence's word "
-          "5-grams, or at least half of its figures with 20% of its 5-grams (docs/EVALUATION.md, \"Evidence found\").\n"]
+          "5-grams, or at least half of its figures with 20% of its 5-grams (docs/EVALUATION.md, \"FinanceBench: evidence found\").\n"]
     md.append(_table(["system"] + [str(b) for b in budgets],
                      [[s] + [f"{c['found']} of {c['scored']}" if (c := cells.get((s, b))) else "–" for b in budgets]
                       for s in systems if any((s, b) in cells for b in budgets)]))
