@@ -173,7 +173,7 @@ def worker(args: argparse.Namespace) -> None:
         from arborag.flows.build import leaves_for, run_build
         from arborag.storage.corpus import Corpus
         from arborag.tasks import clustering
-        from arborag.tasks.embeddings import Embedder
+        from arborag.tasks.embedding.cached import Embedder
     out["imports_s"] = t.wall
     cfg = ArboragConfig()
     if args.threads not in ("default", "none", "0", "auto"):
@@ -202,7 +202,7 @@ def worker(args: argparse.Namespace) -> None:
     out["stage_raw"] = rec["stages"]
     out["tree_stats"] = rec["tree_stats"]
     out["calls"] = summary.get("calls")
-    from arborag.tasks.tree import leaf_embed_texts
+    from arborag.tasks.tree.build import leaf_embed_texts
 
     leaves = leaves_for(Corpus(args.corpus).read("chunks"), cfg.segment.strategy)
     texts = leaf_embed_texts(leaves)

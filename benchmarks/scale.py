@@ -79,10 +79,10 @@ def dask_flow_run(n_workers: int, texts: list[str], clusters: list[list[str]]) -
     from prefect import flow
 
     from arborag.config import ArboragConfig
-    from arborag.embedder import Embedder
+    from arborag.embed.model import Embedder
     from arborag.flows.common import dask_task_runner, prefect_map
-    from arborag.tasks.summarize import ExtractiveSummarizer
-    from arborag.tasks.tree import _summarize_chunk, SUMMARY_FANOUT_CHUNK
+    from arborag.tasks.summarize.extractive import ExtractiveSummarizer
+    from arborag.tasks.tree.build import _summarize_chunk, SUMMARY_FANOUT_CHUNK
 
     cfg = ArboragConfig()
 

@@ -10,7 +10,7 @@ its outputs there and returns a small summary.
 
 The build is content-addressed: ``build_key = hash(leaf chunk ids + headers, embed, cluster,
 summarize, tree and sparse config, the declared code versions of TREE_PIPELINE's stages)``
-(:func:`arborag.tasks.leaves.build_key`, :func:`arborag.flows.stage.code_versions`): editing a
+(:func:`arborag.tasks.build.key.build_key`, :func:`arborag.flows.stage.code_versions`): editing a
 comment or upgrading arborag keeps the tree unless a stage's version was bumped. A build whose
 key equals the published snapshot's is a no-op — no embedding, no summarizing — unless that snapshot holds LLM summaries
 that fell back to extractive text: then it is not final, and the build runs again under
@@ -57,7 +57,9 @@ from arborag.flows.stage import Stage, run_pipeline
 from arborag.storage.corpus import Corpus
 from arborag.storage.lock import corpus_lock
 from arborag.storage.vectors import LANCEDB_IMPORT
-from arborag.tasks.leaves import build_key, estimate_cost, leaves_for, snapshot_id_for
+from arborag.tasks.build.cost import estimate_cost
+from arborag.tasks.build.key import build_key, snapshot_id_for
+from arborag.tasks.build.leaves import leaves_for
 from arborag.tasks.stage_context import StageContext
 
 

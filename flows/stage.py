@@ -38,7 +38,7 @@ from arborag.flows.common import cache_key_from_stats, task_options, was_cached
 from arborag.flows.fingerprints import code_versions
 from arborag.hashing import hash_json
 from arborag.storage.snapshots.sweeps import build_record_key
-from arborag.tasks.leaves import snapshot_id_for
+from arborag.tasks.build.key import snapshot_id_for
 from arborag.tasks.stage_context import StageContext, table_fingerprint
 
 __all__ = [

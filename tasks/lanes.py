@@ -1,6 +1,6 @@
 """Two lanes for independent, seeded CPU work: this process and the run's helper process.
 
-A cold console-script build starts an embedding worker process (:mod:`arborag.embed_worker`)
+A cold console-script build starts an embedding worker process (:mod:`arborag.embed.worker`)
 that sits idle while the tree is clustered — and the clustering's fits are pure Python + numpy
 under the GIL, so a second *thread* here buys little (two threads ran 16 GMM fits 1.23x faster
 than one, measured on the shared box), while a second *process* has a core of its own.
@@ -52,7 +52,7 @@ def _limited(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 class Lanes:
-    """This process and one helper process (an :class:`arborag.embed_worker.EmbedWorker`)."""
+    """This process and one helper process (an :class:`arborag.embed.worker.EmbedWorker`)."""
 
     def __init__(self, worker: Any) -> None:
         self.worker = worker
@@ -147,7 +147,7 @@ def helper_lanes() -> Lanes | None:
     alive (module docs); None otherwise or with ``ARBORAG_CLUSTER_HELPER=0``."""
     if os.environ.get("ARBORAG_CLUSTER_HELPER", "").strip() == "0":
         return None
-    module = sys.modules.get("arborag.embed_worker")
+    module = sys.modules.get("arborag.embed.worker")
     if module is None:
         return None
     worker = module.any_active()

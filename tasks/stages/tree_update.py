@@ -3,7 +3,7 @@
 :func:`update_tree` is pure. Level by level, from the leaves up, the clusters of level L+1 lose
 the children that left level L and gain the ones that joined it:
 
-- **new leaves** are assigned with the level's fitted global model (:mod:`arborag.tasks.tree_update_model`):
+- **new leaves** are assigned with the level's fitted global model (:mod:`arborag.tasks.tree.model`):
   its ``transform`` (:func:`~arborag.tasks.mixture.knn_transform`) and ``predict_proba``, soft
   membership at ``cluster.threshold`` with the argmax fallback (as the build); inside each
   global cluster joined, the leaf joins the nearest of that global cluster's current clusters
@@ -32,7 +32,7 @@ the staged leaf vectors, and the cached summary vectors (the embedding cache is 
 and stages nodes, edges, node vectors, the updated models and ``tree_info.json`` (drift counted
 on) exactly like the build's tree stage, so the build's vectors/sparse/publish stages follow.
 Per-document trees (``tree.scope = document``) take the exact path of
-:mod:`arborag.tasks.tree_update_docs` instead: unchanged documents keep their trees, added and
+:mod:`arborag.tasks.tree.update_docs` instead: unchanged documents keep their trees, added and
 changed ones are built anew.
 """
 
@@ -55,8 +55,9 @@ from arborag.config import ClusterConfig, SummarizeConfig
 from arborag.errors import SchemaError
 from arborag.tasks.stage_context import StageContext
 from arborag.tasks.mixture import knn_transform
-from arborag.tasks.summarize import ExtractiveSummarizer, Summarizer
-from arborag.tasks.tree_update_model import LevelModel, UpdateResult
+from arborag.tasks.summarize.extractive import ExtractiveSummarizer
+from arborag.tasks.summarize.types import Summarizer
+from arborag.tasks.tree.model import LevelModel, UpdateResult
 
 __all__ = [
     "CLUSTERS_DIR", "OUTPUTS", "UpdateResult", "drift_after", "leaf_delta", "run_tree_update", "same_leaves", "update_tree",
@@ -194,7 +195,7 @@ def update_tree(
     ``pending`` (:meth:`UpdateResult.wait_vectors`), so a caller labels and writes the tables
     while the embedding worker embeds. The vectors are the same either way."""
     from arborag.tasks.clustering import split_cluster
-    from arborag.tasks.tree import _safe_summaries, fallback_reasons, mark_fallbacks, summary_ids
+    from arborag.tasks.tree.build import _safe_summaries, fallback_reasons, mark_fallbacks, summary_ids
     from arborag.tokenizer import get_tokenizer
 
     leaf_vectors = np.asarray(leaf_vectors, np.float32)
@@ -464,7 +465,7 @@ def _assemble(nodes: dict[str, _Node], edges: list[tuple[str, str, float, int]],
               background: bool = False, *, leaf_rows: pl.DataFrame) -> UpdateResult:
     """The result tables: the leaves' rows (:func:`_leaf_rows`) and the summaries of ``nodes``
     (turned from Python objects into columns here), ordered by (level, position, id); every edge once."""
-    from arborag.tasks.frames import to_table
+    from arborag.storage.frames import to_table
 
     rows = [i for i in nodes if nodes[i].level > 0]
     built = pl.DataFrame(
@@ -501,12 +502,13 @@ def _assemble(nodes: dict[str, _Node], edges: list[tuple[str, str, float, int]],
 # -- the stage runner -------------------------------------------------------------------------------
 def run_tree_update(ctx: StageContext, key: str) -> dict[str, Any]:
     """Update the published tree to the run's leaves and stage it under ``key`` (as the build's tree stage)."""
-    from arborag.tasks.staged_vectors import embed_function, embedder_of, read_vectors_file, write_vectors_file
-    from arborag.tasks.leaves import load_leaves
+    from arborag.tasks.embedding.embedder import embed_function, embedder_of
+    from arborag.tasks.embedding.vector_files import read_vectors_file, write_vectors_file
+    from arborag.tasks.build.leaves import load_leaves
     from arborag.tasks.stages.tree import fallback_nodes, fallback_summary, labelled, level_counts, write_tree_info
     from arborag.tasks.summarize import make_summarizer
     from arborag.storage.tables import read_table, write_table
-    from arborag.tasks.tree_update_model import load_models
+    from arborag.tasks.tree.model import load_models
 
     stage_dir = ctx.staging_dir(key)
     prev = ctx.resources.get("previous_snapshot") or (ctx.corpus.manifest() or {}).get("snapshot")
@@ -521,7 +523,7 @@ def run_tree_update(ctx: StageContext, key: str) -> dict[str, Any]:
     embedder, _ = embedder_of(ctx)
     summarizer = make_summarizer(ctx.config.summarize, cache_dir=ctx.corpus.cache_dir / "llm", embedder=embedder)
     if ctx.config.tree.scope == "document":  # exact: only added and changed documents' trees are built
-        from arborag.tasks.tree_update_docs import update_document_trees
+        from arborag.tasks.tree.update_docs import update_document_trees
 
         added, removed = leaf_delta(snap, leaves)
         drift = {"fitted": leaves.num_rows, "changed": 0, "share": 0.0, "added": added, "removed": removed}

@@ -44,7 +44,7 @@ def test_cache_reads_all_shards_and_skips_a_torn_line(tmp_path):
 
 
 def test_import_does_no_work():
-    code = "import sys, arborag.llm, arborag.tasks.summarize_llm; print('openai' in sys.modules, 'tokenizers' in sys.modules)"
+    code = "import sys, arborag.llm, arborag.tasks.summarize.llm; print('openai' in sys.modules, 'tokenizers' in sys.modules)"
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path(__file__).parents[2]
     )

@@ -1,4 +1,4 @@
-"""Labels of summary nodes (tasks/labels.py): c-TF-IDF keywords, titles, incremental reuse, LLM titles."""
+"""Labels of summary nodes (tasks/summarize/labels.py): c-TF-IDF keywords, titles, incremental reuse, LLM titles."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from arborag.storage.schemas import EDGES, NODES
 from arborag.storage.tables import read_table
 from arborag.storage.tree_tables import leaves_under, tree_sizes
-from arborag.tasks.labels import LabelRequest, ctfidf, label_nodes, leaf_terms, llm_titler
+from arborag.tasks.summarize.labels import LabelRequest, ctfidf, label_nodes, leaf_terms, llm_titler
 
 LEAVES = {
     "a": "Apple orchards bloom in spring; the apple harvest follows in autumn.",

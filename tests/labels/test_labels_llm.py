@@ -12,8 +12,8 @@ from test_labels import SUMMARIES, labels_of, tree
 
 from arborag.config import SummarizeConfig
 from arborag.tasks.stages.tree import labelled
-from arborag.tasks.summarize import ExtractiveSummarizer
-from arborag.tasks.summarize_llm import OpenAISummarizer
+from arborag.tasks.summarize.extractive import ExtractiveSummarizer
+from arborag.tasks.summarize.llm import OpenAISummarizer
 
 
 def summarizer(base_url: str, **kw) -> OpenAISummarizer:

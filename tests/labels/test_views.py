@@ -18,7 +18,7 @@ from arborag.storage.corpus import Corpus
 from arborag.storage.schemas import EDGES, NODES
 from arborag.storage.tables import write_table
 from arborag.storage.vectors import write_vectors
-from arborag.tasks.labels import label_nodes
+from arborag.tasks.summarize.labels import label_nodes
 
 TEXTS = {"a": "apple orchards", "b": "apples and pears", "c": "the apple harvest", "d": "a ship in harbour", "e": "the ship sails",
          "f": "harbour lights", "s1": "About fruit.", "s2": "About ships.", "r": "Fruit and ships."}

@@ -1,4 +1,4 @@
-"""Extractive summaries a person can read (tasks/summarize.py) and the readability metrics that
+"""Extractive summaries a person can read (tasks/summarize/extractive.py) and the readability metrics that
 check them (tasks/evaluation/readability.py)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from arborag.config import SummarizeConfig
 from arborag.storage.schemas import EDGES, NODES
 from arborag.tasks.evaluation.readability import fragmented, readability, whole, wrap_breaks
 from arborag.tasks.evaluation.report import render_summary
-from arborag.tasks.summarize import ExtractiveSummarizer, split_sentences
+from arborag.tasks.summarize.extractive import ExtractiveSummarizer, split_sentences
 from arborag.tokenizer import get_tokenizer
 
 CHILDREN = [

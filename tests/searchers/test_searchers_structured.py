@@ -35,7 +35,7 @@ def test_searchers_prompts_are_registered_with_versions():
 
 
 def test_searchers_summarizer_prompt_unchanged():
-    from arborag.tasks.summarize_llm import RAPTOR_PROMPT, RAPTOR_SYSTEM, build_messages
+    from arborag.tasks.summarize.llm import RAPTOR_PROMPT, RAPTOR_SYSTEM, build_messages
 
     assert RAPTOR_SYSTEM == "You are a helpful assistant."
     assert build_messages(["a\nb", "c"]) == [

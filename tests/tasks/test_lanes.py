@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from arborag import embed_worker
+from arborag.embed import worker as embed_worker
 from arborag.config import ClusterConfig, EmbedConfig
 from arborag.tasks import clustering, lanes
 from arborag.tasks.mixture import ClusterStats

@@ -1,4 +1,4 @@
-"""The RAPTOR tree (tasks/tree.py) with a fake bag-of-words embedder and real summaries."""
+"""The RAPTOR tree (tasks/tree/build.py) with a fake bag-of-words embedder and real summaries."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from arborag.errors import SchemaError
 from arborag.hashing import hash_text, short_id
 from arborag.tokenizer import get_tokenizer
 from arborag.storage.schemas import CHUNKS, EDGES, NODES
-from arborag.tasks.summarize import ExtractiveSummarizer, SummaryResult
-from arborag.tasks.tree import build_tree, leaf_embed_texts
+from arborag.tasks.summarize.extractive import ExtractiveSummarizer
+from arborag.tasks.summarize.types import SummaryResult
+from arborag.tasks.tree.build import build_tree, leaf_embed_texts
 
 CFG = ClusterConfig(max_clusters=12)
 CORPUS = TreeConfig(scope="corpus")

@@ -107,7 +107,7 @@ def test_per_document_update_rebuilds_only_changed_documents_and_equals_a_full_b
     va, vb = _vectors(fresh), _vectors(corpus)
     assert va.keys() == vb.keys() == {r["node_id"] for r in after}
     # the fresh corpus embeds its leaves in other batches than the update's cache did, and the
-    # bf16 embedder's vectors move in the 3rd decimal with the batch (tasks/tree.py): same
+    # bf16 embedder's vectors move in the 3rd decimal with the batch (tasks/tree/build.py): same
     # direction, not the same bits — and the trees above are identical regardless
     cos = [float(vb[i] @ v / (np.linalg.norm(vb[i]) * np.linalg.norm(v))) for i, v in va.items()]
     assert min(cos) > 0.999

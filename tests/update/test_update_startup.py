@@ -14,7 +14,7 @@ from arborag.config import IngestConfig, load_config
 from arborag.flows import fingerprints, noop
 from arborag.flows.pipelines import UPDATE_PIPELINE
 from arborag.flows.fingerprints import module_closure, pipeline_fingerprint
-from arborag.tasks.stages.ingest import build_documents, discover_sources
+from arborag.tasks.stages.documents import build_documents, discover_sources
 
 
 def _fresh_process_caches(monkeypatch: pytest.MonkeyPatch, cache_home: Path) -> None:
@@ -125,7 +125,7 @@ def test_gmm_memberships_equal_sklearn_to_the_bit() -> None:
     from sklearn.mixture import GaussianMixture
 
     from arborag.tasks.mixture import FitRecord
-    from arborag.tasks.tree_update_model import predict_proba
+    from arborag.tasks.tree.model import predict_proba
 
     rng = np.random.default_rng(26)
     compared = 0
@@ -146,14 +146,14 @@ def test_stop_words_are_sklearns_without_importing_sklearn() -> None:
     import subprocess
     import sys
 
-    code = ("import sys; from arborag.tasks.summarize import _stop_words; w = _stop_words(); "
-            "import arborag.tasks.tree_update_model, arborag.tasks.stages.tree_update; "
+    code = ("import sys; from arborag.tasks.summarize.extractive import _stop_words; w = _stop_words(); "
+            "import arborag.tasks.tree.model, arborag.tasks.stages.tree_update; "
             "print(len(w), 'sklearn' in sys.modules, 'scipy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["318", "False", "False"]
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-    from arborag.tasks.summarize import _stop_words
+    from arborag.tasks.summarize.extractive import _stop_words
 
     assert _stop_words() == frozenset(ENGLISH_STOP_WORDS)
 

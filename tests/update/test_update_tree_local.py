@@ -19,10 +19,10 @@ import pytest
 
 from arborag.config import ClusterConfig, TreeConfig
 from arborag.storage.schemas import CHUNKS
-from arborag.tasks.summarize import ExtractiveSummarizer
-from arborag.tasks.tree import build_tree, summary_node_id
+from arborag.tasks.summarize.extractive import ExtractiveSummarizer
+from arborag.tasks.tree.build import build_tree, summary_node_id
 from arborag.tasks.stages.tree_update import update_tree
-from arborag.tasks.tree_update_model import load_models, save_models
+from arborag.tasks.tree.model import load_models, save_models
 
 DIM = 24
 WORDS = ["amber", "birch", "cobalt", "dune", "ember", "fjord", "glacier", "harbor"]
