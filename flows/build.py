@@ -10,7 +10,7 @@ its outputs there and returns a small summary.
 
 The build is content-addressed: ``build_key = hash(leaf chunk ids + headers, embed, cluster,
 summarize, tree and sparse config, the declared code versions of TREE_PIPELINE's stages)``
-(:func:`arborag.tasks.build.key.build_key`, :func:`arborag.flows.stage.code_versions`): editing a
+(:func:`arborag.tasks.build.key.build_key`, :func:`arborag.flows.fingerprints.code_versions`): editing a
 comment or upgrading arborag keeps the tree unless a stage's version was bumped. A build whose
 key equals the published snapshot's is a no-op — no embedding, no summarizing — unless that snapshot holds LLM summaries
 that fell back to extractive text: then it is not final, and the build runs again under

@@ -10,7 +10,7 @@ by the config (``sections.strategy``, ``context.headers``); while off they are s
 the table an earlier run wrote. Under Prefect each stage is cached on the key its declaration
 derives — the source files' size and modification time for ingest, the bytes of the tables a
 stage reads otherwise — plus its declared config keys and the code fingerprint of its runner
-modules (:func:`arborag.flows.stage.pipeline_fingerprint`). A cache hit counts only while the
+modules (:func:`arborag.flows.fingerprints.pipeline_fingerprint`). A cache hit counts only while the
 table it produced is still the one on disk.
 
 Entry points:
