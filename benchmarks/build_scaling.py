@@ -173,7 +173,7 @@ def worker(args: argparse.Namespace) -> None:
         from arborag.flows.build import leaves_for, run_build
         from arborag.storage.corpus import Corpus
         from arborag.tasks import clustering
-        from arborag.tasks.embedding.cached import Embedder
+        from arborag.embed.model import Embedder
     out["imports_s"] = t.wall
     cfg = ArboragConfig()
     if args.threads not in ("default", "none", "0", "auto"):
