@@ -16,7 +16,7 @@ from prefect.serializers import JSONSerializer
 
 from arborag.config import ArboragConfig
 from arborag.flows.pipelines import INGEST, INGEST_PIPELINE, PUBLISH
-from arborag.flows.stage import _record, run_pipeline
+from arborag.flows.stage import run_pipeline
 from arborag.storage.corpus import Corpus
 from arborag.tasks.stage_context import StageContext, StageSummary
 from arborag.tasks.stages.chunks import ChunksSummary, run_chunks
@@ -86,21 +86,35 @@ def test_a_summary_comes_back_from_prefects_json_cache_as_itself(tmp_path: Path)
     assert serializer.loads(serializer.dumps(pub)) == pub
 
 
-def test_a_cached_ingest_records_nothing_added_and_nothing_written(tmp_path: Path) -> None:
-    ctx = _ctx(tmp_path)
-    docs = run_documents(ctx, _sources(tmp_path))
-    hit = cached_ingest_summary(docs)
-    assert isinstance(hit, DocumentsSummary)
-    assert (hit.added, hit.unchanged, hit.written, hit.documents) == (0, docs.added + docs.unchanged + docs.duplicates, False, docs.documents)
-    out: dict = {"cached": []}
-    _record(ctx, INGEST, docs, True, out)  # a cache hit of the ingest stage
-    assert ctx.counters.stages["ingest"] == hit.counts() and out["ingest"] == hit.report() and out["cached"] == ["ingest"]
+def test_a_cached_ingest_comes_back_typed_and_records_nothing_added(tmp_path: Path, prefect_harness: None) -> None:
+    files = _sources(tmp_path)
+    first_ctx, first = _ctx(tmp_path), {"cached": []}
+    run_pipeline(first_ctx, (INGEST,), use_prefect=True, out=first, files=files)
+    ctx, out = _ctx(tmp_path), {"cached": []}
+    run_pipeline(ctx, (INGEST,), use_prefect=True, out=out, files=files)  # Prefect's JSON cache hit
+    assert first["cached"] == [] and out["cached"] == ["ingest"]
+    recorded = ctx.counters.stages["ingest"]
+    assert set(recorded) == INGEST_KEYS and (recorded["added"], recorded["unchanged"], recorded["written"]) == (0, 2, False)
+    assert type(out["ingest"]) is dict and out["ingest"]["failures"] == first["ingest"]["failures"]
+    hit = cached_ingest_summary(DocumentsSummary(**first["ingest"]))
+    assert isinstance(hit, DocumentsSummary) and hit.counts() == recorded
+
+
+@dataclasses.dataclass(frozen=True)
+class FakeTask:
+    """Stands in for a stage's Prefect task: ``fn`` is the runner."""
+
+    summary: StageSummary
+
+    def fn(self, ctx: StageContext) -> StageSummary:
+        return self.summary
 
 
 def test_a_summary_without_counts_adds_no_entry_to_the_run_record(tmp_path: Path) -> None:
-    ctx = _ctx(tmp_path)
-    out: dict = {"cached": []}
-    _record(ctx, PUBLISH, PublishSummary(snapshot="snap-x", gc={"errors": []}), False, out)
+    ctx, out = _ctx(tmp_path), {"cached": []}
+    published = PublishSummary(snapshot="snap-x", gc={"errors": []})
+    stage = dataclasses.replace(PUBLISH, task=FakeTask(published), params=(), reads=(), writes=())
+    run_pipeline(ctx, (stage,), use_prefect=False, out=out)
     assert "publish" not in ctx.counters.stages  # retention records its own entry, ``gc``
     assert out["publish"] == {"snapshot": "snap-x", "gc": {"errors": []}}
     assert PublishSummary(snapshot="snap-y", unchanged=True).report() == {"snapshot": "snap-y", "unchanged": True}
