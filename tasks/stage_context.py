@@ -4,7 +4,7 @@ The contract between ``flows/`` and ``tasks/`` (GraphRAG's runner + pure-functio
 
 - a **pure function** per table, ``build_<table>(inputs..., *, cfg...) -> pa.Table`` (or a small
   typed result), which reads and writes nothing;
-- a **runner** beside it in the same module, ``run_<stage>(ctx: StageContext, **params) -> dict``,
+- a **runner** beside it in the same module, ``run_<table>(ctx: StageContext, **params) -> <Table>Summary``,
   which reads the stage's inputs from ``ctx.corpus``, calls the pure function, writes the outputs
   atomically, adds to ``ctx.counters`` and returns its stage's :class:`StageSummary` (a frozen
   dataclass of paths, counts, fingerprints; never a table). ``params`` are plain JSON values. The
