@@ -284,7 +284,7 @@ def _record(ctx: StageContext, stage: Stage, summary: Mapping[str, Any], cached:
 
 def _not_written(summary: Mapping[str, Any]) -> Mapping[str, Any]:
     """A cache hit's summary: it wrote nothing this run."""
-    if isinstance(summary, StageSummary) and "written" in {f.name for f in dataclasses.fields(summary)}:  # type: ignore[arg-type]
+    if isinstance(summary, StageSummary) and hasattr(summary, "written"):
         return dataclasses.replace(summary, written=False)  # type: ignore[type-var]
     return {**summary, "written": False}
 

@@ -15,7 +15,7 @@ import pytest
 from prefect.serializers import JSONSerializer
 
 from arborag.config import ArboragConfig
-from arborag.flows.pipelines import INGEST, INGEST_PIPELINE, PUBLISH
+from arborag.flows.pipelines import INGEST, INGEST_PIPELINE, PUBLISH, SEGMENT
 from arborag.flows.stage import run_pipeline
 from arborag.storage.corpus import Corpus
 from arborag.tasks.stage_context import StageContext, StageSummary
@@ -86,13 +86,15 @@ def test_a_summary_comes_back_from_prefects_json_cache_as_itself(tmp_path: Path)
     assert serializer.loads(serializer.dumps(pub)) == pub
 
 
-def test_a_cached_ingest_comes_back_typed_and_records_nothing_added(tmp_path: Path, prefect_harness: None) -> None:
+def test_cache_hits_record_nothing_added_and_nothing_written(tmp_path: Path, prefect_harness: None) -> None:
     files = _sources(tmp_path)
     first_ctx, first = _ctx(tmp_path), {"cached": []}
-    run_pipeline(first_ctx, (INGEST,), use_prefect=True, out=first, files=files)
+    run_pipeline(first_ctx, (INGEST, SEGMENT), use_prefect=True, out=first, files=files, strategy="sentence")
     ctx, out = _ctx(tmp_path), {"cached": []}
-    run_pipeline(ctx, (INGEST,), use_prefect=True, out=out, files=files)  # Prefect's JSON cache hit
-    assert first["cached"] == [] and out["cached"] == ["ingest"]
+    run_pipeline(ctx, (INGEST, SEGMENT), use_prefect=True, out=out, files=files, strategy="sentence")  # Prefect's JSON cache
+    assert first["cached"] == [] and out["cached"] == ["ingest", "segment"]
+    assert first_ctx.counters.stages["segment"]["written"] is True
+    assert ctx.counters.stages["segment"] == {**first_ctx.counters.stages["segment"], "written": False} == {**first["segment"], "written": False}
     recorded = ctx.counters.stages["ingest"]
     assert set(recorded) == INGEST_KEYS and (recorded["added"], recorded["unchanged"], recorded["written"]) == (0, 2, False)
     assert type(out["ingest"]) is dict and out["ingest"]["failures"] == first["ingest"]["failures"]
