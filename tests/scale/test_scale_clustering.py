@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from arborag.config import ClusterConfig
-from arborag.tasks import clustering
+from arborag.tasks.cluster import fit as clustering
 
 
 @pytest.fixture()

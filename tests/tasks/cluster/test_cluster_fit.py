@@ -1,4 +1,4 @@
-"""RAPTOR clustering of one level (tasks/clustering.py) on synthetic vectors."""
+"""RAPTOR clustering of one level (tasks/cluster/fit.py) on synthetic vectors."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from threadpoolctl import threadpool_limits
 
 from arborag.config import ClusterConfig
 from arborag.errors import SchemaError
-from arborag.tasks.clustering import (
+from arborag.tasks.cluster.fit import (
     ClusterStats,
     cluster_level,
     coarse_grid,
@@ -113,7 +113,7 @@ def test_select_k_coarse_to_fine_matches_exhaustive_on_clear_blobs():
 def test_exact_fit_continued_from_the_loose_fit_is_the_fit_from_scratch_bit_for_bit():
     """select_k's exact refit of a loose probe resumes its EM (mixture._exact_from_loose): the
     parameters must be those of GaussianMixture(k, tol=1e-3) fitted from scratch, exactly."""
-    from arborag.tasks import mixture
+    from arborag.tasks.cluster import mixture
 
     rng = np.random.default_rng(5)
     centers = rng.standard_normal((9, 6)) * 3
@@ -136,7 +136,7 @@ def test_gmm_fits_are_scikit_learns_public_gaussian_mixture_and_are_counted():
     counts into the stats (fits, wall and CPU seconds)."""
     from sklearn.mixture import GaussianMixture
 
-    from arborag.tasks import mixture
+    from arborag.tasks.cluster import mixture
 
     rng = np.random.default_rng(2)
     x = np.concatenate([c + rng.standard_normal((30, 4)) for c in rng.standard_normal((3, 4)) * 8]).astype(np.float32)
@@ -278,7 +278,7 @@ def test_umap_is_reproducible_on_a_tiny_symmetric_graph() -> None:
     """Found by the per-document update: 4 leaves gave two different clusterings in four calls
     in one process (ARPACK restarted from its own unseeded state). The exact spectral init is
     used there, and the result no longer depends on what ran before."""
-    from arborag.tasks.clustering import _lanczos_breaks_down, _reduce, _umap_init
+    from arborag.tasks.cluster.fit import _lanczos_breaks_down, _reduce, _umap_init
 
     x = _arc(4)
     init = _umap_init(x, 2, 2, 224)
@@ -303,7 +303,7 @@ def test_umap_is_reproducible_on_a_tiny_symmetric_graph() -> None:
 def test_local_fits_on_threads_give_the_same_clusters_and_fits(monkeypatch):
     """The local clusterings run on several threads (UMAP's code without the GIL); each is seeded
     and independent, so clusters, stats and the recorded fits equal those of one thread."""
-    from arborag.tasks.mixture import LevelFit
+    from arborag.tasks.cluster.mixture import LevelFit
 
     x, _ = _blobs([40, 35, 30, 25, 20], dim=48, spread=0.3, seed=4)
     tokens = np.full(len(x), 10)
@@ -330,7 +330,7 @@ def test_local_fits_on_threads_give_the_same_clusters_and_fits(monkeypatch):
 def test_cosine_knn_is_the_exact_graph_self_first_and_thread_independent():
     from sklearn.metrics import pairwise_distances
 
-    from arborag.tasks.umap_runtime import cosine_knn
+    from arborag.tasks.cluster.umap_import import cosine_knn
 
     x, _ = _blobs([60, 50, 40], dim=32, spread=0.4, seed=9)
     x[7] = 0.0  # a zero row: distance 1 to every other row
@@ -351,8 +351,8 @@ def test_cosine_knn_is_the_exact_graph_self_first_and_thread_independent():
 def test_fits_above_the_exact_limit_get_the_exact_knn_not_nn_descent(monkeypatch):
     """From UMAP_EXACT_BELOW points (4,096; lowered here) UMAP gets cosine_knn's graph and never
     runs NN-descent (whose numba code is compiled again in every process); same input, same fit."""
-    from arborag.tasks import clustering
-    from arborag.tasks.umap_runtime import cosine_knn, import_umap
+    from arborag.tasks.cluster import fit as clustering
+    from arborag.tasks.cluster.umap_import import cosine_knn, import_umap
 
     umap = import_umap()
 

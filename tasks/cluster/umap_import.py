@@ -280,7 +280,7 @@ _THREADED_MIN = 1024
 
 def usable_cores() -> int:
     """The cores this process may use (its CPU affinity), at most 8: the default thread count of
-    the distance kernels here and of the local clusterings (:func:`arborag.tasks.clustering.local_threads`)."""
+    the distance kernels here and of the local clusterings (:func:`arborag.tasks.cluster.fit.local_threads`)."""
     try:
         return max(1, min(8, len(os.sched_getaffinity(0))))
     except (AttributeError, OSError):

@@ -11,7 +11,7 @@ and returns the results in item order.
 
 Every result is the one this process would compute: the functions mapped are module-level,
 seeded and independent of each other, and run under the same thread limits on either side
-(``tests/tasks/test_lanes.py`` compares clusterings with and without the helper). The worker
+(``tests/tasks/cluster/test_cluster_processes.py`` compares clusterings with and without the helper). The worker
 loads the clustering code once (:meth:`Lanes.warm`, which the clustering starts in the background
 before its first fit, so the worker's ~4 s numba load overlaps this process's global UMAP); until
 that is done the remote lane takes no item, and before it is started :meth:`Lanes.map` runs here. A worker that dies or fails a call hands its item back and this

@@ -24,17 +24,17 @@ KMeans that initialises each GMM cost up to 70x more than one thread when the co
 (measured 0.15 s vs 0.002 s for one k=1 fit on 2,229 points at load 9). Same seed + same input
 => same output.
 
-Cost: UMAP runs through :mod:`arborag.tasks.umap_runtime`: its numba code is compiled once per
+Cost: UMAP runs through :mod:`arborag.tasks.cluster.umap_import`: its numba code is compiled once per
 machine (an on-disk cache; 15-50 s the first time, then a load of ~1-2 s per process that
 :func:`warm_up` pays) and its exact distances below 4,096 points are computed in one compiled loop
 (bit-identical to UMAP's own) — nothing here creates per-call objects that force recompilation.
-From 4,096 to :data:`~arborag.tasks.umap_runtime.EXACT_KNN_MAX` points, where UMAP would find
+From 4,096 to :data:`~arborag.tasks.cluster.umap_import.EXACT_KNN_MAX` points, where UMAP would find
 neighbours with NN-descent (pynndescent, whose distance-specialised numba code is compiled again
 in every process: 75-85 s of a 9,901-point global fit measured on a shared box), UMAP gets the
-exact cosine kNN graph instead (:func:`~arborag.tasks.umap_runtime.cosine_knn`, ~1.5 s of BLAS);
+exact cosine kNN graph instead (:func:`~arborag.tasks.cluster.umap_import.cosine_knn`, ~1.5 s of BLAS);
 the rest of the fit is UMAP's own. Trees over fewer than 4,096 nodes per fit are unchanged. UMAP's SGD
 epochs and layout are its own (500 epochs below 10,000 points, 200 above, on one thread). The GMM
-fits are scikit-learn's ``GaussianMixture`` (:mod:`arborag.tasks.mixture`). The BIC search is
+fits are scikit-learn's ``GaussianMixture`` (:mod:`arborag.tasks.cluster.mixture`). The BIC search is
 ``cfg.bic_search``: ``"exhaustive"`` fits k = 1..K; ``"coarse_to_fine"`` fits a geometric grid
 of k with an early stop and then every k around the best grid points
 (benchmarks/results/bic_search.md).
@@ -42,9 +42,9 @@ of k with an early stop and then every k around the best grid points
 Two processes: in a cold console-script build the embedding worker process sits idle while a
 level is clustered; from :data:`LANES_MIN_N` rows on, the global GMM fits (two grid points at a
 time, then the in-between points and the exact fits at once) and the local clusterings run on
-this process and that one (:mod:`arborag.tasks.lanes`) instead of on threads whose GMM fits take
+this process and that one (:mod:`arborag.tasks.cluster.processes`) instead of on threads whose GMM fits take
 turns for the GIL. Every fit is seeded and independent, so the clusters and the recorded fits are
-the one-process ones (``tests/tasks/test_lanes.py``); ``ARBORAG_CLUSTER_HELPER=0`` turns it off.
+the one-process ones (``tests/tasks/cluster/test_cluster_processes.py``); ``ARBORAG_CLUSTER_HELPER=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -63,10 +63,10 @@ import numpy as np
 
 from arborag.config import ClusterConfig
 from arborag.errors import SchemaError
-from arborag.tasks import mixture
-from arborag.tasks.lanes import Lanes, helper_lanes
-from arborag.tasks.umap_runtime import EXACT_KNN_MAX, UMAP_EXACT_BELOW, cosine_knn, import_umap, layout_thread_seconds, usable_cores
-from arborag.tasks.mixture import (
+from arborag.tasks.cluster import mixture
+from arborag.tasks.cluster.processes import Lanes, helper_lanes
+from arborag.tasks.cluster.umap_import import EXACT_KNN_MAX, UMAP_EXACT_BELOW, cosine_knn, import_umap, layout_thread_seconds, usable_cores
+from arborag.tasks.cluster.mixture import (
     LOOSE_MIN_N,
     LOOSE_TOL,
     N_EXACT,
@@ -102,7 +102,7 @@ MapFn = Callable[[Callable[..., Any], Iterable[Any]], Iterator[Any]]
 
 # Re-clustering depth for the token guard; below it clusters are cut into contiguous groups.
 MAX_GUARD_DEPTH = 3
-# Rows of a level from which its fits use the run's helper process (arborag.tasks.lanes).
+# Rows of a level from which its fits use the run's helper process (arborag.tasks.cluster.processes).
 LANES_MIN_N = 1000
 
 
@@ -295,7 +295,7 @@ def _raptor_pass(
     """Global + local clustering of ``x``; rows are indices into ``x``. No token guard.
     ``map`` (None: in this process) fans the local clusterings out, one task per global cluster;
     ``lanes``: the global GMM fits and the local clusterings on this process and the run's helper
-    process (:mod:`arborag.tasks.lanes`)."""
+    process (:mod:`arborag.tasks.cluster.processes`)."""
     n = len(x)
     if n == 0:
         return []
@@ -349,7 +349,7 @@ def local_threads() -> int:
 
 def _fit_local_recorded(x: np.ndarray, cfg: ClusterConfig, record: bool) -> tuple[list[Cluster], ClusterStats, list[Any] | None]:
     """:func:`_fit_local` with its own counters and, when ``record``, its own list of fits (a
-    thread of :func:`_local_fits`, or the helper process of :mod:`arborag.tasks.lanes`)."""
+    thread of :func:`_local_fits`, or the helper process of :mod:`arborag.tasks.cluster.processes`)."""
     st = ClusterStats()
     token = _RECORDING.set([] if record else None)  # this thread's own context
     try:
@@ -362,10 +362,10 @@ def _fit_local_recorded(x: np.ndarray, cfg: ClusterConfig, record: bool) -> tupl
 def _local_fits(jobs: list[np.ndarray], cfg: ClusterConfig, stats: ClusterStats | None, lanes: Lanes | None = None) -> Iterator[list[Cluster]]:
     """The local clusterings of ``jobs`` (one per global cluster), in order: on ``lanes`` (this
     process and the run's helper process) when given, else on up to :func:`local_threads` threads
-    (UMAP's compiled code runs without the GIL, :mod:`arborag.tasks.umap_runtime`, but the GMM
+    (UMAP's compiled code runs without the GIL, :mod:`arborag.tasks.cluster.umap_import`, but the GMM
     fits hold it). Each fit is seeded and independent of the others, so the clusters and the
-    recorded fits are those of one fit after another (``tests/tasks/test_clustering.py`` and
-    ``tests/tasks/test_lanes.py`` compare). The fits start largest first (:func:`_largest_first`)."""
+    recorded fits are those of one fit after another (``tests/tasks/cluster/test_cluster_fit.py`` and
+    ``tests/tasks/cluster/test_cluster_processes.py`` compare). The fits start largest first (:func:`_largest_first`)."""
     recording = _RECORDING.get()
     record = recording is not None
     fitting = sum(1 for x in jobs if len(x) > cfg.dims + 1)
@@ -518,7 +518,7 @@ def cluster_level(
 
 
 def _lanes_for(n: int) -> Lanes | None:
-    """The run's two lanes (:func:`~arborag.tasks.lanes.helper_lanes`) for a level of ``n`` rows:
+    """The run's two lanes (:func:`~arborag.tasks.cluster.processes.helper_lanes`) for a level of ``n`` rows:
     from :data:`LANES_MIN_N` rows on (the helper then loads the clustering code, ~4 s of its
     core, while this process runs the global UMAP), or at any size once it has."""
     lanes = helper_lanes()
@@ -597,7 +597,7 @@ def warm_up(*, large: bool = False) -> float:
 
     ``large=True`` also runs a 4,200-point fit (the exact-kNN path fits from 4,096 points take;
     NN-descent, whose compiling this used to pay, now runs only above
-    :data:`~arborag.tasks.umap_runtime.EXACT_KNN_MAX` points). Idempotent (the small warm-up).
+    :data:`~arborag.tasks.cluster.umap_import.EXACT_KNN_MAX` points). Idempotent (the small warm-up).
     """
     global _WARM
     from arborag import phases

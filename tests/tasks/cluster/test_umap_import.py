@@ -1,4 +1,4 @@
-"""UMAP as arborag runs it (tasks/umap_runtime.py): the same numbers, compiled once per machine."""
+"""UMAP as arborag runs it (tasks/cluster/umap_import.py): the same numbers, compiled once per machine."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from arborag.env import numba_cache_dir
-from arborag.tasks import umap_runtime
-from arborag.tasks.umap_runtime import cosine_matrix, import_umap
+from arborag.tasks.cluster import umap_import as umap_runtime
+from arborag.tasks.cluster.umap_import import cosine_matrix, import_umap
 
 
 def _sklearn(x: np.ndarray) -> np.ndarray:
@@ -137,7 +137,7 @@ def test_a_fresh_process_caches_umaps_layout_code():
     import subprocess
     import sys
 
-    code = ("from arborag.tasks.umap_runtime import import_umap; u = import_umap(); "
+    code = ("from arborag.tasks.cluster.umap_import import import_umap; u = import_umap(); "
             "print(type(u.layouts._nb_optimize_layout_euclidean_single_epoch._cache).__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=True)
     assert out.stdout.strip().splitlines()[-1] == "FunctionCache"
@@ -155,7 +155,7 @@ def test_a_second_process_loads_the_distance_and_neighbour_kernels_from_the_cach
 
     code = (
         "import numpy as np\n"
-        "from arborag.tasks import umap_runtime as r\n"
+        "from arborag.tasks.cluster import umap_import as r\n"
         "x = np.random.default_rng(0).standard_normal((r._THREADED_MIN + 3, 8)).astype(np.float32)\n"
         "r.knn_indices(r.cosine_matrix(x), 5)\n"
         "kernels = (*r._cosine_matrix_fn(), r._knn_rows_fn())\n"

@@ -4,7 +4,7 @@
 (``"exhaustive"``: 1..K; ``"coarse_to_fine"``: a geometric grid with an early stop, then every k
 around the best grid points; benchmarks/results/bic_search.md) and returns the BIC argmin.
 :func:`soft_membership` turns a posterior matrix into clusters. :class:`ClusterStats` counts
-the fits. Used by :mod:`arborag.tasks.clustering`.
+the fits. Used by :mod:`arborag.tasks.cluster.fit`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from arborag.errors import ConfigError, SchemaError
 
 __all__ = ["Cluster", "ClusterStats", "FitRecord", "LevelFit", "coarse_grid", "knn_transform", "select_k", "soft_membership"]
 
-log = logging.getLogger("arborag.tasks.clustering")
+log = logging.getLogger("arborag.tasks.cluster.fit")
 
 Cluster = list[tuple[int, float]]
 
@@ -56,7 +56,7 @@ class ClusterStats:
     global_s: float = 0.0
     #: of which the global UMAP (one core: seeded UMAP runs its layout on one thread)
     global_umap_s: float = 0.0
-    #: CPU seconds of that UMAP's one-thread SGD layout (:func:`arborag.tasks.umap_runtime.layout_thread_seconds`):
+    #: CPU seconds of that UMAP's one-thread SGD layout (:func:`arborag.tasks.cluster.umap_import.layout_thread_seconds`):
     #: the part of the level nothing else of the method can run beside — its neighbour search may
     #: use both cores
     global_layout_s: float = 0.0
@@ -185,7 +185,7 @@ def _exact_from_loose(loose: Any, x: np.ndarray, stats: ClusterStats | None) -> 
 
 
 def _gmm_job(x: np.ndarray, k: int, seed: int, tol: float, loose: Any) -> tuple[Any, ClusterStats]:
-    """One fit :func:`select_k` asks for, in this process or the helper's (:mod:`arborag.tasks.lanes`):
+    """One fit :func:`select_k` asks for, in this process or the helper's (:mod:`arborag.tasks.cluster.processes`):
     the exact fit continued from ``loose`` when given (:func:`_exact_from_loose`), else
     ``GaussianMixture(k)`` at ``tol``. Returns (model or None, the fits' counters)."""
     st = ClusterStats()
@@ -228,7 +228,7 @@ def select_k(
     benchmarks/results/bic_search.md). Ties go to the smaller k; a k whose fit fails counts as
     BIC = +inf.
 
-    ``lanes`` (:class:`arborag.tasks.lanes.Lanes`): the independent fits of each step run on two
+    ``lanes`` (:class:`arborag.tasks.cluster.processes.Lanes`): the independent fits of each step run on two
     processes — the grid two points at a time (a point past the stop is fitted and dropped, never
     used), the in-between points and the exact fits all at once. Every fit is seeded and the
     results are taken in the order above, so the answer is the one-process answer.
@@ -367,7 +367,7 @@ class FitRecord:
 
 @dataclass
 class LevelFit:
-    """What :func:`arborag.tasks.clustering.cluster_level` fitted for one level: the global fit,
+    """What :func:`arborag.tasks.cluster.fit.cluster_level` fitted for one level: the global fit,
     one local fit per global cluster (None: that global cluster was one local cluster, or its
     fit ran elsewhere) and, per returned cluster, its (global, local) origin."""
 
