@@ -77,7 +77,7 @@ EMBED = Stage(
     describe="embed the leaves through the embedding cache",
 )
 TREE = Stage(
-    "tree", _task("tree", tree.run_tree), code_version="1", retries=3,
+    "tree", _task("tree", tree.run_tree), code_version="2", retries=3,
     reads=(table("chunks"), *_staged(embed.OUTPUTS)), writes=_staged(tree.OUTPUTS), params=("key",),
     snapshot=("nodes.parquet", "edges.parquet"), describe="cluster, summarize and embed level by level (RAPTOR)",
 )

@@ -1,4 +1,4 @@
-"""Two lanes for independent, seeded CPU work: this process and the run's helper process.
+"""Two lanes for independent, seeded CPU work: this process and the run's helper process; the cores this process may use.
 
 A cold console-script build starts an embedding worker process (:mod:`arborag.embed_worker`)
 that sits idle while the tree is clustered — and the clustering's fits are pure Python + numpy
@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["Lanes", "helper_lanes"]
+__all__ = ["Lanes", "helper_lanes", "usable_cores"]
 
 log = logging.getLogger(__name__)
 
@@ -158,3 +158,13 @@ def helper_lanes() -> Lanes | None:
         if lanes is None or lanes.worker is not worker:
             lanes = _LANES[id(worker)] = Lanes(worker)
     return lanes if lanes.usable else None
+
+
+def usable_cores() -> int:
+    """The cores this process may use (its CPU affinity), at most 8: the default thread count of
+    the exact kNN search (:func:`arborag.tasks.cluster.knn.cosine_knn`) and of the local clusterings
+    (:func:`arborag.tasks.cluster.fit.local_threads`)."""
+    try:
+        return max(1, min(8, len(os.sched_getaffinity(0))))
+    except (AttributeError, OSError):
+        return max(1, min(8, os.cpu_count() or 1))

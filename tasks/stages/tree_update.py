@@ -4,7 +4,7 @@
 the children that left level L and gain the ones that joined it:
 
 - **new leaves** are assigned with the level's fitted global model (:mod:`arborag.tasks.tree_update_model`):
-  its ``transform`` (:func:`~arborag.tasks.cluster.mixture.knn_transform`) and ``predict_proba``, soft
+  its ``transform`` (:func:`~arborag.tasks.cluster.fitted.knn_transform`) and ``predict_proba``, soft
   membership at ``cluster.threshold`` with the argmax fallback (as the build); inside each
   global cluster joined, the leaf joins the nearest of that global cluster's current clusters
   by centroid cosine. (The local fits are kept too, but measured hold-one-out on 396 HotpotQA
@@ -54,7 +54,7 @@ import pyarrow.parquet as pq
 from arborag.config import ClusterConfig, SummarizeConfig
 from arborag.errors import SchemaError
 from arborag.tasks.stage_context import StageContext
-from arborag.tasks.cluster.mixture import knn_transform
+from arborag.tasks.cluster.fitted import knn_transform
 from arborag.tasks.summarize import ExtractiveSummarizer, Summarizer
 from arborag.tasks.tree_update_model import LevelModel, UpdateResult
 
