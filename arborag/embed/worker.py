@@ -170,7 +170,7 @@ class EmbedWorker:
     def call(self, fn: Any, *args: Any) -> Any:
         """``fn(*args)`` in the worker (``fn`` a module-level function, pickled by name), once its
         model is loaded; its exception is raised here. The clustering's second lane
-        (:mod:`arborag.tasks.lanes`) sends its fits this way."""
+        (:mod:`arborag.tasks.cluster.processes`) sends its fits this way."""
         with self._lock:
             self._send("call", (fn, args))
             kind, payload = self._recv()

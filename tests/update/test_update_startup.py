@@ -124,7 +124,7 @@ def test_gmm_memberships_equal_sklearn_to_the_bit() -> None:
     import numpy as np
     from sklearn.mixture import GaussianMixture
 
-    from arborag.tasks.mixture import FitRecord
+    from arborag.tasks.cluster.fitted import FitRecord
     from arborag.tasks.tree.model import predict_proba
 
     rng = np.random.default_rng(26)

@@ -1,4 +1,4 @@
-"""arborag/tasks/lanes.py: the clustering's fits on this process and the run's helper process give
+"""arborag/tasks/cluster/processes.py: the clustering's fits on this process and the run's helper process give
 the one-process answer — clusters, the fits the update keeps, the counters — and survive a helper
 that fails or dies."""
 
@@ -13,8 +13,9 @@ import pytest
 
 from arborag.embed import worker as embed_worker
 from arborag.config import ClusterConfig, EmbedConfig
-from arborag.tasks import clustering, lanes
-from arborag.tasks.mixture import ClusterStats
+from arborag.tasks.cluster import fit as clustering
+from arborag.tasks.cluster import processes as lanes
+from arborag.tasks.cluster.mixture import ClusterStats
 
 
 @pytest.fixture()
@@ -99,7 +100,7 @@ def test_a_failed_call_and_a_dead_helper_leave_the_work_to_this_process(helper, 
 
     helper.call = failing_call  # on the instance only
     try:
-        with caplog.at_level(logging.WARNING, logger="arborag.tasks.lanes"):
+        with caplog.at_level(logging.WARNING, logger="arborag.tasks.cluster.processes"):
             out = ln.map(time.sleep, [(0.2,), (0.2,), (0.2,)])  # slow here: the helper's lane takes one and fails it
     finally:
         del helper.call

@@ -1,14 +1,16 @@
-"""RAPTOR clustering of one level (tasks/clustering.py) on synthetic vectors."""
+"""RAPTOR clustering of one level (tasks/cluster/fit.py, tasks/cluster/mixture.py) on synthetic vectors."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers.vectors import blobs as _blobs
+from helpers.vectors import unit as _unit
 from threadpoolctl import threadpool_limits
 
 from arborag.config import ClusterConfig
 from arborag.errors import SchemaError
-from arborag.tasks.clustering import (
+from arborag.tasks.cluster.fit import (
     ClusterStats,
     cluster_level,
     coarse_grid,
@@ -19,20 +21,6 @@ from arborag.tasks.clustering import (
 
 # small k range keeps the BIC sweeps fast; the algorithm is the same
 CFG = ClusterConfig(max_clusters=12)
-
-
-def _unit(x: np.ndarray) -> np.ndarray:
-    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
-
-
-def _blobs(sizes: list[int], dim: int = 64, spread: float = 0.05, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    centers = rng.standard_normal((len(sizes), dim))
-    xs, labels = [], []
-    for c, size in enumerate(sizes):
-        xs.append(centers[c] + spread * rng.standard_normal((size, dim)))
-        labels += [c] * size
-    return _unit(np.concatenate(xs)), np.array(labels)
 
 
 def _covered(clusters, n: int) -> bool:
@@ -113,7 +101,7 @@ def test_select_k_coarse_to_fine_matches_exhaustive_on_clear_blobs():
 def test_exact_fit_continued_from_the_loose_fit_is_the_fit_from_scratch_bit_for_bit():
     """select_k's exact refit of a loose probe resumes its EM (mixture._exact_from_loose): the
     parameters must be those of GaussianMixture(k, tol=1e-3) fitted from scratch, exactly."""
-    from arborag.tasks import mixture
+    from arborag.tasks.cluster import mixture
 
     rng = np.random.default_rng(5)
     centers = rng.standard_normal((9, 6)) * 3
@@ -136,7 +124,7 @@ def test_gmm_fits_are_scikit_learns_public_gaussian_mixture_and_are_counted():
     counts into the stats (fits, wall and CPU seconds)."""
     from sklearn.mixture import GaussianMixture
 
-    from arborag.tasks import mixture
+    from arborag.tasks.cluster import mixture
 
     rng = np.random.default_rng(2)
     x = np.concatenate([c + rng.standard_normal((30, 4)) for c in rng.standard_normal((3, 4)) * 8]).astype(np.float32)
@@ -265,45 +253,10 @@ def test_rejects_bad_input():
         cluster_level(bad, [1] * 5, CFG)
 
 
-def _arc(n: int, step: float = 0.1) -> np.ndarray:
-    """``n`` unit vectors on an arc: with n_neighbors 2 the fuzzy graph is a path with weights 1,
-    symmetric, the case where ARPACK's Lanczos run from ``ones`` breaks down."""
-    t = np.arange(n) * step
-    x = np.zeros((n, 16), np.float32)
-    x[:, 0], x[:, 1] = np.cos(t), np.sin(t)
-    return x
-
-
-def test_umap_is_reproducible_on_a_tiny_symmetric_graph() -> None:
-    """Found by the per-document update: 4 leaves gave two different clusterings in four calls
-    in one process (ARPACK restarted from its own unseeded state). The exact spectral init is
-    used there, and the result no longer depends on what ran before."""
-    from arborag.tasks.clustering import _lanczos_breaks_down, _reduce, _umap_init
-
-    x = _arc(4)
-    init = _umap_init(x, 2, 2, 224)
-    assert isinstance(init, np.ndarray) and init.shape == (4, 2)
-    cfg = ClusterConfig(dims=2)
-    outs = []
-    for i in range(4):
-        _reduce(_arc(5 + i, 0.3), 2, 3, 7, None)  # other work in between moves any process-wide state
-        outs.append(_reduce(x, 2, 2, 224, None))
-    for o in outs[1:]:
-        np.testing.assert_array_equal(o, outs[0])
-    first = cluster_level(x, [5] * 4, cfg)
-    assert all(cluster_level(x, [5] * 4, cfg) == first for _ in range(3))
-    # a generic graph keeps UMAP's own spectral init (nothing changes for ordinary inputs)
-    rng = np.random.default_rng(0)
-    y = rng.standard_normal((40, 16)).astype(np.float32)
-    assert _umap_init(y, 6, 10, 224) == "spectral"
-    path = np.eye(4) - np.diag([1.0, 1.0, 1.0], 1) / 2 - np.diag([1.0, 1.0, 1.0], -1) / 2
-    assert _lanczos_breaks_down(path, 3)  # ones spans only the symmetric eigenvectors of a path
-
-
 def test_local_fits_on_threads_give_the_same_clusters_and_fits(monkeypatch):
     """The local clusterings run on several threads (UMAP's code without the GIL); each is seeded
     and independent, so clusters, stats and the recorded fits equal those of one thread."""
-    from arborag.tasks.mixture import LevelFit
+    from arborag.tasks.cluster.fitted import LevelFit
 
     x, _ = _blobs([40, 35, 30, 25, 20], dim=48, spread=0.3, seed=4)
     tokens = np.full(len(x), 10)
@@ -325,49 +278,3 @@ def test_local_fits_on_threads_give_the_same_clusters_and_fits(monkeypatch):
         if a is not None:
             assert np.array_equal(a.rows, b.rows) and np.array_equal(a.reduced, b.reduced)
             assert (a.weights is None and b.weights is None) or np.array_equal(a.means, b.means)
-
-
-def test_cosine_knn_is_the_exact_graph_self_first_and_thread_independent():
-    from sklearn.metrics import pairwise_distances
-
-    from arborag.tasks.umap_runtime import cosine_knn
-
-    x, _ = _blobs([60, 50, 40], dim=32, spread=0.4, seed=9)
-    x[7] = 0.0  # a zero row: distance 1 to every other row
-    idx, dist = cosine_knn(x, 12, threads=1, block=16)
-    want = pairwise_distances(x.astype(np.float64), metric="cosine")
-    want[7, :] = want[:, 7] = 1.0
-    np.fill_diagonal(want, -1.0)
-    order = np.lexsort((np.broadcast_to(np.arange(len(x)), want.shape), want), axis=1)[:, :12]
-    assert np.array_equal(idx, order)
-    assert np.array_equal(idx[:, 0], np.arange(len(x))) and not dist[:, 0].any()
-    assert np.allclose(dist[:, 1:], np.take_along_axis(want, order, axis=1)[:, 1:], atol=1e-6)
-    assert np.all(np.diff(dist, axis=1) >= 0)
-    for threads, block in ((2, 16), (3, 7), (1, 1000)):
-        i2, d2 = cosine_knn(x, 12, threads=threads, block=block)
-        assert np.array_equal(i2, idx) and np.array_equal(d2, dist)
-
-
-def test_fits_above_the_exact_limit_get_the_exact_knn_not_nn_descent(monkeypatch):
-    """From UMAP_EXACT_BELOW points (4,096; lowered here) UMAP gets cosine_knn's graph and never
-    runs NN-descent (whose numba code is compiled again in every process); same input, same fit."""
-    from arborag.tasks import clustering
-    from arborag.tasks.umap_runtime import cosine_knn, import_umap
-
-    umap = import_umap()
-
-    def no_nn_descent(*a, **k):
-        raise AssertionError("NN-descent ran")
-
-    monkeypatch.setattr(umap.umap_, "nearest_neighbors", no_nn_descent)
-    monkeypatch.setattr(clustering, "UMAP_EXACT_BELOW", 50)
-    x, _ = _blobs([40, 30, 30], dim=32, spread=0.3, seed=2)
-    a = clustering._reduce(x, 5, 15, 224, None)
-    assert np.array_equal(a, clustering._reduce(x, 5, 15, 224, None))
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        want = umap.UMAP(n_neighbors=15, n_components=5, metric="cosine", random_state=224, n_jobs=1,
-                         precomputed_knn=cosine_knn(x, 15)).fit_transform(x)
-    assert np.array_equal(a, want)

@@ -1,4 +1,4 @@
-"""Two lanes for independent, seeded CPU work: this process and the run's helper process.
+"""Two lanes for independent, seeded CPU work: this process and the run's helper process; the cores this process may use.
 
 A cold console-script build starts an embedding worker process (:mod:`arborag.embed.worker`)
 that sits idle while the tree is clustered — and the clustering's fits are pure Python + numpy
@@ -11,7 +11,7 @@ and returns the results in item order.
 
 Every result is the one this process would compute: the functions mapped are module-level,
 seeded and independent of each other, and run under the same thread limits on either side
-(``tests/tasks/test_lanes.py`` compares clusterings with and without the helper). The worker
+(``tests/tasks/cluster/test_cluster_processes.py`` compares clusterings with and without the helper). The worker
 loads the clustering code once (:meth:`Lanes.warm`, which the clustering starts in the background
 before its first fit, so the worker's ~4 s numba load overlaps this process's global UMAP); until
 that is done the remote lane takes no item, and before it is started :meth:`Lanes.map` runs here. A worker that dies or fails a call hands its item back and this
@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["Lanes", "helper_lanes"]
+__all__ = ["Lanes", "helper_lanes", "usable_cores"]
 
 log = logging.getLogger(__name__)
 
@@ -158,3 +158,13 @@ def helper_lanes() -> Lanes | None:
         if lanes is None or lanes.worker is not worker:
             lanes = _LANES[id(worker)] = Lanes(worker)
     return lanes if lanes.usable else None
+
+
+def usable_cores() -> int:
+    """The cores this process may use (its CPU affinity), at most 8: the default thread count of
+    the exact kNN search (:func:`arborag.tasks.cluster.knn.cosine_knn`) and of the local clusterings
+    (:func:`arborag.tasks.cluster.fit.local_threads`)."""
+    try:
+        return max(1, min(8, len(os.sched_getaffinity(0))))
+    except (AttributeError, OSError):
+        return max(1, min(8, os.cpu_count() or 1))

@@ -24,17 +24,14 @@ KMeans that initialises each GMM cost up to 70x more than one thread when the co
 (measured 0.15 s vs 0.002 s for one k=1 fit on 2,229 points at load 9). Same seed + same input
 => same output.
 
-Cost: UMAP runs through :mod:`arborag.tasks.umap_runtime`: its numba code is compiled once per
-machine (an on-disk cache; 15-50 s the first time, then a load of ~1-2 s per process that
-:func:`warm_up` pays) and its exact distances below 4,096 points are computed in one compiled loop
-(bit-identical to UMAP's own) — nothing here creates per-call objects that force recompilation.
-From 4,096 to :data:`~arborag.tasks.umap_runtime.EXACT_KNN_MAX` points, where UMAP would find
-neighbours with NN-descent (pynndescent, whose distance-specialised numba code is compiled again
-in every process: 75-85 s of a 9,901-point global fit measured on a shared box), UMAP gets the
-exact cosine kNN graph instead (:func:`~arborag.tasks.umap_runtime.cosine_knn`, ~1.5 s of BLAS);
-the rest of the fit is UMAP's own. Trees over fewer than 4,096 nodes per fit are unchanged. UMAP's SGD
-epochs and layout are its own (500 epochs below 10,000 points, 200 above, on one thread). The GMM
-fits are scikit-learn's ``GaussianMixture`` (:mod:`arborag.tasks.mixture`). The BIC search is
+Cost: UMAP (:mod:`arborag.tasks.cluster.reduction`) is umap-learn's own, its numba code compiled
+once per machine (an on-disk cache, :mod:`arborag.tasks.cluster.umap_import`; 15-50 s the first
+time, then a load of ~1-2 s per process that :func:`warm_up` pays). From 4,096 to
+:data:`~arborag.tasks.cluster.knn.EXACT_KNN_MAX` points, where UMAP would find neighbours with
+NN-descent (whose numba code is compiled again in every process), UMAP gets the exact cosine kNN
+graph from scikit-learn instead (:func:`~arborag.tasks.cluster.knn.cosine_knn`). UMAP's SGD epochs
+and layout are its own (500 epochs below 10,000 points, 200 above, on one thread). The GMM fits
+are scikit-learn's ``GaussianMixture`` (:mod:`arborag.tasks.cluster.mixture`). The BIC search is
 ``cfg.bic_search``: ``"exhaustive"`` fits k = 1..K; ``"coarse_to_fine"`` fits a geometric grid
 of k with an early stop and then every k around the best grid points
 (benchmarks/results/bic_search.md).
@@ -42,9 +39,10 @@ of k with an early stop and then every k around the best grid points
 Two processes: in a cold console-script build the embedding worker process sits idle while a
 level is clustered; from :data:`LANES_MIN_N` rows on, the global GMM fits (two grid points at a
 time, then the in-between points and the exact fits at once) and the local clusterings run on
-this process and that one (:mod:`arborag.tasks.lanes`) instead of on threads whose GMM fits take
-turns for the GIL. Every fit is seeded and independent, so the clusters and the recorded fits are
-the one-process ones (``tests/tasks/test_lanes.py``); ``ARBORAG_CLUSTER_HELPER=0`` turns it off.
+this process and that one (:mod:`arborag.tasks.cluster.processes`) instead of on threads whose GMM
+fits take turns for the GIL. Every fit is seeded and independent, so the clusters and the recorded
+fits are the one-process ones (``tests/tasks/cluster/test_cluster_processes.py``);
+``ARBORAG_CLUSTER_HELPER=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -55,7 +53,6 @@ import math
 import os
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -63,18 +60,18 @@ import numpy as np
 
 from arborag.config import ClusterConfig
 from arborag.errors import SchemaError
-from arborag.tasks import mixture
-from arborag.tasks.lanes import Lanes, helper_lanes
-from arborag.tasks.umap_runtime import EXACT_KNN_MAX, UMAP_EXACT_BELOW, cosine_knn, import_umap, layout_thread_seconds, usable_cores
-from arborag.tasks.mixture import (
+from arborag.tasks.cluster import mixture
+from arborag.tasks.cluster.fitted import FitRecord, LevelFit
+from arborag.tasks.cluster.processes import Lanes, helper_lanes, usable_cores
+from arborag.tasks.cluster.reduction import umap_reduce
+from arborag.tasks.cluster.umap_import import layout_thread_seconds
+from arborag.tasks.cluster.mixture import (
     LOOSE_MIN_N,
     LOOSE_TOL,
     N_EXACT,
     STOP_MARGIN,
     Cluster,
     ClusterStats,
-    FitRecord,
-    LevelFit,
     coarse_grid,
     select_k,
     soft_membership,
@@ -102,7 +99,7 @@ MapFn = Callable[[Callable[..., Any], Iterable[Any]], Iterator[Any]]
 
 # Re-clustering depth for the token guard; below it clusters are cut into contiguous groups.
 MAX_GUARD_DEPTH = 3
-# Rows of a level from which its fits use the run's helper process (arborag.tasks.lanes).
+# Rows of a level from which its fits use the run's helper process (arborag.tasks.cluster.processes).
 LANES_MIN_N = 1000
 
 
@@ -124,128 +121,6 @@ def cut_contiguous(members: Cluster, n_tokens: np.ndarray, max_tokens: int) -> l
     if cur:
         groups.append(cur)
     return groups
-
-
-# -- reduction ----------------------------------------------------------------------------------
-def _pca(x: np.ndarray, dims: int) -> np.ndarray:
-    xc = x - x.mean(axis=0, keepdims=True)
-    u, s, _ = np.linalg.svd(xc.astype(np.float64), full_matrices=False)
-    out = u[:, :dims] * s[:dims]
-    if out.shape[1] < dims:
-        out = np.pad(out, ((0, 0), (0, dims - out.shape[1])))
-    # fix the sign of each component so the result does not depend on the LAPACK build
-    signs = np.sign(out[np.argmax(np.abs(out), axis=0), np.arange(dims)])
-    signs[signs == 0] = 1
-    return (out * signs).astype(np.float32)
-
-
-#: Up to this many points the spectral init is checked (and computed exactly when ARPACK would
-#: break down); above it a kNN graph with the symmetry that causes the breakdown is not met in
-#: practice (rows are distinct), and checking would compute the kNN graph twice.
-_SPECTRAL_CHECK_MAX = 64
-
-
-def _lanczos_breaks_down(lap: np.ndarray, k: int) -> bool:
-    """Whether ARPACK's Lanczos run on ``lap`` from the start vector ``ones`` (as UMAP's spectral
-    layout calls ``eigsh(lap, k, ncv=max(2k + 1, sqrt n), v0=ones)``) meets an invariant
-    subspace before it has its ``ncv`` basis vectors — the point where ARPACK restarts from its
-    own, unseeded random state. Lanczos with full re-orthogonalisation, exact for small ``n``."""
-    n = len(lap)
-    ncv = min(max(2 * k + 1, int(np.sqrt(n))), n)
-    basis = np.zeros((n, ncv))
-    basis[:, 0] = 1.0 / np.sqrt(n)
-    scale = max(float(np.abs(lap).sum(axis=1).max()), 1e-300)
-    for j in range(1, ncv):
-        w = lap @ basis[:, j - 1]
-        for _ in range(2):
-            w -= basis[:, :j] @ (basis[:, :j].T @ w)
-        beta = float(np.linalg.norm(w))
-        if beta <= 1e-10 * scale:
-            return True
-        basis[:, j] = w / beta
-    return False
-
-
-def _umap_init(x: np.ndarray, n_neighbors: int, dims: int, seed: int) -> str | np.ndarray:
-    """UMAP's ``init`` for ``x``: ``"spectral"`` (its default) whenever that is reproducible.
-
-    UMAP computes the spectral init with ARPACK from the start vector ``ones``. On a small,
-    symmetric fuzzy graph (a few points, weights all 1) that vector lies in an invariant
-    subspace, the Lanczos iteration breaks down and ARPACK restarts from its own process-wide
-    random state, which ``random_state`` does not reach: the embedding — and so the clusters —
-    changed from call to call in one process (measured: 4 leaves, ``n_neighbors`` 2, two
-    different clusterings in four calls, so per-document trees of small documents differed
-    between two builds of the same leaves; cause as analysed in lmcinnes/umap#1277). So for up
-    to :data:`_SPECTRAL_CHECK_MAX` points the graph UMAP will build is built here too and the
-    breakdown tested (:func:`_lanczos_breaks_down`); only when it would happen, the same spectral
-    embedding is computed exactly (dense ``eigh`` of the normalised Laplacian, signs fixed) and
-    passed as the init — or, on a disconnected graph (UMAP lays out each component), UMAP's
-    seeded ``"random"`` init. Everywhere else nothing changes."""
-    n = len(x)
-    if n > _SPECTRAL_CHECK_MAX:
-        return "spectral"
-    from scipy.sparse.csgraph import connected_components
-    from sklearn.metrics import pairwise_distances
-
-    fuzzy_simplicial_set = import_umap().umap_.fuzzy_simplicial_set
-
-    # the graph UMAP.fit builds for small data: exact cosine distances, precomputed
-    graph = fuzzy_simplicial_set(pairwise_distances(x, metric="cosine"), n_neighbors, np.random.RandomState(seed), "precomputed")[0]
-    g = np.asarray(graph.todense(), dtype=np.float64)
-    k = dims + 1
-    n_comp, labels = connected_components(graph, directed=False)
-    if n_comp > 1:
-        for c in range(n_comp):
-            sub = g[np.ix_(labels == c, labels == c)]
-            if len(sub) < 2 * dims or len(sub) <= k:
-                continue  # UMAP places such a component with its seeded generator
-            sq = np.sqrt(sub.sum(axis=0))
-            if _lanczos_breaks_down(np.eye(len(sub)) - sub / np.outer(sq, sq), k):
-                return "random"
-        return "spectral"
-    sq = np.sqrt(g.sum(axis=0))
-    lap = np.eye(n) - g / np.outer(sq, sq)
-    if not _lanczos_breaks_down(lap, k):
-        return "spectral"
-    values, vectors = np.linalg.eigh(lap)
-    init = vectors[:, np.argsort(values, kind="stable")[1:k]]
-    flip = np.sign(init[np.abs(init).argmax(axis=0), np.arange(init.shape[1])])
-    return np.ascontiguousarray(init * np.where(flip == 0, 1.0, flip), dtype=np.float32)
-
-
-def _reduce(x: np.ndarray, dims: int, n_neighbors: int, seed: int, stats: ClusterStats | None) -> np.ndarray:
-    """UMAP of ``x`` (float32, distinct rows) to ``dims`` dims, cosine, seeded; PCA if UMAP fails."""
-    n = len(x)
-    dims = max(1, min(dims, n - 2))
-    n_neighbors = max(2, min(n_neighbors, n - 1))
-    t0, c0 = time.perf_counter(), time.thread_time()
-    try:
-        umap = import_umap()
-        knn: tuple[Any, ...] = (None, None, None)
-        if UMAP_EXACT_BELOW <= n <= EXACT_KNN_MAX:  # exact neighbours where UMAP would run NN-descent
-            knn = cosine_knn(x, n_neighbors)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            reducer = umap.UMAP(
-                n_neighbors=n_neighbors,
-                n_components=dims,
-                metric="cosine",
-                random_state=seed,
-                n_jobs=1,
-                init=_umap_init(x, n_neighbors, dims, seed),
-                precomputed_knn=knn,
-            )
-            out = np.asarray(reducer.fit_transform(np.ascontiguousarray(x, dtype=np.float32)), dtype=np.float32)
-        if not np.isfinite(out).all():
-            raise FloatingPointError("UMAP produced non-finite coordinates")
-    except Exception as exc:  # noqa: BLE001 - umap/scipy raise many types on degenerate inputs
-        log.warning("UMAP failed on %d points (%r); using PCA for this reduction", n, exc)
-        out = _pca(x, dims)
-    if stats is not None:
-        stats.umap_fits += 1
-        stats.umap_s += time.perf_counter() - t0
-        stats.umap_cpu_s += time.thread_time() - c0
-    return out
 
 
 # -- the RAPTOR pass ----------------------------------------------------------------------------
@@ -275,7 +150,7 @@ def _fit_level(x: np.ndarray, neighbors: int, cfg: ClusterConfig, stats: Cluster
     """One clustering level over the rows of ``x``: UMAP to ``cfg.dims``, a GMM with k by BIC
     (its fits on ``lanes`` when given), soft memberships at ``cfg.threshold`` (one cluster of
     everything when k is 1)."""
-    reduced = _reduce(x, cfg.dims, neighbors, cfg.seed, stats)
+    reduced = umap_reduce(x, cfg.dims, neighbors, cfg.seed, stats)
     fit_on = reduced
     if len(reduced) > cfg.gmm_max_fit:  # bounded GMM/BIC cost: fit a seeded sample, predict_proba for all
         pick = np.sort(np.random.default_rng(cfg.seed).choice(len(reduced), cfg.gmm_max_fit, replace=False))
@@ -295,7 +170,7 @@ def _raptor_pass(
     """Global + local clustering of ``x``; rows are indices into ``x``. No token guard.
     ``map`` (None: in this process) fans the local clusterings out, one task per global cluster;
     ``lanes``: the global GMM fits and the local clusterings on this process and the run's helper
-    process (:mod:`arborag.tasks.lanes`)."""
+    process (:mod:`arborag.tasks.cluster.processes`)."""
     n = len(x)
     if n == 0:
         return []
@@ -349,7 +224,7 @@ def local_threads() -> int:
 
 def _fit_local_recorded(x: np.ndarray, cfg: ClusterConfig, record: bool) -> tuple[list[Cluster], ClusterStats, list[Any] | None]:
     """:func:`_fit_local` with its own counters and, when ``record``, its own list of fits (a
-    thread of :func:`_local_fits`, or the helper process of :mod:`arborag.tasks.lanes`)."""
+    thread of :func:`_local_fits`, or the helper process of :mod:`arborag.tasks.cluster.processes`)."""
     st = ClusterStats()
     token = _RECORDING.set([] if record else None)  # this thread's own context
     try:
@@ -362,10 +237,9 @@ def _fit_local_recorded(x: np.ndarray, cfg: ClusterConfig, record: bool) -> tupl
 def _local_fits(jobs: list[np.ndarray], cfg: ClusterConfig, stats: ClusterStats | None, lanes: Lanes | None = None) -> Iterator[list[Cluster]]:
     """The local clusterings of ``jobs`` (one per global cluster), in order: on ``lanes`` (this
     process and the run's helper process) when given, else on up to :func:`local_threads` threads
-    (UMAP's compiled code runs without the GIL, :mod:`arborag.tasks.umap_runtime`, but the GMM
-    fits hold it). Each fit is seeded and independent of the others, so the clusters and the
-    recorded fits are those of one fit after another (``tests/tasks/test_clustering.py`` and
-    ``tests/tasks/test_lanes.py`` compare). The fits start largest first (:func:`_largest_first`)."""
+    (UMAP's compiled layout runs without the GIL, but the GMM fits hold it). Each fit is seeded and independent of the others, so the clusters and the
+    recorded fits are those of one fit after another (``tests/tasks/cluster/test_cluster_fit.py`` and
+    ``tests/tasks/cluster/test_cluster_processes.py`` compare). The fits start largest first (:func:`_largest_first`)."""
     recording = _RECORDING.get()
     record = recording is not None
     fitting = sum(1 for x in jobs if len(x) > cfg.dims + 1)
@@ -518,7 +392,7 @@ def cluster_level(
 
 
 def _lanes_for(n: int) -> Lanes | None:
-    """The run's two lanes (:func:`~arborag.tasks.lanes.helper_lanes`) for a level of ``n`` rows:
+    """The run's two lanes (:func:`~arborag.tasks.cluster.processes.helper_lanes`) for a level of ``n`` rows:
     from :data:`LANES_MIN_N` rows on (the helper then loads the clustering code, ~4 s of its
     core, while this process runs the global UMAP), or at any size once it has."""
     lanes = helper_lanes()
@@ -597,7 +471,7 @@ def warm_up(*, large: bool = False) -> float:
 
     ``large=True`` also runs a 4,200-point fit (the exact-kNN path fits from 4,096 points take;
     NN-descent, whose compiling this used to pay, now runs only above
-    :data:`~arborag.tasks.umap_runtime.EXACT_KNN_MAX` points). Idempotent (the small warm-up).
+    :data:`~arborag.tasks.cluster.knn.EXACT_KNN_MAX` points). Idempotent (the small warm-up).
     """
     global _WARM
     from arborag import phases
@@ -611,13 +485,13 @@ def warm_up(*, large: bool = False) -> float:
         if not _WARM:
             x = rng.standard_normal((64, 16)).astype(np.float32)
             x /= np.linalg.norm(x, axis=1, keepdims=True)
-            red = _reduce(x, cfg.dims, 7, cfg.seed, None)
+            red = umap_reduce(x, cfg.dims, 7, cfg.seed, None)
             mixture._fit_gmm(red, 2, cfg.seed, None)
             _WARM = True
         if large:
             x = rng.standard_normal((4200, 16)).astype(np.float32)
             x /= np.linalg.norm(x, axis=1, keepdims=True)
-            _reduce(x, cfg.dims, 64, cfg.seed, None)
+            umap_reduce(x, cfg.dims, 64, cfg.seed, None)
     seconds = time.perf_counter() - t0
     phases.record("UMAP warm-up (JIT)", seconds)
     return seconds
