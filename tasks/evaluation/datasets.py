@@ -31,7 +31,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -251,7 +251,8 @@ def load_financebench(data_dir: Path, *, limit: int | None = None, scope: Corpus
         src = pdf_dir / f"{name}.pdf"
         if src.exists():
             files.append(CorpusFile(name=f"{name}.pdf", title=name, source=src))
-    rows, evidence = [], {}
+    rows: list[dict[str, Any]] = []
+    evidence: dict[str, dict[str, str]] = {}
     for r in selected:
         gold_ids, gold_texts = [], []
         for e in r["evidence"]:
