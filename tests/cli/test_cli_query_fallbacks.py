@@ -1,7 +1,7 @@
 """`arborag query` says in its default output (no --json, no --trace) when an LLM-backed mode did
 something else than ask the LLM: `multi` variants from PRF, `level`'s offline plan or failed steps.
 
-Over the two-hop snapshot of tests/level (FAKE embedder), with no LLM and with the FAKE LLM server.
+Over the two-hop snapshot of helpers/level.py (FAKE embedder), with no LLM and with the FAKE LLM server.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Shared pieces of the update tests (tests/update): a small multi-level corpus and probes.
+"""Shared pieces of the update tests (tests/flows/update): a small multi-level corpus and probes.
 
 The sources are the Cinderella text cut into six files plus one file of sentences found nowhere
 else (``zebra.txt``), so a test can delete or change it and look for its words at every level.
