@@ -126,3 +126,19 @@ def rolled_back_history(tmp_path_factory: pytest.TempPathFactory, examples_dir: 
     rollback(Corpus(corpus), first["snapshot"], policy=config.retention)
     return {"corpus": corpus, "src": src, "config": config, "first": first["snapshot"], "second": second["snapshot"],
             "catalogs": catalogs}
+
+
+@pytest.fixture
+def level_corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The two-level snapshot of helpers.level, no LLM configured, and ``arborag.query.open_index``
+    patched to embed queries with its FAKE embedder (for CLI tests of the LLM-backed modes)."""
+    from helpers.level import LLM_VARS, fake_embed, publish_level_snapshot
+
+    import arborag.query as q
+
+    for var in LLM_VARS:
+        monkeypatch.delenv(var, raising=False)
+    publish_level_snapshot(tmp_path / "c")
+    real = q.open_index
+    monkeypatch.setattr(q, "open_index", lambda *a, **kw: real(*a, **{**kw, "embed_query": fake_embed, "light": False}))
+    return tmp_path / "c"
