@@ -53,7 +53,7 @@ from arborag.flows.stage import run_stage
 from arborag.hashing import hash_json
 from arborag.storage.corpus import Corpus
 from arborag.tasks.stage_context import StageContext
-from arborag.tasks.evaluation.datasets import prepare_dataset
+from arborag.tasks.evaluation.datasets import corpus_scope, prepare_dataset
 from arborag.tasks.evaluation.answer import AnswerMany, collect_answers, llm_answerer
 from arborag.tasks.evaluation.plan import (
     BASELINE, STRATEGY_PRESETS, SYSTEMS, default_budget, plan_runs, preset_text, strategy_config, systems_by_strategy,
@@ -153,7 +153,7 @@ def evaluate_pipeline(
     timings: dict[str, float] = {}
     t_all = t0 = time.perf_counter()
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    prepared = prepare_dataset(opts.dataset, out / "dataset", data_dir=opts.data_dir, limit=opts.limit, scope=opts.scope)  # type: ignore[arg-type]
+    prepared = prepare_dataset(opts.dataset, out / "dataset", data_dir=opts.data_dir, limit=opts.limit, scope=corpus_scope(opts.scope))
     timings["prepare"] = time.perf_counter() - t0
 
     by_strategy = systems_by_strategy(plan_runs(opts.strategies, opts.systems, opts.strategy_systems))
