@@ -11,8 +11,9 @@ the sparse index's analysis:
   ``sentence`` chunker's cuts) or :func:`split_sentences` (the summarizer's sentences): after
   a common abbreviation ("Dr.", "e.g.") or an initial ("J." of "J. K. Rowling") the sentence
   goes on, also across a single line break (a PDF breaks lines wherever the page is full: "the
-  largest U.S." | "beauty retailer" is one sentence). (Before the chunker used it, 23 of 1,813 HotpotQA leaves ended after one, e.g.
-  "... Merian C." then "Cooper, the co-directors ...": benchmarks/results/abbreviations.md.)
+  largest U.S." | "beauty retailer" is one sentence). (Before the chunker used it, 23 of 1,813
+  HotpotQA leaves ended after one, e.g. "... Merian C." then "Cooper, the co-directors ...":
+  benchmarks/results/abbreviations.md.)
 - **Clause ends** (:data:`CLAUSE_PATTERN`): ``, ; :`` followed by whitespace, and CJK ``，；：、``;
   only used inside a sentence that is too long.
 - **CJK characters** (:data:`CJK_RANGES`): Han (unified, extension A, B-G, compatibility),
