@@ -21,6 +21,10 @@ columns score each page as ingest does (it has one extractor's output only): the
 plus the document's recurring words, the worst page's split + glued words per 1,000, and the
 pages over the flagging threshold.
 
+Lines: the non-blank lines of the output, and those with no letter or digit (a "$" or a "-"
+torn off its number: pypdf puts "512", "-" and "2921" of one phone number on three lines, and
+many table cells' "$" on a line of their own).
+
 Time: wall clock of one file's whole extraction (open, every page), best of ``--repeat``,
 divided by its pages. The 2 cores are shared, so the load is printed with the results.
 """
@@ -115,7 +119,7 @@ def main() -> None:
     names = available()
     vocab = default_lexicon()
     rows = []
-    totals: dict[str, list[float]] = {n: [0, 0, 0, 0.0, 0] for n in names}  # words, split, glued, seconds, pages
+    totals: dict[str, list[float]] = {n: [0, 0, 0, 0.0, 0, 0, 0] for n in names}  # words, split, glued, seconds, pages, lines, bare lines
     for pdf in pdfs:
         raw = pdf.read_bytes()
         out: dict[str, list[str]] = {}
@@ -136,8 +140,10 @@ def main() -> None:
             scored = [c for c in (garble_counts(p, doc_lex) for p in out[name]) if c.words >= PAGE_MIN_WORDS and c.split + c.glued >= PAGE_MIN_DAMAGED]
             worst = max((c.score for c in scored), default=0.0)
             flagged = len(garbled_pages(out[name], vocab))
+            lines = [ln for p in out[name] for ln in p.split("\n") if ln.strip()]
+            bare = sum(1 for ln in lines if not any(c.isalnum() for c in ln))
             n_pages = len(out[name])
-            rows.append([pdf.name, name, n_pages, g.words, f"{g.split_rate:.2f}", f"{g.glued_rate:.2f}", f"{worst:.1f}", flagged,
+            rows.append([pdf.name, name, n_pages, g.words, f"{g.split_rate:.2f}", f"{g.glued_rate:.2f}", f"{worst:.1f}", flagged, len(lines), bare,
                          f"{1000 * secs[name] / max(1, n_pages):.1f}"])
             t = totals[name]
             t[0] += g.words
@@ -145,9 +151,11 @@ def main() -> None:
             t[2] += g.glued
             t[3] += secs[name]
             t[4] += n_pages
+            t[5] += len(lines)
+            t[6] += bare
             print(" | ".join(str(c) for c in rows[-1]), flush=True)
     summary = [[name, int(t[4]), int(t[0]), f"{1000 * t[1] / max(1, t[0]):.2f}", f"{1000 * t[2] / max(1, t[0]):.2f}",
-                f"{1000 * t[3] / max(1, t[4]):.1f}"] for name, t in totals.items()]
+                int(t[5]), int(t[6]), f"{1000 * t[3] / max(1, t[4]):.1f}"] for name, t in totals.items()]
     missing = [n for n in EXTRACTORS if n not in names]
     lines = run_header("PDF text extractors: split and glued words, time per page", date=date, machine_start=machine_start, started=started)
     lines += [
@@ -155,17 +163,18 @@ def main() -> None:
         "Words: runs of ASCII letters. Split: two words on one line, not both known, whose join is known (\"tota l\").",
         "Glued: an unknown word of 8+ letters made of two known words of 3+ letters. Known: the WordPiece vocabulary's",
         "whole words (one inflection ending dropped) plus every word all extractors produce for that PDF.",
+        "Lines: non-blank lines of the output; no letter/digit: those without a letter or digit (a \"$\" torn off its number).",
         "Rates per 1,000 words. Worst page: the highest per-page split+glued per 1,000 words as ingest scores a page",
         f"(the vocabulary plus the document's recurring 8+ letter words; pages of {PAGE_MIN_WORDS}+ words and {PAGE_MIN_DAMAGED}+ split or glued words);",
         f"flagged: pages over the threshold ({GARBLE_THRESHOLD:g}); ms/page: one file's extraction, best of {repeat}, over its pages.",
         "",
         "## All PDFs",
         "",
-        md_table(["extractor", "pages", "words", "split /1k", "glued /1k", "ms/page"], summary),
+        md_table(["extractor", "pages", "words", "split /1k", "glued /1k", "lines", "no letter/digit", "ms/page"], summary),
         "",
         "## Per PDF",
         "",
-        md_table(["PDF", "extractor", "pages", "words", "split /1k", "glued /1k", "worst page", "flagged", "ms/page"], rows),
+        md_table(["PDF", "extractor", "pages", "words", "split /1k", "glued /1k", "worst page", "flagged", "lines", "no letter/digit", "ms/page"], rows),
     ]
     if missing:
         lines += ["", f"Not installed, not measured: {', '.join(missing)}."]
