@@ -57,10 +57,10 @@ PAGE_MIN_WORDS: Final = 50
 #: signature page score 40 per 1,000 words)
 PAGE_MIN_DAMAGED: Final = 3
 #: split + glued words per 1,000 words above which a page is flagged as garbled. Measured on the
-#: FinanceBench PDFs with the default word list (benchmarks/results/pdf_extractors.md): the
-#: pages of all three extractors score at most 12.7 (compounds and terms the list lacks, e.g.
-#: "multichannel", "geopolitical"), twice the margin below this; a page whose words are cut or
-#: run together scores far more.
+#: FinanceBench PDFs (benchmarks/results/pdf_extractors.md, "worst page"): with the document's
+#: recurring words added to the list, no page of any of the three extractors scores over 6.4
+#: (terms the list lacks, e.g. "multichannel"); a page with one word in five cut in two scores
+#: ~200.
 GARBLE_THRESHOLD: Final = 25.0
 
 _WORD: Final = re.compile(r"[A-Za-z]+")
