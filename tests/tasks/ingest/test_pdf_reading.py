@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import logging
 import subprocess
@@ -15,6 +16,9 @@ from arborag.tasks.ingest.formats_doc import read_pdf
 from arborag.tasks.ingest.garble import garble_counts, garbled_pages
 from arborag.tasks.ingest.records import SourceFile
 from helpers.ingest import make_pdf
+
+#: the tests of PDFium's text need pypdfium2, a main dependency (pip install -e . installs it)
+needs_pdfium = pytest.mark.skipif(importlib.util.find_spec("pypdfium2") is None, reason="pypdfium2 is not installed: pip install pypdfium2")
 
 CLEAN = "\n".join(["The company reported strong sales for the quarter and expects growth next year."] * 6)
 DAMAGED = "\n".join(["The tota l for the pe riod rose and the capit al was low."] * 5)
@@ -46,6 +50,7 @@ def test_only_a_damaged_page_is_flagged() -> None:
     assert flagged[0][1] > 100
 
 
+@needs_pdfium
 def test_pdfium_reads_the_text_and_a_garbled_page_is_named(tmp_path: Path) -> None:
     path = tmp_path / "report.pdf"
     doc = _read(path, make_pdf([CLEAN, DAMAGED]))
@@ -55,6 +60,7 @@ def test_pdfium_reads_the_text_and_a_garbled_page_is_named(tmp_path: Path) -> No
     assert "strong sales" in doc.text and "pe riod" in doc.text
 
 
+@needs_pdfium
 def test_pypdf_reads_when_pypdfium2_is_missing_or_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     raw = make_pdf([CLEAN, "Second page."])
     by_pdfium = _read(tmp_path / "a.pdf", raw)
@@ -74,6 +80,7 @@ def test_pypdf_reads_when_pypdfium2_is_missing_or_fails(tmp_path: Path, monkeypa
     assert missing.metadata["page_starts"] == by_pdfium.metadata["page_starts"]
 
 
+@needs_pdfium
 def test_a_truncated_pdf_is_read_with_its_parser_warnings(tmp_path: Path) -> None:
     path = tmp_path / "cut.pdf"
     doc = _read(path, _written_by_pypdf([CLEAN])[:-6])  # "%%EOF\n" cut off
@@ -92,6 +99,7 @@ def test_an_unreadable_pdf_error_keeps_the_parser_messages(tmp_path: Path) -> No
     assert "EOF marker not found" in err.value.reason
 
 
+@needs_pdfium
 def test_stderr_names_the_file_in_every_pdf_warning(tmp_path: Path) -> None:
     path = tmp_path / "cut.pdf"
     path.write_bytes(_written_by_pypdf([CLEAN])[:-6])
