@@ -64,9 +64,11 @@ def read_pdf(src: SourceFile, raw: bytes) -> Extracted:
     and glued words and is ~18x faster than pypdf (benchmarks/results/pdf_extractors.md).
 
     What a parser reports about a file (pypdf logs "EOF marker not found" and the like) becomes
-    a warning of the document, and is logged with the file's uri; so is every page whose words
-    look cut or run together (:func:`~arborag.tasks.ingest.garble.garbled_pages`), by page
-    number, counted in the metadata as ``garbled_pages``.
+    a warning of the document; so does every page whose words look cut or run together
+    (:func:`~arborag.tasks.ingest.garble.garbled_pages`), by page number, counted in the
+    metadata as ``garbled_pages``. The warnings are logged with the file's uri (logger
+    ``arborag.ingest``) unless the caller silenced pypdf's warnings (``arborag ingest`` does, and
+    prints the documents' warnings with their files instead).
     """
     with _parser_messages() as messages:
         text_pages = _pdfium_pages(raw)
@@ -89,8 +91,9 @@ def read_pdf(src: SourceFile, raw: bytes) -> Extracted:
         "together; search may miss them (try another copy of the file, or a PDF printed from the source)"
         for i, score in garbled
     ]
-    for w in warnings:
-        _log.warning("%s: %s", src.uri, w)
+    if logging.getLogger("pypdf").isEnabledFor(logging.WARNING):  # a caller that silenced pypdf prints the warnings itself
+        for w in warnings:
+            _log.warning("%s: %s", src.uri, w)
     text, starts = "", []
     for page_text in pages:
         if page_text and text:

@@ -114,3 +114,18 @@ def test_stderr_names_the_file_in_every_pdf_warning(tmp_path: Path) -> None:
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert any("EOF marker not found" in line for line in lines), done.stderr
     assert all(str(path) in line for line in lines), done.stderr
+
+
+@needs_pdfium
+def test_warnings_are_not_logged_when_the_caller_silenced_pypdf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    raw = _written_by_pypdf([CLEAN])[:-6]
+    with caplog.at_level(logging.WARNING, logger="arborag.ingest"):
+        loud = _read(tmp_path / "cut.pdf", raw)
+    assert any(r.name == "arborag.ingest" and str(tmp_path / "cut.pdf") in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    monkeypatch.setattr(logging.getLogger("pypdf"), "level", logging.ERROR)  # as `arborag ingest` sets it
+    with caplog.at_level(logging.WARNING, logger="arborag.ingest"):
+        quiet = _read(tmp_path / "cut.pdf", raw)
+    assert not [r for r in caplog.records if r.name == "arborag.ingest"]
+    assert quiet.warnings == loud.warnings  # still the document's warnings
+    assert logging.getLogger("pypdf").level == logging.ERROR
