@@ -338,7 +338,7 @@ def arborag_levels(corpus_dir: Path, cfg: Any) -> dict[int, int]:
 def leaf_texts_of(corpus_dir: Path, cfg: Any) -> list[str]:
     from arborag.flows.build import leaves_for
     from arborag.storage.corpus import Corpus
-    from arborag.tasks.tree import leaf_embed_texts
+    from arborag.tasks.tree.build import leaf_embed_texts
 
     return leaf_embed_texts(leaves_for(Corpus(corpus_dir).read("chunks"), cfg.segment.strategy))
 
@@ -434,10 +434,10 @@ def run(args: argparse.Namespace, work: Path) -> str:
 
         from arborag.flows.build import run_build  # noqa: F401
         from arborag.query.index import open_index
-        from arborag.tasks import clustering
+        from arborag.tasks.cluster import fit as clustering
         from arborag.embed.model import torch_dtype
         from arborag.embed.model import Embedder, resolve_model_path
-        from arborag.tasks.summarize import ExtractiveSummarizer
+        from arborag.tasks.summarize.extractive import ExtractiveSummarizer
 
         raptor, origin = load_raptor(args.raptor_src, work)
     print(f"RAPTOR from {origin}; imports {t_imp.wall:.1f} s", flush=True)

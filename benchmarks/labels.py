@@ -7,7 +7,7 @@ summaries, labels by c-TF-IDF), then read the published snapshot and measure
 - how many summary nodes carry keywords and a title (target: all of them);
 - label precision (``tasks/evaluation/labels.py``): the share of a cluster's leaves that contain
   one of its keywords, against the same share for its siblings' keywords, and the margin;
-- the time :func:`arborag.tasks.labels.label_nodes` takes to label the whole tree again.
+- the time :func:`arborag.tasks.summarize.labels.label_nodes` takes to label the whole tree again.
 
     python benchmarks/labels.py [--work /tmp/arborag-labels] [--datasets hotpotqa narrativeqa]
 
@@ -37,7 +37,7 @@ def measure(name: str, work: Path, limit: int | None = None) -> dict:
     from arborag.storage.tables import read_table
     from arborag.tasks.evaluation.datasets import prepare_dataset
     from arborag.tasks.evaluation.labels import label_precision_of
-    from arborag.tasks.labels import label_nodes
+    from arborag.tasks.summarize.labels import label_nodes
 
     prepared = prepare_dataset(name, work / name / "data", data_dir=DATA, limit=limit)
     corpus_dir = work / name / "corpus"

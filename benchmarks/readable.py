@@ -156,7 +156,7 @@ def main() -> None:
     llm: dict[str, Any] = {}
     if args.llm:
         from arborag.config import SummarizeConfig, load_config
-        from arborag.tasks.summarize import ExtractiveSummarizer, make_summarizer
+        from arborag.tasks.summarize.extractive import ExtractiveSummarizer, make_summarizer
 
         cfg = load_config().summarize
         if not cfg.base_url:

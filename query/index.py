@@ -22,7 +22,7 @@ import numpy as np
 from arborag.config import ArboragConfig, EmbedConfig, SparseConfig, load_config
 from arborag.errors import BackendUnavailable, QueryError, SparseNotBuiltError
 from arborag.query.fusion import adaptive_weight, fuse, normalize
-from arborag.query.hits import Hit, fill_hits, greedy_fill, top_order
+from arborag.query.hits import Hit, distinct_fill, fill_hits, greedy_fill, top_order
 from arborag.query.options import FROM_CONFIG, FromConfig, query_settings
 from arborag.storage.corpus import Corpus
 from arborag.storage.vectors import VectorStore
@@ -269,6 +269,7 @@ class Index:
         v = self.vectors
         return Hit(v.node_ids[row], int(v.levels[row]), float(score), v.texts[row], v.doc_ids[row], int(v.n_tokens[row]))
 
+    @distinct_fill
     def fill(self, rows: np.ndarray, scores: np.ndarray, budget: int | None, k: int, *, ordered: bool = False) -> list[Hit]:
         """The hits of a best-first fill: ``rows`` by ``scores`` (higher first; ties by row),
         each taken when it still fits in ``budget`` tokens, over *every* candidate until the

@@ -3,7 +3,7 @@
 - :func:`render_tree_html` (``arborag inspect tree --html``): no CDN, no JavaScript framework.
   Roots (nodes with no parent) are listed first; each node is a ``<details>`` element a person
   can expand to read its children, level by level down to the leaf chunks. A summary shows its
-  label (title and keywords, ``tasks/labels.py``) and its size in leaves. A node shared by several
+  label (title and keywords, ``tasks/summarize/labels.py``) and its size in leaves. A node shared by several
   clusters (soft membership) appears under each parent, marked with its probability.
 - :func:`tree_outline` (``arborag inspect tree``): the same tree as indented lines, depth-limited.
 - :func:`topics` (``arborag inspect topics``): the top levels as rows of label, size and documents —

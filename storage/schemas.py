@@ -83,7 +83,7 @@ NODES = pa.schema(
         pa.field("summarizer", pa.string()),  # model + prompt version (or "leaf")
         pa.field("summary_status", pa.string()),  # ok | fallback:<reason> | leaf
         pa.field("created_by_run", pa.string()),
-        # version 2: a label for every summary node (tasks/labels.py); null for leaves
+        # version 2: a label for every summary node (tasks/summarize/labels.py); null for leaves
         pa.field("keywords", pa.list_(pa.string())),  # c-TF-IDF terms, best first
         pa.field("title", pa.string()),  # a short title: keywords, or the LLM's one line
         pa.field("title_source", pa.string()),  # ctfidf | llm | text

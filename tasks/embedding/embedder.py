@@ -50,7 +50,7 @@ def embed_function(ctx: StageContext, label: str) -> Callable[..., np.ndarray]:
 
 def header_chars(leaves: pa.Table) -> list[int]:
     """Per leaf, the characters of ``header + "\\n\\n"`` at the start of its embedded text
-    (:func:`arborag.tasks.tree.leaf_embed_texts`; 0 without a header): repeated in every window of a
+    (:func:`arborag.tasks.tree.build.leaf_embed_texts`; 0 without a header): repeated in every window of a
     long chunk, so each window is embedded with the chunk's context."""
     if "header" not in leaves.column_names:
         return [0] * leaves.num_rows

@@ -9,8 +9,8 @@ nodes of the top level, which have no parent, are each other's siblings):
   averaged over the siblings;
 - ``margin(c) = own(c) - siblings(c)``.
 
-Leaves are tokenised exactly as the labels were computed (:func:`arborag.tasks.labels.leaf_terms`
-and :func:`~arborag.tasks.labels.fold_plurals`), so "contains a keyword" means the same word. The
+Leaves are tokenised exactly as the labels were computed (:func:`arborag.tasks.summarize.labels.leaf_terms`
+and :func:`~arborag.tasks.summarize.labels.fold_plurals`), so "contains a keyword" means the same word. The
 result averages over clusters (overall and per level). Keywords are those stored in ``nodes``:
 a snapshot without labels has no label precision (``clusters = 0``).
 """
@@ -25,7 +25,7 @@ import polars as pl
 from arborag.storage.corpus import Corpus
 from arborag.storage.tables import read_table
 from arborag.storage.tree_tables import leaves_under
-from arborag.tasks.labels import fold_plurals, leaf_terms
+from arborag.tasks.summarize.labels import fold_plurals, leaf_terms
 
 __all__ = ["label_precision", "label_precision_of", "sibling_pairs"]
 

@@ -19,6 +19,7 @@ from arborag.storage.corpus import Corpus
 from arborag.storage.schemas import HITS, RESULTS
 from arborag.tasks.evaluation import metrics as M
 from arborag.tasks.evaluation.datasets import PreparedDataset
+from arborag.tasks.evaluation.evidence import evidence_found_counts
 from arborag.tasks.evaluation.gold import evidence_page_texts, gold_items, resolve_gold
 from arborag.tasks.evaluation.write import write_results
 
@@ -89,8 +90,8 @@ def score_hits(
     ``gold_docs[strategy]`` maps gold ids to doc_ids of that strategy's built corpus;
     ``predictions`` maps (qid, strategy, system, budget) to an LLM answer; ``gold_pages[strategy]``
     maps page-level gold ids to their page text (:func:`~arborag.tasks.evaluation.gold.evidence_page_texts`)."""
-    q = pl.from_arrow(queries.select(["qid", "answers", "gold_ids", "gold_texts", "type"])).unique("qid", keep="last", maintain_order=True)
-    h = pl.from_arrow(hits.select(HITS.names)).with_row_index("_row")
+    q = pl.DataFrame(queries.select(["qid", "answers", "gold_ids", "gold_texts", "type"])).unique("qid", keep="last", maintain_order=True)
+    h = pl.DataFrame(hits.select(HITS.names)).with_row_index("_row")
     df = h.join(q, on="qid", how="inner").sort("_row")
     predictions = predictions or {}
     applicable: dict[str, bool] = {}
@@ -121,7 +122,7 @@ def score_hits(
 def unresolved_gold(queries: pa.Table, gold_docs: dict[str, frozenset[str]]) -> int:
     """How many distinct gold ids the queries need that map to no document of the corpus."""
     resolved = [g for g, docs in gold_docs.items() if docs]
-    needed = pl.from_arrow(queries.select(["gold_ids"])).get_column("gold_ids").explode().drop_nulls().unique()
+    needed = pl.DataFrame(queries.select(["gold_ids"])).get_column("gold_ids").explode().drop_nulls().unique()
     return int((~needed.is_in(resolved)).sum())
 
 
@@ -134,7 +135,8 @@ def run_score(
     predictions: dict[PredictionKey, str] | None = None,
 ) -> tuple[pa.Table, dict[str, Any]]:
     """Runner: resolve gold evidence in each strategy's built corpus, score every HITS file,
-    write ``out_dir/results.parquet``; returns the results and ``{"unresolved_gold": ...}``."""
+    write ``out_dir/results.parquet``; returns the results and ``{"unresolved_gold": ...,
+    "evidence_found": ...}`` (:func:`~arborag.tasks.evaluation.evidence.evidence_found_counts`)."""
     queries = prepared.queries()
     evidence = prepared.evidence()
     gold_docs: dict[str, dict[str, frozenset[str]]] = {}
@@ -158,4 +160,4 @@ def run_score(
         gold_pages=gold_pages,
     )
     write_results(results, out_dir)
-    return results, {"unresolved_gold": unresolved}
+    return results, {"unresolved_gold": unresolved, "evidence_found": evidence_found_counts(hits, queries)}

@@ -21,7 +21,7 @@ from arborag.tasks.embedding.cached import embed_cached
 from arborag.tasks.embedding.embedder import embed_function, embedder_of, header_chars
 from arborag.tasks.embedding.vector_files import VECTOR_FILE_OPTIONS, write_vectors_file
 from arborag.tasks.stage_context import StageContext, StageSummary
-from arborag.tasks.tree import leaf_embed_texts
+from arborag.tasks.tree.build import leaf_embed_texts
 
 __all__ = ["OUTPUTS", "STREAM_ROWS", "LeafVectorsSummary", "run_leaf_vectors"]
 

@@ -1,6 +1,6 @@
 """Stage ``tree``: the ``nodes`` and ``edges`` tables and every node's vector, staged under the build key.
 
-The runner beside :func:`arborag.tasks.tree.build_tree`: it reads the staged leaf vectors, makes
+The runner beside :func:`arborag.tasks.tree.build.build_tree`: it reads the staged leaf vectors, makes
 the configured summarizer and the run's embed function (foundation embedder + storage cache),
 builds the tree and stages ``nodes.parquet``, ``edges.parquet`` and ``node_vectors.parquet``.
 Summaries are counted from the tree's per-level stats (one per cluster), tokens from the
@@ -23,13 +23,13 @@ from arborag.tasks.embedding.embedder import embed_function, embedder_of
 from arborag.tasks.embedding.vector_files import read_vectors_file, write_vectors_file
 from arborag.tasks.build.leaves import load_leaves
 from arborag.tasks.summarize import make_summarizer
-from arborag.tasks.tree import build_tree
-from arborag.tasks.tree_update_model import LevelModel, save_models
+from arborag.tasks.tree.build import build_tree
+from arborag.tasks.tree.model import LevelModel, save_models
 
 __all__ = ["CLUSTERS_DIR", "OUTPUTS", "fallback_nodes", "fallback_summary", "labelled", "level_counts", "run_tree", "write_tree_info"]
 
 OUTPUTS = ("nodes.parquet", "edges.parquet", "node_vectors.parquet", "tree_info.json")
-#: The fitted clustering per level (``tasks/tree_update_model.py``), beside the tables; published into the snapshot.
+#: The fitted clustering per level (``tasks/tree/model.py``), beside the tables; published into the snapshot.
 CLUSTERS_DIR = "clusters"
 _MAX_CACHE_SHARDS = 32  # one embedding-cache shard per embed call: fold them up now and then
 
@@ -103,11 +103,11 @@ def run_tree(ctx: StageContext, key: str) -> dict[str, Any]:
 
 
 def labelled(nodes: pa.Table, edges: pa.Table, summarizer: object, previous: pa.Table | None = None, *, per_document: bool = False) -> pa.Table:
-    """``nodes`` with a label (keywords, title) on every summary node — :func:`arborag.tasks.labels.label_nodes`,
+    """``nodes`` with a label (keywords, title) on every summary node — :func:`arborag.tasks.summarize.labels.label_nodes`,
     the one hook of the build's and the update's tree stages. ``previous`` (update): the published
     nodes, whose labels unchanged summaries keep. When the summarizer is an LLM, new clusters get a
     one-line title from it (a failed call keeps the keyword title)."""
-    from arborag.tasks.labels import label_nodes, llm_titler
+    from arborag.tasks.summarize.labels import label_nodes, llm_titler
 
     client = getattr(summarizer, "client", None)
     titler = None

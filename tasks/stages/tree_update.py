@@ -3,8 +3,8 @@
 :func:`update_tree` is pure. Level by level, from the leaves up, the clusters of level L+1 lose
 the children that left level L and gain the ones that joined it:
 
-- **new leaves** are assigned with the level's fitted global model (:mod:`arborag.tasks.tree_update_model`):
-  its ``transform`` (:func:`~arborag.tasks.mixture.knn_transform`) and ``predict_proba``, soft
+- **new leaves** are assigned with the level's fitted global model (:mod:`arborag.tasks.tree.model`):
+  its ``transform`` (:func:`~arborag.tasks.cluster.fitted.knn_transform`) and ``predict_proba``, soft
   membership at ``cluster.threshold`` with the argmax fallback (as the build); inside each
   global cluster joined, the leaf joins the nearest of that global cluster's current clusters
   by centroid cosine. (The local fits are kept too, but measured hold-one-out on 396 HotpotQA
@@ -21,7 +21,7 @@ the children that left level L and gain the ones that joined it:
 Then per level: a cluster left empty disappears (and leaves its parents); a cluster left with
 one child when it had more is dissolved — its child stays in its other clusters or joins the
 nearest other cluster of the level; a changed cluster over ``cluster.max_cluster_tokens`` is
-split by the build's own guard (:func:`~arborag.tasks.clustering.split_cluster`); and **only**
+split by the build's own guard (:func:`~arborag.tasks.cluster.fit.split_cluster`); and **only**
 clusters whose member set changed are summarized again. Ids stay content-addressed
 (``summary_node_id`` over sorted child ids), so an untouched cluster keeps its summary, its id
 and its cached embedding. The number of levels stays the published tree's; the drift guard in
@@ -32,7 +32,7 @@ the staged leaf vectors, and the cached summary vectors (the embedding cache is 
 and stages nodes, edges, node vectors, the updated models and ``tree_info.json`` (drift counted
 on) exactly like the build's tree stage, so the build's vectors/sparse/publish stages follow.
 Per-document trees (``tree.scope = document``) take the exact path of
-:mod:`arborag.tasks.tree_update_docs` instead: unchanged documents keep their trees, added and
+:mod:`arborag.tasks.tree.update_docs` instead: unchanged documents keep their trees, added and
 changed ones are built anew.
 """
 
@@ -54,9 +54,10 @@ import pyarrow.parquet as pq
 from arborag.config import ClusterConfig, SummarizeConfig
 from arborag.errors import SchemaError
 from arborag.tasks.stage_context import StageContext
-from arborag.tasks.mixture import knn_transform
-from arborag.tasks.summarize import ExtractiveSummarizer, Summarizer
-from arborag.tasks.tree_update_model import LevelModel, UpdateResult
+from arborag.tasks.cluster.fitted import knn_transform
+from arborag.tasks.summarize.extractive import ExtractiveSummarizer
+from arborag.tasks.summarize.types import Summarizer
+from arborag.tasks.tree.model import LevelModel, UpdateResult
 
 __all__ = [
     "CLUSTERS_DIR", "OUTPUTS", "UpdateResult", "drift_after", "leaf_delta", "run_tree_update", "same_leaves", "update_tree",
@@ -193,8 +194,8 @@ def update_tree(
     ``background``: that last call runs on a thread of its own and the result's vectors are
     ``pending`` (:meth:`UpdateResult.wait_vectors`), so a caller labels and writes the tables
     while the embedding worker embeds. The vectors are the same either way."""
-    from arborag.tasks.clustering import split_cluster
-    from arborag.tasks.tree import _safe_summaries, fallback_reasons, mark_fallbacks, summary_ids
+    from arborag.tasks.cluster.fit import split_cluster
+    from arborag.tasks.tree.build import _safe_summaries, fallback_reasons, mark_fallbacks, summary_ids
     from arborag.tokenizer import get_tokenizer
 
     leaf_vectors = np.asarray(leaf_vectors, np.float32)
@@ -507,7 +508,7 @@ def run_tree_update(ctx: StageContext, key: str) -> dict[str, Any]:
     from arborag.tasks.stages.tree import fallback_nodes, fallback_summary, labelled, level_counts, write_tree_info
     from arborag.tasks.summarize import make_summarizer
     from arborag.storage.tables import read_table, write_table
-    from arborag.tasks.tree_update_model import load_models
+    from arborag.tasks.tree.model import load_models
 
     stage_dir = ctx.staging_dir(key)
     prev = ctx.resources.get("previous_snapshot") or (ctx.corpus.manifest() or {}).get("snapshot")
@@ -522,7 +523,7 @@ def run_tree_update(ctx: StageContext, key: str) -> dict[str, Any]:
     embedder, _ = embedder_of(ctx)
     summarizer = make_summarizer(ctx.config.summarize, cache_dir=ctx.corpus.cache_dir / "llm", embedder=embedder)
     if ctx.config.tree.scope == "document":  # exact: only added and changed documents' trees are built
-        from arborag.tasks.tree_update_docs import update_document_trees
+        from arborag.tasks.tree.update_docs import update_document_trees
 
         added, removed = leaf_delta(snap, leaves)
         drift = {"fitted": leaves.num_rows, "changed": 0, "share": 0.0, "added": added, "removed": removed}

@@ -69,11 +69,11 @@ def test_query_returns_leaves_and_summaries_within_budget(built: tuple[Path, dic
 def test_rebuild_is_a_noop_with_no_embedding_and_no_summaries(built: tuple[Path, dict], cinderella: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     corpus, first = built
     import arborag.embed.model
-    import arborag.tasks.summarize
+    import arborag.tasks.summarize.extractive
 
     calls = {"embed": 0, "summarize": 0}
     real_embed = arborag.embed.model.Embedder.embed
-    real_summ = arborag.tasks.summarize.ExtractiveSummarizer.summarize_many
+    real_summ = arborag.tasks.summarize.extractive.ExtractiveSummarizer.summarize_many
 
     def counting_embed(self, texts, **kw):  # type: ignore[no-untyped-def]
         calls["embed"] += len(texts)
@@ -84,7 +84,7 @@ def test_rebuild_is_a_noop_with_no_embedding_and_no_summaries(built: tuple[Path,
         return real_summ(self, clusters, **kw)
 
     monkeypatch.setattr(arborag.embed.model.Embedder, "embed", counting_embed)
-    monkeypatch.setattr(arborag.tasks.summarize.ExtractiveSummarizer, "summarize_many", counting_summ)
+    monkeypatch.setattr(arborag.tasks.summarize.extractive.ExtractiveSummarizer, "summarize_many", counting_summ)
     before = Corpus(corpus).manifest()
     out = run_build([cinderella], corpus, ArboragConfig(), use_prefect=False, progress=False)
     assert out["noop"] is True

@@ -30,7 +30,7 @@ def _env(srv: FakeLLMServer) -> dict[str, str]:
 
 
 def _summary_prompts(requests: list) -> list:
-    """The summary requests (a build also asks the LLM for node titles: tasks/labels.py; a failed
+    """The summary requests (a build also asks the LLM for node titles: tasks/summarize/labels.py; a failed
     title keeps the keyword title and is no summary fallback)."""
     return [r for r in requests if not r.last_message.startswith("Write a title of at most eight words")]
 

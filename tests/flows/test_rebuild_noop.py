@@ -61,7 +61,7 @@ def test_a_rebuild_of_unchanged_sources_publishes_nothing(built: tuple[list[str]
 
 
 def test_no_summary_is_empty_and_none_is_a_fallback(built: tuple[list[str], Path, dict[str, Any]]) -> None:
-    from arborag.tasks.summarize import ExtractiveSummarizer
+    from arborag.tasks.summarize.extractive import ExtractiveSummarizer
 
     _, corpus, first = built
     snap = corpus / "snapshots" / first["snapshot"]

@@ -72,7 +72,7 @@ def test_fingerprints_come_from_the_pipelines() -> None:
 
     tree = module_closure(m for s in TREE_PIPELINE for m in s.modules)
     # everything that shapes a tree, found by following imports (lazy ones too), no hand-kept list
-    for module in ("arborag.tasks.tree", "arborag.tasks.clustering", "arborag.tasks.summarize", "arborag.tasks.summarize_llm",
+    for module in ("arborag.tasks.tree.build", "arborag.tasks.cluster.fit", "arborag.tasks.summarize", "arborag.tasks.summarize.llm",
                    "arborag.tasks.embedding.cached", "arborag.storage.vectors", "arborag.storage.sparse"):
         assert module in tree, module
     assert any(m.startswith("arborag.storage.lucene") for m in tree)

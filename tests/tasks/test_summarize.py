@@ -1,4 +1,4 @@
-"""Summarizers (tasks/summarize.py): the extractive default and make_summarizer."""
+"""Summarizers (tasks/summarize/extractive.py): the extractive default and make_summarizer."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import pytest
 
 from arborag.config import SummarizeConfig
 from arborag.tokenizer import get_tokenizer
-from arborag.tasks.summarize import ExtractiveSummarizer, Summarizer, SummaryResult, make_summarizer, split_sentences
+from arborag.tasks.summarize import make_summarizer
+from arborag.tasks.summarize.extractive import ExtractiveSummarizer, split_sentences
+from arborag.tasks.summarize.types import Summarizer, SummaryResult
 
 CLUSTER = [
     "The Eiffel Tower is a wrought-iron lattice tower in Paris. It was designed by the company of "
@@ -92,14 +94,14 @@ def test_make_summarizer_extractive():
 def test_make_summarizer_openai_is_imported_lazily_with_an_extractive_fallback(monkeypatch, tmp_path):
     calls = {}
 
-    class FakeOpenAISummarizer:  # stands in for tasks.summarize_llm.OpenAISummarizer
+    class FakeOpenAISummarizer:  # stands in for tasks.summarize.llm.OpenAISummarizer
         def __init__(self, cfg, *, cache_dir, fallback):
             calls.update(cfg=cfg, cache_dir=cache_dir, fallback=fallback)
             self.name = "fake"
 
-    fake_module = types.ModuleType("arborag.tasks.summarize_llm")
+    fake_module = types.ModuleType("arborag.tasks.summarize.llm")
     fake_module.OpenAISummarizer = FakeOpenAISummarizer
-    monkeypatch.setitem(sys.modules, "arborag.tasks.summarize_llm", fake_module)
+    monkeypatch.setitem(sys.modules, "arborag.tasks.summarize.llm", fake_module)
     cfg = SummarizeConfig(backend="openai", max_tokens=100)
     s = make_summarizer(cfg, cache_dir=tmp_path, embedder=None)
     assert isinstance(s, FakeOpenAISummarizer)

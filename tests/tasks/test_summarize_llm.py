@@ -1,4 +1,4 @@
-"""tasks/summarize_llm.py: OpenAISummarizer (and the client under it) against a local fake OpenAI server.
+"""tasks/summarize/llm.py: OpenAISummarizer (and the client under it) against a local fake OpenAI server.
 
 Backoff delays are made tiny through constructor options; nothing here leaves 127.0.0.1 except
 the ``llm``-marked test, which talks to the endpoint in ARBORAG_LLM_BASE_URL when it is set.
@@ -19,8 +19,8 @@ from helpers.llm import FAST, KEY_ENV, SECRET, api_key, server  # noqa: F401 (fi
 from arborag.config import SummarizeConfig
 from arborag.errors import BackendUnavailable, LLMError
 from arborag.tokenizer import get_tokenizer
-from arborag.tasks.summarize import ExtractiveSummarizer
-from arborag.tasks.summarize_llm import RAPTOR_PROMPT, OpenAISummarizer, build_messages
+from arborag.tasks.summarize.extractive import ExtractiveSummarizer
+from arborag.tasks.summarize.llm import RAPTOR_PROMPT, OpenAISummarizer, build_messages
 
 CLUSTERS = [
     ["Alpha one. The first cluster talks about rivers.", "Rivers flow to the sea."],

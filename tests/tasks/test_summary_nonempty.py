@@ -8,8 +8,8 @@ fallback (a fallback marks the snapshot as not final: every later build would su
 from __future__ import annotations
 
 from arborag.config import SummarizeConfig
-from arborag.tasks.summarize import ExtractiveSummarizer
-from arborag.tasks.tree import _safe_summaries
+from arborag.tasks.summarize.extractive import ExtractiveSummarizer
+from arborag.tasks.tree.build import _safe_summaries
 from arborag.tokenizer import get_tokenizer
 
 # Rows of the vote table of a real 8-K (figures only: no sentence, no label line)

@@ -1,4 +1,4 @@
-"""The RAPTOR tree (tasks/tree.py) with a fake bag-of-words embedder and real summaries."""
+"""The RAPTOR tree (tasks/tree/build.py) with a fake bag-of-words embedder and real summaries."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from arborag.errors import SchemaError
 from arborag.hashing import hash_text, short_id
 from arborag.tokenizer import get_tokenizer
 from arborag.storage.schemas import CHUNKS, EDGES, NODES
-from arborag.tasks.summarize import ExtractiveSummarizer, SummaryResult
-from arborag.tasks.tree import build_tree, leaf_embed_texts
+from arborag.tasks.summarize.extractive import ExtractiveSummarizer
+from arborag.tasks.summarize.types import SummaryResult
+from arborag.tasks.tree.build import build_tree, leaf_embed_texts
 
 CFG = ClusterConfig(max_clusters=12)
 CORPUS = TreeConfig(scope="corpus")
@@ -163,7 +164,7 @@ def test_each_level_shows_its_clustering_and_the_tree_is_the_same_with_a_bar(cor
 
 
 def test_layout_compiled_reads_the_numba_cache_folder(tmp_path, monkeypatch):
-    from arborag.tasks.umap_runtime import layout_compiled
+    from arborag.tasks.cluster.umap_import import layout_compiled
 
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
     assert not layout_compiled()  # an empty cache: the next fit compiles

@@ -1,0 +1,127 @@
+"""Stage ``tree-update`` for per-document trees (``tree.scope = document``): exact, not approximate.
+
+With one tree per document, a document's tree depends on that document's leaves alone (its own
+clustering with the configured seed, its own summaries), so an update needs no fitted models
+and no drift guard:
+
+- a document whose leaves are unchanged (the same chunk ids and headers as in the published
+  snapshot's ``chunks.parquet``) keeps its whole tree as published: nodes, edges, and
+  ``created_by_run`` of the run that built it;
+- an added or changed document gets a new tree from :func:`arborag.tasks.tree.build.build_tree` over
+  its leaves only (its old tree, if any, is dropped);
+- a deleted document's tree is dropped.
+
+The tables equal those of a full rebuild over the same leaves — the same node ids, texts,
+edges and row order (level, then document position) — except ``created_by_run`` of the kept
+trees. Kept summaries get their vectors from the embedding cache (keyed by text, so they are the
+vectors the build stored); kept leaves take theirs from the staged leaf vectors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from arborag.config import ClusterConfig, TreeConfig
+from arborag.storage.frames import to_table
+from arborag.tasks.summarize.types import Summarizer
+from arborag.tasks.tree.build import build_tree
+from arborag.tasks.tree.model import UpdateResult
+
+__all__ = ["documents_to_rebuild", "update_document_trees"]
+
+EmbedFn = Callable[[list[str]], np.ndarray]
+
+
+def _leaf_keys(table: pa.Table) -> pl.DataFrame:
+    df = pl.from_arrow(table.select(["doc_id", "chunk_id", "header"]))
+    assert isinstance(df, pl.DataFrame)
+    return df.with_columns(pl.col("header").fill_null(""))
+
+
+def documents_to_rebuild(published_chunks: pa.Table, leaves: pa.Table) -> tuple[list[str], list[str], list[str]]:
+    """``(rebuild, keep, drop)`` doc ids: documents of ``leaves`` whose leaf set (chunk ids and
+    headers) is new or differs from the published one; those whose set is the same; published
+    documents no longer among ``leaves``. Each list sorted."""
+    old, new = _leaf_keys(published_chunks), _leaf_keys(leaves)
+    # a document differs when any of its (chunk_id, header) rows is on one side only
+    one_side = pl.concat([old.join(new, on=["doc_id", "chunk_id", "header"], how="anti"),
+                          new.join(old, on=["doc_id", "chunk_id", "header"], how="anti")]).select("doc_id").unique()
+    docs_new = new.select("doc_id").unique()
+    docs_old = old.select("doc_id").unique()
+    rebuild = docs_new.join(one_side, on="doc_id", how="semi")
+    keep = docs_new.join(one_side, on="doc_id", how="anti")
+    drop = docs_old.join(docs_new, on="doc_id", how="anti")
+    return tuple(sorted(f["doc_id"].to_list()) for f in (rebuild, keep, drop))  # type: ignore[return-value]
+
+
+def update_document_trees(
+    prev_nodes: pa.Table,
+    prev_edges: pa.Table,
+    published_chunks: pa.Table,
+    leaves: pa.Table,
+    leaf_vectors: np.ndarray,
+    *,
+    embed: EmbedFn,
+    summarizer: Summarizer,
+    cfg: ClusterConfig,
+    tree_cfg: TreeConfig,
+    run_id: str,
+) -> UpdateResult:
+    """The per-document trees of ``leaves`` (a CHUNKS table aligned with ``leaf_vectors``),
+    reusing the published trees of unchanged documents (module docstring)."""
+    rebuild, keep, drop = documents_to_rebuild(published_chunks, leaves)
+    vectors = np.asarray(leaf_vectors, np.float32)
+    dim = vectors.shape[1]
+
+    # kept trees: every published node whose document is kept (a per-document node has one doc id)
+    prev = pl.from_arrow(prev_nodes)
+    assert isinstance(prev, pl.DataFrame)
+    kept = prev.with_row_index("row").with_columns(pl.col("doc_ids").list.first().alias("doc")).filter(pl.col("doc").is_in(keep))
+    leaf_rows = pl.DataFrame({"node_id": pl.from_arrow(leaves.column("chunk_id"))}).with_row_index("vrow")
+    kept_vecs = np.zeros((kept.height, dim), np.float32)
+    is_leaf = (kept["level"] == 0).to_numpy()
+    if is_leaf.any():  # a kept leaf's vector is its row of the staged leaf vectors
+        rows = kept.filter(pl.col("level") == 0).select("node_id").join(leaf_rows, on="node_id", how="left", maintain_order="left")["vrow"]
+        kept_vecs[is_leaf] = vectors[rows.to_numpy()]
+    if (~is_leaf).any():
+        kept_vecs[~is_leaf] = embed(kept.filter(pl.col("level") > 0)["text"].to_list())  # cache hits: the build embedded them
+
+    # rebuilt trees: build_tree over the leaves of the added and changed documents only
+    parts = [kept.drop("doc")]
+    part_vecs = [kept_vecs]
+    edge_parts = [pl.from_arrow(prev_edges).filter(pl.col("parent_id").is_in(kept["node_id"].implode()))]  # type: ignore[union-attr]
+    stats: list[dict[str, Any]] = []
+    if rebuild:
+        mask = pl.from_arrow(leaves.column("doc_id")).is_in(rebuild).to_numpy()  # type: ignore[union-attr]
+        built = build_tree(leaves.filter(pa.array(mask)), vectors[mask], embed=embed, summarizer=summarizer, cfg=cfg,
+                           tree_cfg=tree_cfg, run_id=run_id)
+        fresh = pl.from_arrow(built.nodes)
+        assert isinstance(fresh, pl.DataFrame)
+        parts.append(fresh.with_row_index("row"))
+        part_vecs.append(built.vectors)
+        edge_parts.append(pl.from_arrow(built.edges))  # type: ignore[arg-type]
+        stats = [{"level": int(s["level"]), "rewritten": int(s.get("n_clusters", 0)), "documents": len(rebuild),
+                  "fallback_reasons": s.get("fallback_reasons") or {}}
+                 for s in built.stats if int(s["level"]) > 0]
+    levels = {int(s["level"]) for s in stats}
+    for level in sorted(set(kept.filter(pl.col("level") > 0)["level"].to_list()) - levels):
+        stats.append({"level": int(level), "rewritten": 0, "documents": 0})
+    stats.sort(key=lambda s: s["level"])
+    for s in stats:
+        s.update(documents_kept=len(keep), documents_dropped=len(drop))
+
+    # one table in the build's order: level, then document (positions run document by document),
+    # then each tree's own order; the vectors follow the rows
+    # (a document's rows all come from one part, so "row" orders them within it)
+    merged = pl.concat(parts, how="vertical_relaxed").with_columns(pl.col("doc_ids").list.first().alias("doc")).with_row_index("at")
+    order = merged.sort(["level", "doc", "row"], maintain_order=True)["at"].to_numpy()
+    all_vecs = np.concatenate(part_vecs)
+    nodes = to_table(merged[order].drop(["at", "row", "doc"]), "nodes")
+    edges = to_table(pl.concat(edge_parts, how="vertical_relaxed").unique(["parent_id", "child_id"], keep="first")
+                     .sort(["level", "parent_id", "child_id"]), "edges")
+    return UpdateResult(nodes, edges, all_vecs[order], [], stats)
