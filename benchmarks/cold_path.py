@@ -47,7 +47,7 @@ level below exists, and its summaries cannot be embedded before its global fit (
 which seeded UMAP runs on one thread, then the BIC search) has ended — so the leaves' encode,
 every level's global fit and the summaries' encode run one after the other, whatever runs beside
 them. The encode floor plus the global fits' seconds (``global_s`` of each level in the build's
-runs record, ``tasks/clustering.py``) is therefore a lower bound for a cold build of this method
+runs record, ``tasks/cluster/fit.py``) is therefore a lower bound for a cold build of this method
 on this machine; the table prints it beside the build. It leaves out the local fits, the
 summarizer and the start-up, which a perfect overlap could hide.
 
@@ -71,7 +71,7 @@ done — so the other cores wait for the method's sake; the rest of the work can
 every core busy. And before the first encode a cold process has to import torch and load the
 model, with no vector to fit yet. So the build takes at least the cold start plus (the encode
 floor's CPU + the CPU of every fit + (cores − 1) × every global layout's CPU) / cores. The layout's
-CPU is its thread's (``global_layout_s``, :func:`arborag.tasks.umap_runtime.layout_thread_seconds`),
+CPU is its thread's (``global_layout_s``, :func:`arborag.tasks.cluster.umap_import.layout_thread_seconds`),
 the fits' each fit's thread's (``umap_cpu_s``, ``gmm_cpu_s``; work on other threads, like the
 global fit's neighbour search on both cores, is left out), the cold start the build's own
 recorded torch import and model load in its embedding process: every term is at most the true
@@ -643,7 +643,7 @@ def compile_project(env: dict[str, str]) -> str:
 
 def warm_numba(env: dict[str, str]) -> str:
     """UMAP's numba code compiled into the user-level cache as scripts/install.sh does; what the results file says of it."""
-    row = run_child([sys.executable, "-c", "from arborag.tasks.clustering import warm_up; print(warm_up())"], "numba warm-up (as install.sh)", env)
+    row = run_child([sys.executable, "-c", "from arborag.tasks.cluster.fit import warm_up; print(warm_up())"], "numba warm-up (as install.sh)", env)
     seconds = float(row["stdout"].strip().splitlines()[-1])
     state = "the cache was already there" if seconds < 10 else "this machine compiled it now"
     return f"UMAP's numba code warmed as scripts/install.sh does ({seconds:.1f} s; {state})"

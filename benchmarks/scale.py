@@ -137,7 +137,7 @@ def gmm_check(corpus: Path, sample: int) -> dict[str, Any]:
     from arborag.config import ClusterConfig
     from arborag.storage.arrays import arrow_to_vectors
     from arborag.storage.corpus import Corpus
-    from arborag.tasks import clustering
+    from arborag.tasks.cluster import fit as clustering
 
     snap = Corpus(corpus).published_dir()
     t = pa.ipc.open_file(pa.memory_map(str(snap / "vectors.lance" / "nodes.arrow"), "r")).read_all()

@@ -115,7 +115,7 @@ def _settle(ctx: StageContext, key: str, out: dict[str, Any]) -> tuple[str, tupl
 
 def _warm_clustering() -> None:
     """Load UMAP's compiled code and scikit-learn's mixture module (~4 s of a cold process)."""
-    from arborag.tasks.umap_runtime import import_umap
+    from arborag.tasks.cluster.umap_import import import_umap
 
     import_umap()
     import sklearn.mixture  # noqa: F401

@@ -15,7 +15,6 @@ flows are still module-level objects (``flows/build.py:build`` is what a deploym
 
 from __future__ import annotations
 
-import functools
 import sys
 import threading
 from collections.abc import Callable
@@ -31,10 +30,9 @@ _LOCK = threading.RLock()
 class LazyTask:
     """A stage's Prefect task, made on first use (``.fn`` needs no Prefect)."""
 
-    def __init__(self, name: str, fn: Callable[..., Any], *, result: Callable[[Any], Any] | None = None) -> None:
+    def __init__(self, name: str, fn: Callable[..., Any]) -> None:
         self.name = name
         self.fn = fn
-        self._result = result  # applied to what ``fn`` returns inside the Prefect task (what its record holds)
         self._task: Any = None
 
     def real(self) -> Any:
@@ -45,11 +43,11 @@ class LazyTask:
                     offline_env()  # Prefect reads its settings when imported
                     from prefect import task
 
-                    self._task = task(name=self.name, log_prints=False)(_returning(self.fn, self._result))
+                    self._task = task(name=self.name, log_prints=False)(self.fn)
         return self._task
 
     def __getattr__(self, attr: str) -> Any:
-        if attr.startswith("__") or attr in ("name", "fn", "_task", "_result"):
+        if attr.startswith("__") or attr in ("name", "fn", "_task"):
             raise AttributeError(attr)
         return getattr(self.real(), attr)
 
@@ -58,18 +56,6 @@ class LazyTask:
 
     def __repr__(self) -> str:
         return f"LazyTask({self.name!r}, {getattr(self.fn, '__qualname__', self.fn)!r})"
-
-
-def _returning(fn: Callable[..., Any], result: Callable[[Any], Any] | None) -> Callable[..., Any]:
-    """``fn``, its return value passed through ``result`` (``fn`` itself without one)."""
-    if result is None:
-        return fn
-
-    @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        return result(fn(*args, **kwargs))
-
-    return call
 
 
 def lazy_flow(fn: Callable[..., Any], *, attr: str, name: str) -> Callable[[], Any]:

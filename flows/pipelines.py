@@ -6,7 +6,7 @@ derives cache keys, proofs and skips from that. The flows (``flows/ingest.py``, 
 ``flows/update.py``) run these tuples; ``arborag pipeline`` prints them.
 
 Adding a stage is one module (``tasks/stages/<table>.py`` with ``run_<table>(ctx, **params)`` beside
-its pure function, returning its summary: a dict, or a frozen dataclass with ``counts()``) plus one
+its pure function, returning its frozen :class:`~arborag.tasks.stage_context.StageSummary`) plus one
 entry here (see docs/ARCHITECTURE.md, "Adding a stage"). A stage's name is written only here;
 other code names it through its object (``PUBLISH.name``).
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from arborag.config import ArboragConfig
 from arborag.flows.lazy import LazyTask
-from arborag.flows.stage import SNAPSHOT, SOURCES, Branch, Stage, stage_summary, staged, table
+from arborag.flows.stage import SNAPSHOT, SOURCES, Branch, Stage, staged, table
 from arborag.tasks.stages import chunks, doc_context, documents, leaf_vectors, links, plan, publish, sections, sparse, tree, tree_update, vectors
 
 __all__ = [
@@ -31,9 +31,8 @@ __all__ = [
 
 def _task(name: str, runner):  # type: ignore[no-untyped-def]
     """The module-level Prefect task of a stage (``.fn`` is the runner: testable without Prefect),
-    made on first use: a run without Prefect never imports it (flows/lazy.py). The task returns
-    the runner's summary as a dict (:func:`~arborag.flows.stage.stage_summary`): its record is JSON."""
-    return LazyTask(name, runner, result=stage_summary)
+    made on first use: a run without Prefect never imports it (flows/lazy.py)."""
+    return LazyTask(name, runner)
 
 
 def _sections_on(config: ArboragConfig) -> bool:
@@ -52,7 +51,7 @@ def _staged(names: tuple[str, ...]) -> tuple[str, ...]:
 # -- ingest: sources -> documents -> sections -> doc_context -> chunks --------------------------
 # (table reads/writes can fail transiently on network file systems; LLM calls retry in the client)
 INGEST = Stage(
-    "ingest", _task("ingest", documents.run_documents), code_version="2", retries=2,
+    "ingest", _task("ingest", documents.run_documents), code_version="3", retries=2,
     reads=(SOURCES,), writes=(table("documents"),), config=("ingest",), params=("files",),
     on_cached=documents.cached_ingest_summary, describe="read the sources into documents (unchanged files are not parsed again)",
 )
@@ -67,7 +66,7 @@ CONTEXT = Stage(
     enabled=doc_context.headers_enabled, describe="document titles and summaries for the AutoContext chunk headers",
 )
 SEGMENT = Stage(
-    "segment", _task("segment", chunks.run_chunks), code_version="1", retries=1,
+    "segment", _task("segment", chunks.run_chunks), code_version="2", retries=1,
     reads=(table("documents"), table("sections"), table("doc_context")), writes=(table("chunks"),),
     config=("segment", "sections.strategy", "context.headers"), params=("strategy",), proof=chunks.chunks_proof,
     describe="cut the ok documents into leaf chunks (inside sections, with headers)",
@@ -80,12 +79,12 @@ EMBED = Stage(
     describe="embed the leaves through the embedding cache",
 )
 TREE = Stage(
-    "tree", _task("tree", tree.run_tree), code_version="1", retries=3,
+    "tree", _task("tree", tree.run_tree), code_version="2", retries=3,
     reads=(table("chunks"), *_staged(leaf_vectors.OUTPUTS)), writes=_staged(tree.OUTPUTS), params=("key",),
     snapshot=("nodes.parquet", "edges.parquet"), describe="cluster, summarize and embed level by level (RAPTOR)",
 )
 TREE_UPDATE = Stage(
-    "tree-update", _task("tree-update", tree_update.run_tree_update), code_version="1", retries=3,
+    "tree-update", _task("tree-update", tree_update.run_tree_update), code_version="2", retries=3,
     reads=(table("chunks"), *_staged(leaf_vectors.OUTPUTS), SNAPSHOT), writes=_staged(tree_update.OUTPUTS), params=("key",),
     snapshot=("nodes.parquet", "edges.parquet"), describe="update the published tree locally (only changed clusters re-summarized)",
 )
@@ -112,7 +111,7 @@ PUBLISH = Stage(
 
 # -- update: the plan (documents as the sources hold them now) -----------------------------------
 PLAN = Stage(
-    "plan", _task("plan", plan.run_update_documents), code_version="1", retries=1,
+    "plan", _task("plan", plan.run_update_documents), code_version="2", retries=1,
     reads=(SOURCES, table("documents")), writes=(table("documents"),), config=("ingest",), params=("files", "prune", "dry_run"),
     cached=False, describe="read the sources, diff them against documents, prune what is gone",
 )

@@ -25,6 +25,7 @@ fingerprints in the keys are :mod:`arborag.flows.fingerprints`.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import threading
@@ -39,11 +40,11 @@ from arborag.flows.fingerprints import code_versions
 from arborag.hashing import hash_json
 from arborag.storage.snapshots.sweeps import build_record_key
 from arborag.tasks.build.key import snapshot_id_for
-from arborag.tasks.stage_context import StageContext, table_fingerprint
+from arborag.tasks.stage_context import StageContext, StageSummary, table_fingerprint
 
 __all__ = [
     "SOURCES", "SNAPSHOT", "Branch", "Stage", "declared_config", "describe_branch", "describe_pipeline", "must_wait", "run_pipeline", "run_stage", "snapshot_files",
-    "stage_done", "stage_key", "stage_summary", "staged", "table",
+    "stage_done", "stage_key", "staged", "table",
 ]
 
 Done = Callable[[dict[str, Any] | None], bool]
@@ -100,7 +101,7 @@ class Stage:
     snapshot: tuple[str, ...] = ()
     proof: Callable[..., str] | None = None
     cached: bool = True
-    on_cached: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    on_cached: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
     describe: str = ""
     beside: bool = False
     code_version: str = ""
@@ -234,9 +235,9 @@ def run_pipeline(ctx: StageContext, pipeline: Sequence[Stage], *, use_prefect: b
     """Run the stages of ``pipeline`` that are part of this run, in order, into ``out``.
 
     ``inputs`` are the run's inputs (``files``, ``strategy``, ``key``, ``prune``, ``dry_run``, ...);
-    ``snapshot_files`` is added from the declarations. A stage's summary (:func:`stage_summary`)
-    goes to ``out[stage]`` and, once, to the run record's counts (``ctx.counters.stages``); a
-    cached stage's summary is its cached one (``written: False``, or ``on_cached``).
+    ``snapshot_files`` is added from the declarations. A cached stage's summary is its cached
+    one (``written: False``, or ``on_cached``), which also stands for its counts in the run record
+    (a stage that ran: its summary's ``counts()``).
 
     Without Prefect a ``beside`` stage runs on a thread while the stages after it run here; it is
     joined before the first later stage that reads what it writes, writes what it reads or writes,
@@ -272,32 +273,26 @@ def run_pipeline(ctx: StageContext, pipeline: Sequence[Stage], *, use_prefect: b
                 logging.getLogger(__name__).warning("stage %s (run beside) failed too: %r", waiting.stage.name, waiting.error)
 
 
-def stage_summary(result: Any) -> dict[str, Any]:
-    """A runner's result as the summary a run records: a frozen summary's ``counts()``, or the
-    mapping it returned."""
-    counts = getattr(result, "counts", None)
-    if callable(counts):
-        return dict(counts())
-    if isinstance(result, Mapping):
-        return dict(result)
-    raise TypeError(f"a stage runner returns its summary: a dict, or an object with counts() -> dict; got {type(result).__name__}")
-
-
-#: Summary keys that are lists of examples for the caller, not counts of the run.
-_NOT_COUNTS = ("failures", "warning_list")
-
-
-def _record(ctx: StageContext, stage: Stage, summary: dict[str, Any], cached: bool, out: dict[str, Any]) -> None:
-    """``out[stage]`` (and ``out["cached"]``) from a stage's result, and its counts in the run
-    record: set here, once (a cached stage's from its cached summary; a runner that ran and
-    recorded counts of its own keeps them)."""
+def _record(ctx: StageContext, stage: Stage, summary: Mapping[str, Any], cached: bool, out: dict[str, Any]) -> None:
+    """``out[stage]`` (and ``out["cached"]``) from a stage's result, and its counts in the run record:
+    a :class:`StageSummary`'s ``counts()`` (none when empty); a cached plain summary's items."""
     if cached and stage.tables_written:
-        summary = stage.on_cached(summary) if stage.on_cached else {**summary, "written": False}
-    out[stage.name] = summary
-    if (cached and stage.tables_written) or (not cached and stage.name not in ctx.counters.stages):
-        ctx.counters.stages[stage.name] = {k: v for k, v in summary.items() if k not in _NOT_COUNTS}
+        summary = stage.on_cached(summary) if stage.on_cached else _not_written(summary)
+    out[stage.name] = summary.report() if isinstance(summary, StageSummary) else summary
+    if isinstance(summary, StageSummary):
+        if (not cached or stage.tables_written) and summary.counts():
+            ctx.counters.stages[stage.name] = summary.counts()
+    elif cached and stage.tables_written:
+        ctx.counters.stages[stage.name] = {k: v for k, v in summary.items() if k not in ("failures", "warning_list")}
     if cached:
         out["cached"].append(stage.name)
+
+
+def _not_written(summary: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A cache hit's summary: it wrote nothing this run."""
+    if isinstance(summary, StageSummary) and hasattr(summary, "written"):
+        return dataclasses.replace(summary, written=False)  # type: ignore[type-var]
+    return {**summary, "written": False}
 
 
 def must_wait(earlier: Stage, later: Stage) -> bool:
@@ -349,16 +344,14 @@ def run_stage(
     Under Prefect the task is cached on ``cache_key`` (results as JSON under the corpus's
     ``prefect/results``); a hit counts only while ``done(summary)`` holds, otherwise the stage
     runs again with ``refresh_cache``. Without Prefect a resumable stage whose ``done(None)``
-    holds is skipped (a retry after a failure resumes there); any other stage runs. The summary
-    is :func:`stage_summary` of what the runner returned.
+    holds is skipped (a retry after a failure resumes there); any other stage runs.
     """
     t0 = time.perf_counter()
-    ctx.counters.stages.pop(stage.name, None)  # an earlier attempt's counts in this run: this one's replace them
     try:
         if not use_prefect:
             if stage.resumable and done is not None and done(None):
                 return {"stage": stage.name}, True
-            return stage_summary(stage.runner(ctx, **params)), False
+            return stage.runner(ctx, **params), False
         summary, cached = _prefect_call(ctx, stage, cache_key, False, params)
         if cached and done is not None and not done(summary):
             summary, cached = _prefect_call(ctx, stage, cache_key, True, params)
@@ -377,7 +370,7 @@ def _record_key(stage: Stage, key: str) -> str:
 def _prefect_call(ctx: StageContext, stage: Stage, key: str, refresh: bool, params: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     opts = task_options(ctx.corpus, retries=stage.retries, cache_key=_record_key(stage, key), refresh_cache=refresh)
     state = stage.task.with_options(name=stage.name, **opts)(ctx, **params, return_state=True)
-    return stage_summary(state.result()), was_cached(state)
+    return state.result(), was_cached(state)
 
 
 def describe_branch(branch: Branch, config: ArboragConfig) -> list[dict[str, Any]]:

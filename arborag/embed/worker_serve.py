@@ -2,7 +2,7 @@
 
 Loads the local model named by the first message on the socket ``FD`` and answers ``embed``
 requests with its ``embed`` — and ``call`` requests (a module-level function and its arguments:
-the clustering's second lane, :mod:`arborag.tasks.lanes`; an update's vector table, written
+the clustering's second lane, :mod:`arborag.tasks.cluster.processes`; an update's vector table, written
 where lancedb is loaded) with the function's result — until the socket closes. An ``import``
 request (module names; no answer) imports them on a thread of the worker's, so the call that
 needs them later finds them loaded. The second argument is the role: ``model`` (the
@@ -117,7 +117,7 @@ def serve(fd: int, role: str = "model") -> None:
         if kind == "import":  # no answer: the run does not wait for it (EmbedWorker.preimport)
             threading.Thread(target=_import_all, args=(list(payload),), name="arborag-worker-imports", daemon=True).start()
             continue
-        if kind == "call":  # a function of the run's (the clustering's second lane: arborag.tasks.lanes)
+        if kind == "call":  # a function of the run's (the clustering's second lane: arborag.tasks.cluster.processes)
             try:
                 fn, args = payload
                 result = fn(*args)

@@ -2,7 +2,7 @@
 
 A tree level L (L >= 1) was made by clustering the nodes of level L-1: one global UMAP + GMM
 over all of them, then one local UMAP + GMM inside each global cluster
-(:class:`arborag.tasks.mixture.LevelFit`). :class:`LevelModel` holds those fits with their
+(:class:`arborag.tasks.cluster.fitted.LevelFit`). :class:`LevelModel` holds those fits with their
 training rows named by node id, and each cluster's (global, local) origin keyed by its
 ``summary_of`` id. On disk, per level::
 
@@ -11,7 +11,7 @@ training rows named by node id, and each cluster's (global, local) origin keyed 
 
 No pickles: the UMAP object is not saved. What the update needs of it is its ``transform``,
 which starts a new point at the strength-weighted mean of its nearest training points' reduced
-coordinates (:func:`arborag.tasks.mixture.knn_transform`); that needs only the training points'
+coordinates (:func:`arborag.tasks.cluster.fitted.knn_transform`); that needs only the training points'
 reduced coordinates (saved) and their vectors (the tree's own node vectors, looked up by id),
 so a data form exists and is used. (UMAP's transform then refines with SGD epochs; we skip
 them — see docs/ARCHITECTURE.md.)
@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from arborag.storage.tables import atomic_write_bytes
-from arborag.tasks.mixture import FitRecord, LevelFit
+from arborag.tasks.cluster.fitted import FitRecord, LevelFit
 
 __all__ = ["LevelModel", "ModelFit", "UpdateResult", "load_models", "model_of", "predict_proba", "save_models"]
 
@@ -138,7 +138,7 @@ def _logsumexp_rows(a: np.ndarray) -> np.ndarray:
 def predict_proba(fit: FitRecord, reduced: np.ndarray) -> np.ndarray:
     """P(component | point) of ``reduced`` points under ``fit``'s full-covariance GMM, (n, k), in
     numpy from the fitted weights, means and precision Cholesky factors: the same numbers as
-    scikit-learn's ``GaussianMixture.predict_proba`` (``tests/update/test_update_startup.py``
+    scikit-learn's ``GaussianMixture.predict_proba`` (``tests/flows/update/test_update_startup.py``
     checks equality to the bit). An update places ~1% new points with it; importing sklearn for
     that (it pulls scipy.stats) cost the update's process ~1 s. All ones for a one-component fit."""
     if fit.weights is None or fit.means is None or fit.precisions_cholesky is None:

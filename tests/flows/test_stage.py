@@ -74,7 +74,7 @@ def test_fingerprints_come_from_the_pipelines() -> None:
 
     tree = module_closure(m for s in TREE_PIPELINE for m in s.modules)
     # everything that shapes a tree, found by following imports (lazy ones too), no hand-kept list
-    for module in ("arborag.tasks.tree.build", "arborag.tasks.clustering", "arborag.tasks.summarize", "arborag.tasks.summarize.llm",
+    for module in ("arborag.tasks.tree.build", "arborag.tasks.cluster.fit", "arborag.tasks.summarize", "arborag.tasks.summarize.llm",
                    "arborag.tasks.embedding.cached", "arborag.storage.vectors", "arborag.storage.sparse"):
         assert module in tree, module
     assert any(m.startswith("arborag.storage.lucene") for m in tree)
@@ -123,62 +123,9 @@ def test_module_level_tasks_run_with_fn(tmp_path: Path) -> None:
     assert out["added"] == 1 and out["written"] is True and out["fingerprint"] != "absent"
     seg = segment_chunks.fn(ctx, strategy="sentence")
     assert seg["chunks"] >= 1 and seg["strategy"] == "sentence"
-    assert ctx.counters.stages["segment"]["chunks"] == seg["chunks"]
+    assert seg.counts()["chunks"] == seg["chunks"] and "segment" not in ctx.counters.stages  # the pipeline records it
     again = segment_chunks.fn(ctx, strategy="sentence")
     assert again["written"] is False and again["fingerprint"] == seg["fingerprint"]
-
-
-def test_a_runner_returning_a_frozen_summary_is_recorded_once_from_its_counts(tmp_path: Path) -> None:
-    """A runner may return a frozen summary with ``counts()``: ``out[stage]`` and the run record's
-    counts are those counts, set by run_pipeline (the runner writes no counters); a second attempt
-    in the same run replaces the first one's counts."""
-    from dataclasses import dataclass
-
-    from arborag.flows.stage import run_pipeline
-
-    @dataclass(frozen=True)
-    class FakeSummary:
-        rows: int
-
-        def counts(self) -> dict[str, Any]:
-            return {"rows": self.rows, "failures": ["an example, not a count"]}
-
-    rows = iter((3, 5))
-
-    def runner(ctx: StageContext) -> FakeSummary:
-        return FakeSummary(next(rows))
-
-    ctx = _ctx(tmp_path)
-    stage = Stage("demo", _FakeTask(runner), cached=False)
-    out: dict[str, Any] = {"cached": []}
-    run_pipeline(ctx, (stage,), use_prefect=False, out=out)
-    assert out["demo"] == {"rows": 3, "failures": ["an example, not a count"]}
-    assert ctx.counters.stages["demo"] == {"rows": 3}
-    run_pipeline(ctx, (stage,), use_prefect=False, out=out)
-    assert ctx.counters.stages["demo"] == {"rows": 5}
-
-
-def test_a_runner_returning_no_summary_is_refused_with_what_to_return(tmp_path: Path) -> None:
-    stage = Stage("demo", _FakeTask(lambda ctx: 42), cached=False)
-    with pytest.raises(TypeError, match="counts"):
-        run_stage(_ctx(tmp_path), stage, use_prefect=False, cache_key="k")
-
-
-def test_the_prefect_task_of_a_stage_returns_the_summary_as_a_dict() -> None:
-    """What a Prefect task returns is what its JSON record holds: the pipelines' tasks pass the
-    runner's result through ``stage_summary`` (checked on the wrapped function, without Prefect)."""
-    from arborag.flows.lazy import _returning
-    from arborag.flows.stage import stage_summary
-
-    class FakeSummary:
-        def counts(self) -> dict[str, Any]:
-            return {"rows": 2}
-
-    from arborag.flows.pipelines import BUILD_PIPELINE, PLAN, UPDATE_PIPELINE
-
-    wrapped = _returning(lambda: FakeSummary(), stage_summary)
-    assert wrapped() == {"rows": 2}
-    assert all(s.task._result is stage_summary for s in (*BUILD_PIPELINE, *UPDATE_PIPELINE, PLAN))
 
 
 def test_a_flow_module_answers_its_flow_name_and_refuses_others() -> None:

@@ -19,7 +19,7 @@ from arborag.config import ArboragConfig, RetentionConfig
 from arborag.flows import pipelines
 from arborag.flows.ingest import run_ingest_and_segment
 from arborag.flows.lazy import LazyTask
-from arborag.flows.stage import Stage, _record_key, run_pipeline, stage_summary, staged, table
+from arborag.flows.stage import Stage, _record_key, run_pipeline, staged, table
 from arborag.storage.corpus import Corpus
 from arborag.storage.snapshots import collect_garbage
 from arborag.tasks.stage_context import StageContext
@@ -28,12 +28,10 @@ TOY_MODULE = '''
 """Words per chunk: the toy stage's pure function and its runner."""
 
 from dataclasses import dataclass
-from typing import Any
-
 import polars as pl
 import pyarrow as pa
 
-from arborag.tasks.stage_context import StageContext
+from arborag.tasks.stage_context import StageContext, StageSummary
 
 OUTPUTS = ("toy_words.parquet",)
 
@@ -45,12 +43,9 @@ def word_counts(chunks: pa.Table) -> pa.Table:
 
 
 @dataclass(frozen=True)
-class ToyWordsSummary:
+class ToyWordsSummary(StageSummary):
     chunks: int
     words: int
-
-    def counts(self) -> dict[str, Any]:
-        return {"chunks": self.chunks, "words": self.words}
 
 
 def run_toy_words(ctx: StageContext, key: str) -> ToyWordsSummary:
@@ -75,7 +70,7 @@ def toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Stage:
     monkeypatch.syspath_prepend(str(folder))
     module = importlib.import_module("toy_words")
     stage = Stage(
-        "toy-words", LazyTask("toy-words", module.run_toy_words, result=stage_summary), code_version="1",
+        "toy-words", LazyTask("toy-words", module.run_toy_words), code_version="1",
         reads=(table("chunks"),), writes=tuple(staged(n) for n in module.OUTPUTS), params=("key",),
         describe="count the words of every chunk (a toy)",
     )

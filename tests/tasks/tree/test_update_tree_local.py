@@ -1,0 +1,239 @@
+"""The local tree update (tasks/stages/tree_update.update_tree) on synthetic clustered vectors: the tree
+it returns keeps the build's invariants after adds, deletes, a cluster that grows past the token
+limit (split by the build's guard) and a cluster left with one child (dissolved); and the fitted
+models survive a save/load round trip. PCA stands in for UMAP (no numba JIT; the real UMAP runs
+in test_update_incremental.py), real GMMs and the extractive summarizer; the embedding of
+summaries is a deterministic stand-in (a hash-seeded vector), so no model loads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from arborag.config import ClusterConfig, TreeConfig
+from arborag.storage.schemas import CHUNKS
+from arborag.tasks.summarize.extractive import ExtractiveSummarizer
+from arborag.tasks.tree.build import build_tree, summary_node_id
+from arborag.tasks.stages.tree_update import update_tree
+from arborag.tasks.tree.model import load_models, save_models
+
+DIM = 24
+WORDS = ["amber", "birch", "cobalt", "dune", "ember", "fjord", "glacier", "harbor"]
+
+
+def _embed(texts: list[str]) -> np.ndarray:
+    out = np.zeros((len(texts), DIM), np.float32)
+    for i, t in enumerate(texts):
+        rng = np.random.default_rng(int(hashlib.blake2b(t.encode(), digest_size=8).hexdigest(), 16))
+        out[i] = rng.standard_normal(DIM)
+    return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def _leaves(spec: list[tuple[str, int, int]], centers: np.ndarray, seed: int) -> tuple[pa.Table, np.ndarray]:
+    """``spec``: (doc_id, topic, n chunks) -> a CHUNKS table and clustered vectors (rows aligned)."""
+    rng = np.random.default_rng(seed)
+    rows, vecs = [], []
+    for doc, topic, n in spec:
+        for j in range(n):
+            text = f"{WORDS[topic]} note {doc} {j}. The {WORDS[topic]} of {doc} is item {j}."
+            rows.append({"chunk_id": f"{doc}-{j}", "doc_id": doc, "section_id": None, "ordinal": j, "start_char": j * 10,
+                         "end_char": j * 10 + 9, "n_tokens": 20, "text": text, "header": "", "strategy": "sentence"})
+            v = centers[topic] + 0.15 * rng.standard_normal(DIM)
+            vecs.append(v / np.linalg.norm(v))
+    return pa.Table.from_pylist(rows, schema=CHUNKS), np.asarray(vecs, np.float32)
+
+
+def _check(nodes: pa.Table, edges: pa.Table, name: str) -> None:
+    """The build's invariants: ids, edges, content-addressed summary ids, doc_ids, coverage."""
+    n = {r["node_id"]: r for r in nodes.to_pylist()}
+    assert len(n) == nodes.num_rows
+    kids: dict[str, list[str]] = {}
+    parents: dict[str, int] = {}
+    for e in edges.to_pylist():
+        assert e["parent_id"] in n and e["child_id"] in n
+        assert n[e["parent_id"]]["level"] == e["level"] == n[e["child_id"]]["level"] + 1
+        kids.setdefault(e["parent_id"], []).append(e["child_id"])
+        parents[e["child_id"]] = parents.get(e["child_id"], 0) + 1
+    top = max(r["level"] for r in n.values())
+    for node_id, r in n.items():
+        if r["level"] > 0:
+            assert kids.get(node_id), f"summary {node_id} has no children"
+            assert node_id == summary_node_id(r["level"], name, kids[node_id])
+            assert sorted(r["doc_ids"]) == sorted({d for k in kids[node_id] for d in n[k]["doc_ids"]})
+        if r["level"] < top:
+            assert parents.get(node_id, 0) >= 1, f"level-{r['level']} node {node_id} has no parent"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def pca_for_umap() -> Iterator[None]:
+    """PCA stands in for UMAP here (the update logic is under test, and this file stays fast
+    without numba's JIT); tests/flows/update/test_update_incremental.py runs the real UMAP."""
+    from arborag.tasks.cluster import fit
+    from arborag.tasks.cluster.reduction import pca
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(fit, "umap_reduce", lambda x, dims, nn, seed, stats: pca(x, max(1, min(dims, len(x) - 2))))
+    yield
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def built() -> dict:
+    centers = np.random.default_rng(7).standard_normal((6, DIM))
+    spec = [(f"d{i:02d}", i % 6, 4) for i in range(30)]
+    leaves, vecs = _leaves(spec, centers, 1)
+    cfg = ClusterConfig(dims=4, max_cluster_tokens=400)
+    summ = ExtractiveSummarizer()
+    res = build_tree(leaves, vecs, embed=_embed, summarizer=summ, cfg=cfg, tree_cfg=TreeConfig(), run_id="r0")
+    assert res.models and res.models[0].global_fit() is not None
+    return {"centers": centers, "spec": spec, "leaves": leaves, "vecs": vecs, "cfg": cfg, "summ": summ, "res": res}
+
+
+def _update(built: dict, leaves: pa.Table, vecs: np.ndarray, cfg: ClusterConfig | None = None, tmp: Path | None = None, *,
+            embed=_embed, background: bool = False):
+    res = built["res"]
+    models = {m.level: m for m in res.models}
+    if tmp is not None:  # through the files the snapshot keeps
+        save_models(tmp, res.models)
+        models = load_models(tmp)
+    else:  # update_tree drops gone children from the models it is given: each test its own copy
+        tmp = Path(tempfile.mkdtemp())
+        save_models(tmp, res.models)
+        models = load_models(tmp)
+    return update_tree(res.nodes, res.edges, models, leaves, vecs, embed=embed, summarizer=built["summ"],
+                       cfg=cfg or built["cfg"], run_id="r1", background=background)
+
+
+def _recording(calls: list[list[str]]):
+    def embed(texts: list[str]) -> np.ndarray:
+        calls.append(list(texts))
+        return _embed(texts)
+    return embed
+
+
+def _check_vectors(up, leaves: pa.Table, leaf_vecs: np.ndarray) -> None:
+    """Every row of the result's vectors is its node's: a leaf's given vector, a summary's text embedded."""
+    rows = {cid: i for i, cid in enumerate(leaves.column("chunk_id").to_pylist())}
+    vectors = up.wait_vectors()
+    assert vectors.shape == (up.nodes.num_rows, DIM)
+    for i, r in enumerate(up.nodes.select(["node_id", "level", "text"]).to_pylist()):
+        want = leaf_vecs[rows[r["node_id"]]] if r["level"] == 0 else _embed([r["text"]])[0]
+        np.testing.assert_array_equal(vectors[i], want)
+
+
+def test_update_tree_add_and_delete_keep_the_invariants(built: dict, tmp_path: Path) -> None:
+    _check(built["res"].nodes, built["res"].edges, built["summ"].name)
+    spec = [s for s in built["spec"] if s[0] not in ("d03", "d10")] + [("new1", 2, 3), ("new2", 5, 2)]
+    leaves, vecs = _leaves(spec, built["centers"], 1)
+    up = _update(built, leaves, vecs, tmp=tmp_path / "clusters")
+    _check(up.nodes, up.edges, built["summ"].name)
+    ids = set(up.nodes.column("node_id").to_pylist())
+    assert not {f"d03-{j}" for j in range(4)} & ids and {"new1-0", "new2-1"} <= ids
+    assert not any(d in ("d03", "d10") for ds in up.nodes.column("doc_ids").to_pylist() for d in ds)
+    # a leaf keeps the run that created it; a new one is this run's
+    leaf_runs = {r["node_id"]: r["created_by_run"] for r in up.nodes.to_pylist() if r["level"] == 0}
+    assert {leaf_runs[c] for c in leaf_runs if c.startswith("new")} == {"r1"}
+    assert {leaf_runs[c] for c in leaf_runs if not c.startswith("new")} == {"r0"}
+    new_parents = {e["parent_id"] for e in up.edges.to_pylist() if e["child_id"].startswith("new1")}
+    assert new_parents and up.stats[0]["assigned_by_centroid"] == 0  # placed by the fitted models
+    # the fitted models put the new topic-2 leaves beside old topic-2 leaves
+    text = {r["node_id"]: r["text"] for r in up.nodes.to_pylist()}
+    for p in new_parents:
+        siblings = [e["child_id"] for e in up.edges.to_pylist() if e["parent_id"] == p and not e["child_id"].startswith("new")]
+        assert siblings and all(WORDS[2] in text[c] for c in siblings), (p, [text[c] for c in siblings])
+    old_summaries = {r["node_id"] for r in built["res"].nodes.to_pylist() if r["level"] > 0}
+    kept = old_summaries & ids
+    assert kept, "untouched clusters keep their summaries"
+    assert up.summaries == len({r["node_id"] for r in up.nodes.to_pylist() if r["level"] > 0} - old_summaries)
+
+
+def test_update_tree_splits_a_cluster_that_grows_past_the_token_limit(built: dict) -> None:
+    spec = list(built["spec"]) + [(f"grow{i}", 4, 4) for i in range(8)]  # 32 more leaves of topic 4
+    leaves, vecs = _leaves(spec, built["centers"], 1)
+    cfg = built["cfg"].model_copy(update={"max_cluster_tokens": 160})
+    up = _update(built, leaves, vecs, cfg)
+    _check(up.nodes, up.edges, built["summ"].name)
+    tok = {r["node_id"]: r["n_tokens"] for r in up.nodes.to_pylist()}
+    kids: dict[str, list[str]] = {}
+    for e in up.edges.to_pylist():
+        if e["level"] == 1:
+            kids.setdefault(e["parent_id"], []).append(e["child_id"])
+    rewritten = {r["node_id"] for r in up.nodes.to_pylist() if r["level"] == 1 and r["created_by_run"] == "r1"}
+    assert rewritten and sum(s.get("split", 0) for s in up.stats) >= 1
+    for p in rewritten:
+        assert len(kids[p]) == 1 or sum(tok[k] for k in kids[p]) <= cfg.max_cluster_tokens
+
+
+def test_update_tree_dissolves_a_cluster_left_with_one_child(built: dict) -> None:
+    res = built["res"]
+    kids: dict[str, list[str]] = {}
+    for e in res.edges.to_pylist():
+        if e["level"] == 1:
+            kids.setdefault(e["parent_id"], []).append(e["child_id"])
+    parent, children = next((p, c) for p, c in sorted(kids.items()) if len(c) >= 3)
+    keep = children[0]
+    drop = set(children[1:])
+    chunks = built["leaves"]
+    mask = pa.array([cid not in drop for cid in chunks.column("chunk_id").to_pylist()])
+    up = _update(built, chunks.filter(mask), built["vecs"][np.asarray(mask.to_pylist())])
+    _check(up.nodes, up.edges, built["summ"].name)
+    after: dict[str, list[str]] = {}
+    for e in up.edges.to_pylist():
+        if e["level"] == 1:
+            after.setdefault(e["parent_id"], []).append(e["child_id"])
+    holding = [p for p, c in after.items() if keep in c]
+    assert holding and parent not in after
+    singles_before = {p for p, c in kids.items() if len(c) == 1}
+    assert all(len(after[p]) > 1 or p in singles_before for p in holding)
+    assert sum(s.get("dissolved", 0) + s.get("emptied", 0) for s in up.stats) >= 1
+
+
+def test_update_tree_embeds_the_new_summaries_of_every_level_in_one_call(built: dict) -> None:
+    """One round trip to the embedder for all new summaries (not one per level), and each
+    node's vector is still its own."""
+    spec = [s for s in built["spec"] if s[0] != "d03"] + [("new1", 2, 3)]
+    leaves, vecs = _leaves(spec, built["centers"], 1)
+    calls: list[list[str]] = []
+    up = _update(built, leaves, vecs, embed=_recording(calls))
+    _check(up.nodes, up.edges, built["summ"].name)
+    new = [r for r in up.nodes.to_pylist() if r["level"] > 0 and r["created_by_run"] == "r1"]
+    assert len({r["level"] for r in new}) >= 2, "the change should reach more than one level"
+    previous = [r["text"] for r in built["res"].nodes.to_pylist() if r["level"] > 0]
+    assert calls[0] == previous  # the previous summaries (cache hits in a run)
+    assert len(calls) == 2 and sorted(calls[1]) == sorted(r["text"] for r in new)  # each new summary once (texts may repeat)
+    _check_vectors(up, leaves, vecs)
+
+
+def test_update_tree_in_the_background_returns_the_same_tree_and_vectors(built: dict) -> None:
+    spec = [s for s in built["spec"] if s[0] not in ("d03", "d10")] + [("new1", 2, 3), ("new2", 5, 2)]
+    leaves, vecs = _leaves(spec, built["centers"], 1)
+    here = _update(built, leaves, vecs)
+    beside = _update(built, leaves, vecs, background=True)
+    assert here.pending is None and beside.pending is not None
+    assert beside.nodes.equals(here.nodes) and beside.edges.equals(here.edges)
+    np.testing.assert_array_equal(beside.wait_vectors(), here.vectors)
+    assert beside.pending is None
+    _check_vectors(beside, leaves, vecs)
+
+
+def test_update_tree_embeds_deferred_summaries_first_when_a_step_needs_their_vectors(built: dict) -> None:
+    """A split at level 2 clusters new level-1 summaries by their vectors: those are embedded
+    then (an extra call), and every vector is still its node's."""
+    spec = list(built["spec"]) + [(f"grow{i}", 4, 4) for i in range(8)]
+    leaves, vecs = _leaves(spec, built["centers"], 1)
+    cfg = built["cfg"].model_copy(update={"max_cluster_tokens": 160})
+    calls: list[list[str]] = []
+    up = _update(built, leaves, vecs, cfg, embed=_recording(calls), background=True)
+    _check(up.nodes, up.edges, built["summ"].name)
+    _check_vectors(up, leaves, vecs)
+    assert len(calls) >= 3, "the level-2 split should have embedded the deferred level-1 summaries first"
+    embedded = sorted(t for c in calls[1:] for t in c)
+    new = sorted(r["text"] for r in up.nodes.to_pylist() if r["level"] > 0 and r["created_by_run"] == "r1")
+    assert embedded == new  # every new summary embedded once
