@@ -42,7 +42,7 @@ def test_editing_a_mode_loaded_by_name_changes_the_retrieval_fingerprint(tmp_pat
 
 def test_editing_a_real_plugin_mode_changes_the_retrieval_fingerprint(monkeypatch: pytest.MonkeyPatch):
     """rerank is reached only through the registry: a changed source is a changed key."""
-    import arborag.flows.stage as stage
+    import arborag.flows.fingerprints as fingerprints
 
     rerank = Path(importlib.util.find_spec("arborag.query.rerank").origin)  # type: ignore[union-attr,arg-type]
     before = stage_code(EVAL_RETRIEVE)
@@ -53,7 +53,7 @@ def test_editing_a_real_plugin_mode_changes_the_retrieval_fingerprint(monkeypatc
         return text + "\n# edited\n" if self == rerank else text
 
     monkeypatch.setattr(Path, "read_text", edited)
-    stage._imports.cache_clear()
+    fingerprints._imports.cache_clear()
     assert stage_code(EVAL_RETRIEVE) != before
 
 
