@@ -14,6 +14,7 @@ the build's tree stage, so the build's vectors/sparse/publish stages follow.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -91,14 +92,15 @@ def run_tree_update(ctx: StageContext, key: str) -> dict[str, Any]:
     prev_nodes, prev_edges = read_table("nodes", snap / "nodes.parquet"), read_table("edges", snap / "edges.parquet")
     per_document = ctx.config.tree.scope == "document"
     if per_document:  # exact: only added and changed documents' trees are built
+        from arborag.tasks.tree.build import build_tree
         from arborag.tasks.tree.update_docs import update_document_trees
 
         added, removed = leaf_delta(snap, leaves)
         drift = {"fitted": leaves.num_rows, "changed": 0, "share": 0.0, "added": added, "removed": removed}
-        result = update_document_trees(
-            prev_nodes, prev_edges, read_table("chunks", snap / "chunks.parquet"), leaves, leaf_vecs,
-            embed=embed_function(ctx, "summaries"), summarizer=summarizer, cfg=ctx.config.cluster, tree_cfg=ctx.config.tree, run_id=ctx.run_id,
-        )
+        embed = embed_function(ctx, "summaries")
+        build = functools.partial(build_tree, embed=embed, summarizer=summarizer, cfg=ctx.config.cluster, tree_cfg=ctx.config.tree, run_id=ctx.run_id)
+        result = update_document_trees(prev_nodes, prev_edges, read_table("chunks", snap / "chunks.parquet"), leaves, leaf_vecs,
+                                       embed=embed, build=build)
     else:
         from arborag.tasks.tree.update import update_tree
 

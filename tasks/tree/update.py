@@ -35,10 +35,10 @@ of :mod:`arborag.tasks.tree.update_docs` instead.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -52,9 +52,10 @@ from arborag.tasks.summarize.types import Summarizer
 from arborag.tasks.tree.model import LevelModel, UpdateResult
 from arborag.tasks.tree.stats import UpdateLevelStats
 
-__all__ = ["UpdateResult", "update_tree"]
+if TYPE_CHECKING:  # the build (and the clustering it imports) loads when an update runs, not on import
+    from arborag.tasks.tree.build import EmbedFn
 
-EmbedFn = Callable[[list[str]], np.ndarray]
+__all__ = ["UpdateResult", "update_tree"]
 
 
 @dataclass(frozen=True)

@@ -26,16 +26,15 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from arborag.config import ClusterConfig, TreeConfig
 from arborag.tasks.frames import frame, to_table
-from arborag.tasks.summarize.types import Summarizer
-from arborag.tasks.tree.build import build_tree
+from arborag.tasks.tree.build import EmbedFn, TreeResult
 from arborag.tasks.tree.model import UpdateResult
 from arborag.tasks.tree.stats import UpdateLevelStats
 
 __all__ = ["documents_to_rebuild", "update_document_trees"]
 
-EmbedFn = Callable[[list[str]], np.ndarray]
+#: ``build(leaves, leaf_vectors)``: the trees of ``leaves`` (:func:`arborag.tasks.tree.build.build_tree` with the run's settings)
+TreeBuilder = Callable[[pa.Table, np.ndarray], TreeResult]
 
 
 def _leaf_keys(table: pa.Table) -> pl.DataFrame:
@@ -67,13 +66,13 @@ def update_document_trees(
     leaf_vectors: np.ndarray,
     *,
     embed: EmbedFn,
-    summarizer: Summarizer,
-    cfg: ClusterConfig,
-    tree_cfg: TreeConfig,
-    run_id: str,
+    build: TreeBuilder,
 ) -> UpdateResult:
     """The per-document trees of ``leaves`` (a CHUNKS table aligned with ``leaf_vectors``),
-    reusing the published trees of unchanged documents (module docstring)."""
+    reusing the published trees of unchanged documents (module docstring). ``build(leaves,
+    vectors)`` builds the trees of the added and changed documents: the build's
+    :func:`~arborag.tasks.tree.build.build_tree` with the run's summarizer, config and run id.
+    ``embed`` gives the kept summaries their vectors (cache hits: the build embedded them)."""
     rebuild, keep, drop = documents_to_rebuild(published_chunks, leaves)
     vectors = np.asarray(leaf_vectors, np.float32)
     dim = vectors.shape[1]
@@ -96,8 +95,7 @@ def update_document_trees(
     rebuilt: list[UpdateLevelStats] = []
     if rebuild:
         mask = frame(leaves.select(["doc_id"]))["doc_id"].is_in(rebuild).to_numpy()
-        built = build_tree(leaves.filter(pa.array(mask)), vectors[mask], embed=embed, summarizer=summarizer, cfg=cfg,
-                           tree_cfg=tree_cfg, run_id=run_id)
+        built = build(leaves.filter(pa.array(mask)), vectors[mask])
         parts.append(frame(built.nodes).with_row_index("row"))
         part_vecs.append(built.vectors)
         edge_parts.append(frame(built.edges))
