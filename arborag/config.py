@@ -163,7 +163,7 @@ class EmbedConfig(_Stage):
     @classmethod
     def _auto_is_unset(cls, data: Any) -> Any:
         """``dtype: auto`` written out is the default, not a choice: a query of a snapshot then takes
-        the snapshot's dtype (:func:`arborag.embedder.snapshot_embedder`) instead of refusing it."""
+        the snapshot's dtype (:func:`arborag.embed.model.snapshot_embedder`) instead of refusing it."""
         if isinstance(data, dict) and data.get("dtype") == "auto":
             data = {k: v for k, v in data.items() if k != "dtype"}
         return data

@@ -8,7 +8,7 @@ imported, so call this *before* ``import prefect``.
 
 It also gives numba a user-level cache folder (``NUMBA_CACHE_DIR``, default
 :func:`numba_cache_dir`: ``$XDG_CACHE_HOME/arborag/numba`` or ``~/.cache/arborag/numba``), where
-UMAP's compiled code is kept between processes (:mod:`arborag.tasks.umap_runtime`): a machine
+UMAP's compiled code is kept between processes (:mod:`arborag.tasks.cluster.umap_import`): a machine
 compiles it once instead of every build paying 15-50 s. ``ARBORAG_NUMBA_CACHE=0`` (or an
 unwritable folder) leaves numba's own default.
 """

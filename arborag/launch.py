@@ -2,7 +2,7 @@
 
 A cold ``arborag build`` / ``update`` starts its embedding worker here, before the command line's
 own imports (typer, rich, the config models: ~0.4 s), so the worker's torch import starts that
-much earlier on the other core (:mod:`arborag.worker_spawn`). Everything else is :mod:`arborag.cli`.
+much earlier on the other core (:mod:`arborag.embed.spawn`). Everything else is :mod:`arborag.cli`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ __all__ = ["main"]
 
 
 def main() -> Any:
-    from arborag.worker_spawn import start_early
+    from arborag.embed.spawn import start_early
 
     start_early(sys.argv)
     from arborag.cli import app

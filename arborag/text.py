@@ -85,7 +85,7 @@ _LINE_BREAKS: Final = frozenset("\n\r\u2028\u2029")
 def sentence_ends(text: str) -> list[int]:
     """Character positions just after each sentence end of ``text``: the ends of
     :data:`SENTENCE_PATTERN` but those after an abbreviation or an initial (the sentence goes
-    on; a line break still ends it). The ``sentence`` chunker cuts here (tasks/segmenters.py)."""
+    on; a line break still ends it). The ``sentence`` chunker cuts here (tasks/segment/windows.py)."""
     out: list[int] = []
     prev = 0
     for m in SENTENCE_PATTERN.finditer(text):

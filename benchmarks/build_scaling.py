@@ -172,8 +172,8 @@ def worker(args: argparse.Namespace) -> None:
         from arborag.config import ArboragConfig
         from arborag.flows.build import leaves_for, run_build
         from arborag.storage.corpus import Corpus
-        from arborag.tasks import clustering
-        from arborag.tasks.embeddings import Embedder
+        from arborag.tasks.cluster import fit as clustering
+        from arborag.tasks.embedding.cached import Embedder
     out["imports_s"] = t.wall
     cfg = ArboragConfig()
     if args.threads not in ("default", "none", "0", "auto"):
@@ -511,7 +511,7 @@ def render(args: argparse.Namespace, results: list[dict[str, Any]], profile_line
              "~190k distinct tokens are variants (shuffled paragraphs, rotated sentence order, regrouped documents), never exact "
              "repeats. Every size: fresh process, fresh corpus folder (no embedding cache), `run_build(..., use_prefect=False)`.")
     L.append("- Excluded from build time, reported: imports, model load, numba/UMAP JIT warm-up "
-             "(`tasks.clustering.warm_up()` + `warm_up(large=True)`). Stage times: wrappers around the flow's stage functions "
+             "(`tasks.cluster.fit.warm_up()` + `warm_up(large=True)`). Stage times: wrappers around the flow's stage functions "
              "plus `build_tree`'s per-level `cluster_s` / `summarize_s` / `embed_s`.")
     L.append(f"- torch intra-op threads: {args.threads} (`--threads`; 'default' = torch's own; on this busy 2-core box 2 threads "
              "made embedding many times slower than 1 thread whenever another process held a core).")

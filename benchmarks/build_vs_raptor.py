@@ -434,9 +434,9 @@ def run(args: argparse.Namespace, work: Path) -> str:
 
         from arborag.flows.build import run_build  # noqa: F401
         from arborag.query.index import open_index
-        from arborag.tasks import clustering
-        from arborag.embedder import torch_dtype
-        from arborag.tasks.embeddings import Embedder, resolve_model_path
+        from arborag.tasks.cluster import fit as clustering
+        from arborag.embed.model import torch_dtype
+        from arborag.tasks.embedding.cached import Embedder, resolve_model_path
         from arborag.tasks.summarize.extractive import ExtractiveSummarizer
 
         raptor, origin = load_raptor(args.raptor_src, work)

@@ -59,7 +59,7 @@ for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):  # offline, as scripts/
 
 from arborag.config import SegmentConfig  # noqa: E402
 from arborag.tokenizer import Tokenizer, get_tokenizer  # noqa: E402
-from arborag.tasks.stages.segment import STRATEGIES, segment_offsets, segment_text  # noqa: E402
+from arborag.tasks.stages.chunks import STRATEGIES, segment_offsets, segment_text  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import git_commit  # noqa: E402
 

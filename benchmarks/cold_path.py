@@ -7,8 +7,8 @@ fresh ``arborag`` process as a user's shell (or a cron job) starts it:
   cache, no staged results), default settings;
 - **embedding floor**: a fresh process that embeds exactly the texts that build embedded — every
   leaf's ``header + text`` (long texts by the same window policy) and every summary — with the
-  same model and settings — once before the updates with :class:`arborag.embedder.Embedder`
-  (sentence-transformers), once after them with :class:`arborag.embedder_light.LightEmbedder` (the
+  same model and settings — once before the updates with :class:`arborag.embed.model.Embedder`
+  (sentence-transformers), once after them with :class:`arborag.embed.light.LightEmbedder` (the
   class the build's embedding worker runs; bit-identical vectors), the faster of the two counting.
   Reported as *encode* seconds (model loaded and warmed: the cost nobody can avoid) and as the
   whole process (imports + model load + encode). Build / floor is computed against the encode
@@ -47,7 +47,7 @@ level below exists, and its summaries cannot be embedded before its global fit (
 which seeded UMAP runs on one thread, then the BIC search) has ended — so the leaves' encode,
 every level's global fit and the summaries' encode run one after the other, whatever runs beside
 them. The encode floor plus the global fits' seconds (``global_s`` of each level in the build's
-runs record, ``tasks/clustering.py``) is therefore a lower bound for a cold build of this method
+runs record, ``tasks/cluster/fit.py``) is therefore a lower bound for a cold build of this method
 on this machine; the table prints it beside the build. It leaves out the local fits, the
 summarizer and the start-up, which a perfect overlap could hide.
 
@@ -71,7 +71,7 @@ done — so the other cores wait for the method's sake; the rest of the work can
 every core busy. And before the first encode a cold process has to import torch and load the
 model, with no vector to fit yet. So the build takes at least the cold start plus (the encode
 floor's CPU + the CPU of every fit + (cores − 1) × every global layout's CPU) / cores. The layout's
-CPU is its thread's (``global_layout_s``, :func:`arborag.tasks.umap_runtime.layout_thread_seconds`),
+CPU is its thread's (``global_layout_s``, :func:`arborag.tasks.cluster.umap_import.layout_thread_seconds`),
 the fits' each fit's thread's (``umap_cpu_s``, ``gmm_cpu_s``; work on other threads, like the
 global fit's neighbour search on both cores, is left out), the cold start the build's own
 recorded torch import and model load in its embedding process: every term is at most the true
@@ -143,7 +143,7 @@ from _common import (  # noqa: E402
     wait_for_quiet,
 )
 
-from arborag.tasks import source_stats  # noqa: E402
+from arborag.tasks.changes import source_stats  # noqa: E402
 
 SEED = 26
 #: time :func:`speed_probe` before every step (off in a ``--smoke`` run: its 15 timed blocks would
@@ -164,10 +164,10 @@ t0 = time.perf_counter()
 from arborag.env import offline_env
 offline_env()
 from arborag.config import load_config
-from arborag.embedder import Embedder
+from arborag.embed.model import Embedder
 from arborag.storage.corpus import Corpus
-from arborag.tasks.staged_vectors import header_chars
-from arborag.tasks.leaves import leaves_for
+from arborag.tasks.embedding.embedder import header_chars
+from arborag.tasks.build.leaves import leaves_for
 from arborag.tasks.tree.build import leaf_embed_texts
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -178,8 +178,8 @@ nodes = pq.read_table(corpus.published_dir() / "nodes.parquet", columns=["level"
 summaries = nodes.filter(pc.greater(nodes.column("level"), 0)).column("text").to_pylist()
 texts, prefix = leaf_embed_texts(leaves), header_chars(leaves)
 t_read = time.perf_counter()
-if sys.argv[2] == "light":  # the embedding worker's class (arborag.embedder_light): the same vectors
-    from arborag.embedder_light import LightEmbedder
+if sys.argv[2] == "light":  # the embedding worker's class (arborag.embed.light): the same vectors
+    from arborag.embed.light import LightEmbedder
     emb = LightEmbedder(cfg.embed)
     import torch, tokenizers  # noqa: F401  (what loading the model imports)
 else:
@@ -249,7 +249,7 @@ def _role(pid: int, root: int) -> str:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return "helper process"
-    if b"arborag.embed_worker_serve" in cmd:
+    if b"arborag.embed.worker_serve" in cmd:
         return "embedding worker" if b"model" in cmd else "helper process"
     return "helper process"
 
@@ -551,7 +551,7 @@ def sources(mult: int, work: Path, n_docs: int | None = None, *, write: bool = T
         for name, text in base:
             (src / name).write_text(text, encoding="utf-8")
         # a scheduled corpus's files are older than the 2 s "racily clean" window of
-        # tasks/source_stats.py; files read sooner after their last write are read again by the
+        # tasks/changes/source_stats.py; files read sooner after their last write are read again by the
         # next update (once). Nothing is timed here.
         time.sleep(RACY_WAIT_S)
     return src, corpus, base, pool
@@ -643,7 +643,7 @@ def compile_project(env: dict[str, str]) -> str:
 
 def warm_numba(env: dict[str, str]) -> str:
     """UMAP's numba code compiled into the user-level cache as scripts/install.sh does; what the results file says of it."""
-    row = run_child([sys.executable, "-c", "from arborag.tasks.clustering import warm_up; print(warm_up())"], "numba warm-up (as install.sh)", env)
+    row = run_child([sys.executable, "-c", "from arborag.tasks.cluster.fit import warm_up; print(warm_up())"], "numba warm-up (as install.sh)", env)
     seconds = float(row["stdout"].strip().splitlines()[-1])
     state = "the cache was already there" if seconds < 10 else "this machine compiled it now"
     return f"UMAP's numba code warmed as scripts/install.sh does ({seconds:.1f} s; {state})"
@@ -672,7 +672,7 @@ def stage_table(run: dict[str, Any], wall: float) -> list[list[str]]:
             rows.append([f"  tree level {st['level']}: cluster (UMAP {fmt_s(st.get('umap_s'))} over {st.get('umap_fits')} fits, "
                          f"GMM {fmt_s(st.get('gmm_s'))}) / summarize / embed summaries",
                          f"{fmt_s(st.get('cluster_s'))} / {fmt_s(st.get('summarize_s'))} / {fmt_s(st.get('embed_s'))}"])
-    rows += [[f"phase {k} (beside the stages: in the embedding worker process — arborag/embed_worker.py — or on a background thread)" if "torch" in k or "model" in k
+    rows += [[f"phase {k} (beside the stages: in the embedding worker process — arborag/embed/worker.py — or on a background thread)" if "torch" in k or "model" in k
               else f"phase {k}", fmt_s(v)] for k, v in phases.items()]
     if counts.get("process_age_at_start") is not None:
         rows.append(["process start → run start (interpreter, imports, config, discovery)", fmt_s(counts["process_age_at_start"])])

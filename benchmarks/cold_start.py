@@ -6,10 +6,10 @@ would start it. Side by side in one run, interleaved:
 - **before**: a faithful replica of the query path as it was before the cold-start work
   (kept here, since the code changed): the CLI's imports, the config, the snapshot's vectors
   read through ``lancedb`` (``open_table(...).to_arrow()``), edges read eagerly, the question
-  embedded by :class:`arborag.embedder.Embedder` (sentence-transformers), the numpy search
+  embedded by :class:`arborag.embed.model.Embedder` (sentence-transformers), the numpy search
   and the document titles.
 - **after**: the real ``arborag query`` of this commit (vectors from ``nodes.arrow`` without
-  lancedb, :class:`arborag.embedder_light.LightEmbedder`, lazy edges; sparse imports no torch).
+  lancedb, :class:`arborag.embed.light.LightEmbedder`, lazy edges; sparse imports no torch).
 
 Wall time, CPU time (user + sys of the child, from ``wait4``) and peak RSS per run. The
 machine is shared (2 cores, other jobs): CPU time is the steadier figure.
@@ -71,7 +71,7 @@ if mode == "sparse":
     sp = open_sparse_index(snap / "sparse", snapshot_sparse_config(info, cfg), corpus_name=None)
     ranked = [(store.row_of[h.node_id], float(h.score)) for h in sp.search(text, k=64, levels=None, doc_ids=None, lucene=False)]
 else:
-    from arborag.embedder import Embedder
+    from arborag.embed.model import Embedder
     vector = Embedder(snapshot_embed_config(info, cfg)).embed([text])[0]
     ranked = store.search(vector, k=64)
 out, used = [], 0

@@ -79,7 +79,7 @@ def dask_flow_run(n_workers: int, texts: list[str], clusters: list[list[str]]) -
     from prefect import flow
 
     from arborag.config import ArboragConfig
-    from arborag.embedder import Embedder
+    from arborag.embed.model import Embedder
     from arborag.flows.common import dask_task_runner, prefect_map
     from arborag.tasks.summarize.extractive import ExtractiveSummarizer
     from arborag.tasks.tree.build import _summarize_chunk, SUMMARY_FANOUT_CHUNK
@@ -137,7 +137,7 @@ def gmm_check(corpus: Path, sample: int) -> dict[str, Any]:
     from arborag.config import ClusterConfig
     from arborag.storage.arrays import arrow_to_vectors
     from arborag.storage.corpus import Corpus
-    from arborag.tasks import clustering
+    from arborag.tasks.cluster import fit as clustering
 
     snap = Corpus(corpus).published_dir()
     t = pa.ipc.open_file(pa.memory_map(str(snap / "vectors.lance" / "nodes.arrow"), "r")).read_all()

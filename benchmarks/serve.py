@@ -236,7 +236,7 @@ def rss_mb(pid: int) -> tuple[float, float]:
 
 
 def model_only_rss() -> float:
-    code = ("from pathlib import Path\nfrom arborag.config import EmbedConfig\nfrom arborag.embedder import Embedder\n"
+    code = ("from pathlib import Path\nfrom arborag.config import EmbedConfig\nfrom arborag.embed.model import Embedder\n"
             "Embedder(EmbedConfig()).embed(['warm up'])\n"
             "print([l for l in Path('/proc/self/status').read_text().splitlines() if l.startswith('VmRSS')][0].split()[1])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=600).stdout

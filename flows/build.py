@@ -10,7 +10,7 @@ its outputs there and returns a small summary.
 
 The build is content-addressed: ``build_key = hash(leaf chunk ids + headers, embed, cluster,
 summarize, tree and sparse config, the declared code versions of TREE_PIPELINE's stages)``
-(:func:`arborag.tasks.leaves.build_key`, :func:`arborag.flows.stage.code_versions`): editing a
+(:func:`arborag.tasks.build.key.build_key`, :func:`arborag.flows.stage.code_versions`): editing a
 comment or upgrading arborag keeps the tree unless a stage's version was bumped. A build whose
 key equals the published snapshot's is a no-op — no embedding, no summarizing — unless that snapshot holds LLM summaries
 that fell back to extractive text: then it is not final, and the build runs again under
@@ -55,7 +55,9 @@ from arborag.flows.stage import code_versions, finish_run, run_pipeline
 from arborag.storage.corpus import Corpus
 from arborag.storage.lock import corpus_lock
 from arborag.storage.vectors import LANCEDB_IMPORT
-from arborag.tasks.leaves import build_key, estimate_cost, leaves_for, snapshot_id_for
+from arborag.tasks.build.cost import estimate_cost
+from arborag.tasks.build.key import build_key, snapshot_id_for
+from arborag.tasks.build.leaves import leaves_for
 from arborag.tasks.stage_context import StageContext
 
 
@@ -111,7 +113,7 @@ def _settle(ctx: StageContext, key: str, out: dict[str, Any]) -> tuple[str, tupl
 
 def _warm_clustering() -> None:
     """Load UMAP's compiled code and scikit-learn's mixture module (~4 s of a cold process)."""
-    from arborag.tasks.umap_runtime import import_umap
+    from arborag.tasks.cluster.umap_import import import_umap
 
     import_umap()
     import sklearn.mixture  # noqa: F401

@@ -242,7 +242,7 @@ def prefect_map(name: str = "fanout") -> Callable[[Callable[[Any], Any], Iterabl
     (a ``DaskTaskRunner``: the items run on the workers) and yields the results in order.
 
     Call it inside a flow run (or a task called from one). ``fn`` and the items are pickled to
-    the workers (cloudpickle); ``fn`` must not hold a loaded model (:class:`arborag.embedder.Embedder`
+    the workers (cloudpickle); ``fn`` must not hold a loaded model (:class:`arborag.embed.model.Embedder`
     pickles without one and loads it once per worker process).
     """
 
@@ -267,7 +267,7 @@ def prefect_map(name: str = "fanout") -> Callable[[Callable[[Any], Any], Iterabl
 def install_fanout(ctx: Any) -> None:
     """Make the stages of ``ctx``'s run fan out through the flow's task runner: the run's embedder
     encodes its groups as tasks and the tree stage gets ``ctx.resources["map"]``."""
-    from arborag.embedder import Embedder
+    from arborag.embed.model import Embedder
 
     fan = prefect_map()
     ctx.resources["map"] = fan

@@ -43,7 +43,7 @@ from arborag.flows.stage import record_run, run_pipeline
 from arborag.storage.corpus import Corpus
 from arborag.storage.lock import corpus_lock
 from arborag.tasks.stage_context import StageContext
-from arborag.tasks.stages.ingest import discover_sources
+from arborag.tasks.stages.documents import discover_sources
 
 
 offline_env()  # the offline settings (HF, numba's cache, Prefect's) before anything reads them

@@ -19,7 +19,7 @@ from __future__ import annotations
 from arborag.config import ArboragConfig
 from arborag.flows.lazy import LazyTask
 from arborag.flows.stage import SNAPSHOT, SOURCES, Stage, staged, table
-from arborag.tasks.stages import context, embed, ingest, links, plan, publish, sections, segment, sparse, tree, tree_update, vectors
+from arborag.tasks.stages import chunks, doc_context, documents, leaf_vectors, links, plan, publish, sections, sparse, tree, tree_update, vectors
 
 __all__ = [
     "BUILD_PIPELINE", "CONTEXT", "EMBED", "INGEST", "INGEST_PIPELINE", "LINKS", "PIPELINES", "PLAN", "PUBLISH", "SECTIONS", "SEGMENT",
@@ -49,9 +49,9 @@ def _staged(names: tuple[str, ...]) -> tuple[str, ...]:
 # -- ingest: sources -> documents -> sections -> doc_context -> chunks --------------------------
 # (table reads/writes can fail transiently on network file systems; LLM calls retry in the client)
 INGEST = Stage(
-    "ingest", _task("ingest-documents", ingest.run_documents), code_version="2", retries=2,
+    "ingest", _task("ingest", documents.run_documents), code_version="2", retries=2,
     reads=(SOURCES,), writes=(table("documents"),), config=("ingest",), params=("files",),
-    on_cached=ingest.cached_ingest_summary, describe="read the sources into documents (unchanged files are not parsed again)",
+    on_cached=documents.cached_ingest_summary, describe="read the sources into documents (unchanged files are not parsed again)",
 )
 SECTIONS = Stage(
     "sections", _task("sections", sections.run_sections), code_version="1", retries=1,
@@ -59,31 +59,31 @@ SECTIONS = Stage(
     enabled=_sections_on, describe="split documents into sections (structural, or semantic with the LLM)",
 )
 CONTEXT = Stage(
-    "context", _task("context", context.run_doc_context), code_version="1", retries=1,
+    "context", _task("context", doc_context.run_doc_context), code_version="1", retries=1,
     reads=(table("documents"),), writes=(table("doc_context"),), config=("context", *_LLM), needs=("strategy",),
-    enabled=context.headers_enabled, describe="document titles and summaries for the AutoContext chunk headers",
+    enabled=doc_context.headers_enabled, describe="document titles and summaries for the AutoContext chunk headers",
 )
 SEGMENT = Stage(
-    "segment", _task("segment-chunks", segment.run_chunks), code_version="1", retries=1,
+    "segment", _task("segment", chunks.run_chunks), code_version="1", retries=1,
     reads=(table("documents"), table("sections"), table("doc_context")), writes=(table("chunks"),),
-    config=("segment", "sections.strategy", "context.headers"), params=("strategy",), proof=segment.chunks_proof,
+    config=("segment", "sections.strategy", "context.headers"), params=("strategy",), proof=chunks.chunks_proof,
     describe="cut the ok documents into leaf chunks (inside sections, with headers)",
 )
 
 # -- the tree: everything staged under the build key, then sealed as one snapshot ---------------
 EMBED = Stage(
-    "embed", _task("embed", embed.run_leaf_vectors), code_version="1", retries=2,
-    reads=(table("chunks"),), writes=_staged(embed.OUTPUTS), params=("key",),
+    "embed", _task("embed", leaf_vectors.run_leaf_vectors), code_version="1", retries=2,
+    reads=(table("chunks"),), writes=_staged(leaf_vectors.OUTPUTS), params=("key",),
     describe="embed the leaves through the embedding cache",
 )
 TREE = Stage(
-    "tree", _task("tree", tree.run_tree), code_version="1", retries=3,
-    reads=(table("chunks"), *_staged(embed.OUTPUTS)), writes=_staged(tree.OUTPUTS), params=("key",),
+    "tree", _task("tree", tree.run_tree), code_version="2", retries=3,
+    reads=(table("chunks"), *_staged(leaf_vectors.OUTPUTS)), writes=_staged(tree.OUTPUTS), params=("key",),
     snapshot=("nodes.parquet", "edges.parquet"), describe="cluster, summarize and embed level by level (RAPTOR)",
 )
 TREE_UPDATE = Stage(
-    "tree-update", _task("tree-update", tree_update.run_tree_update), code_version="1", retries=3,
-    reads=(table("chunks"), *_staged(embed.OUTPUTS), SNAPSHOT), writes=_staged(tree_update.OUTPUTS), params=("key",),
+    "tree-update", _task("tree-update", tree_update.run_tree_update), code_version="2", retries=3,
+    reads=(table("chunks"), *_staged(leaf_vectors.OUTPUTS), SNAPSHOT), writes=_staged(tree_update.OUTPUTS), params=("key",),
     snapshot=("nodes.parquet", "edges.parquet"), describe="update the published tree locally (only changed clusters re-summarized)",
 )
 VECTORS = Stage(

@@ -53,7 +53,7 @@ from typing import Any
 from arborag.config import ArboragConfig
 from arborag.flows.common import cache_key_from_stats, task_options, was_cached
 from arborag.hashing import hash_json
-from arborag.tasks.leaves import snapshot_id_for
+from arborag.tasks.build.key import snapshot_id_for
 from arborag.tasks.stage_context import StageContext, table_fingerprint
 
 __all__ = [

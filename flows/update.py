@@ -54,7 +54,8 @@ from arborag.flows.stage import code_versions, finish_run, run_pipeline
 from arborag.hashing import hash_json
 from arborag.storage.corpus import Corpus
 from arborag.storage.vectors import LANCEDB_IMPORT
-from arborag.tasks.leaves import build_key, leaves_for
+from arborag.tasks.build.key import build_key
+from arborag.tasks.build.leaves import leaves_for
 from arborag.tasks.stage_context import StageContext
 from arborag.tasks.stages.plan import DeleteLimit, DeletesRefused, decide
 
@@ -86,11 +87,11 @@ _VECTOR_IMPORTS = (LANCEDB_IMPORT,)  # lancedb, its REST client's API modules le
 
 def _warm_vectors() -> None:
     """An incremental update's vector imports: in a low-priority helper process when this process
-    starts them (:func:`arborag.embed_worker.preimport`; the vectors stage then writes the table
+    starts them (:func:`arborag.embed.worker.preimport`; the vectors stage then writes the table
     there: tasks/stages/vectors.py) — on a thread here they take the GIL from the stages (a cold
     +1% update's links stage 0.31 s beside the helper, 1.63 s beside the thread:
     benchmarks/results/update_start.md) — else on a thread here."""
-    from arborag import embed_worker
+    from arborag.embed import worker as embed_worker
 
     if embed_worker.preimport(*_VECTOR_IMPORTS) is None:
         warm_imports(*_VECTOR_IMPORTS)

@@ -1,7 +1,7 @@
 """The query index over a published snapshot, and the public API every retrieval mode uses (docs/METHODS.md §6).
 
 :meth:`Index.search` looks the mode up in :mod:`arborag.query.modes` (the one registry) and
-calls it; the modes themselves (``query/core.py``: collapsed, traversal, sparse, hybrid;
+calls it; the modes themselves (``query/raptor.py``: collapsed, traversal, sparse, hybrid;
 ``query/auto.py``, ``multi``, ``level``, ``segments``, ``rerank``) drive the index through its
 public methods only: :meth:`~Index.dense_scores`, :meth:`~Index.sparse_ranked`,
 :meth:`~Index.fused_scores`, :meth:`~Index.fill`, :meth:`~Index.hit`, :attr:`~Index.edge_rows`,
@@ -22,7 +22,7 @@ import numpy as np
 from arborag.config import ArboragConfig, EmbedConfig, SparseConfig, load_config
 from arborag.errors import BackendUnavailable, QueryError, SparseNotBuiltError
 from arborag.query.fusion import adaptive_weight, fuse, normalize
-from arborag.query.hits import Hit, fill_hits, greedy_fill, top_order
+from arborag.query.hits import Hit, distinct_fill, fill_hits, greedy_fill, top_order
 from arborag.query.options import FROM_CONFIG, FromConfig, query_settings
 from arborag.storage.corpus import Corpus
 from arborag.storage.vectors import VectorStore
@@ -36,9 +36,9 @@ Mode = str
 def snapshot_embed_config(info: dict, config: ArboragConfig) -> EmbedConfig:
     """The embedder the snapshot was built with (``info.json`` "embed"), with the runtime settings
     (batch size, threads, device, endpoint) of ``config``; a clear error instead of mixing vector
-    spaces (:func:`arborag.embedder.snapshot_embedder`). A snapshot that records none uses ``config.embed``.
+    spaces (:func:`arborag.embed.model.snapshot_embedder`). A snapshot that records none uses ``config.embed``.
     """
-    from arborag.embedder import snapshot_embedder
+    from arborag.embed.model import snapshot_embedder
 
     return snapshot_embedder(info.get("embed"), config.embed, snapshot=f"snapshot {info.get('snapshot', '')}".strip())
 
@@ -73,7 +73,7 @@ def open_index(corpus_dir: str | Path, *, config: ArboragConfig | None = None,
     open longer calls ``index.lease.renew()`` now and then (``arborag serve`` does, on a timer).
 
     ``light=True`` (a one-off process such as ``arborag query``) embeds with
-    :class:`~arborag.embedder_light.LightEmbedder` when the model allows it: the same vector
+    :class:`~arborag.embed.light.LightEmbedder` when the model allows it: the same vector
     for one text as the build embedder, without importing sentence-transformers (seconds).
     It embeds every text on its own; without ``light`` (the default, servers and evaluation)
     the build embedder is used, batches included.
@@ -199,7 +199,7 @@ class Index:
             cfg = snapshot_embed_config(self.info, self.config)
             self._embedder = _light_embedder(cfg) if self._light else None
             if self._embedder is None:
-                from arborag.embedder import Embedder
+                from arborag.embed.model import Embedder
 
                 self._embedder = Embedder(cfg)
         return self._embedder.embed(list(texts))
@@ -269,6 +269,7 @@ class Index:
         v = self.vectors
         return Hit(v.node_ids[row], int(v.levels[row]), float(score), v.texts[row], v.doc_ids[row], int(v.n_tokens[row]))
 
+    @distinct_fill
     def fill(self, rows: np.ndarray, scores: np.ndarray, budget: int | None, k: int, *, ordered: bool = False) -> list[Hit]:
         """The hits of a best-first fill: ``rows`` by ``scores`` (higher first; ties by row),
         each taken when it still fits in ``budget`` tokens, over *every* candidate until the
@@ -412,10 +413,10 @@ def _warn_once(message: str) -> None:
 
 
 def _light_embedder(cfg: EmbedConfig):
-    """A :class:`~arborag.embedder_light.LightEmbedder` when the model is one it reproduces, else None."""
+    """A :class:`~arborag.embed.light.LightEmbedder` when the model is one it reproduces, else None."""
     if cfg.backend != "local":
         return None
-    from arborag.embedder_light import LightEmbedder, light_supported
+    from arborag.embed.light import LightEmbedder, light_supported
 
     light = LightEmbedder(cfg)
     return light if light_supported(light.path) else None

@@ -66,7 +66,7 @@ class ModeSpec:
     options: type[ModeOptions] = NoOptions
     llm: LLMUse = "none"
     uses_vector: bool = True
-    core: bool = False  # one of the four modes of the RAPTOR index itself (query/core.py)
+    core: bool = False  # one of the four modes of the RAPTOR index itself (query/raptor.py)
 
     @property
     def module(self) -> str:
@@ -95,13 +95,13 @@ MODES: dict[str, ModeSpec] = {m.name: m for m in (
              "(links between leaves: titles, names; IDF)", HopOptions),
     ModeSpec("auto", "arborag.query.auto:search",
              "dense + BM25 scores of the leaves fused (z-score), filled best-first (hop's first hop)", AutoOptions),
-    ModeSpec("collapsed", "arborag.query.core:collapsed",
+    ModeSpec("collapsed", "arborag.query.raptor:collapsed",
              "RAPTOR collapsed tree: every node of every level by cosine, best-first to the budget", core=True),
-    ModeSpec("traversal", "arborag.query.core:traversal",
+    ModeSpec("traversal", "arborag.query.raptor:traversal",
              "RAPTOR tree traversal: top-k per level from every root down to the leaves", core=True),
-    ModeSpec("sparse", "arborag.query.core:sparse",
+    ModeSpec("sparse", "arborag.query.raptor:sparse",
              "BM25 best-first to the budget (lucene=True: Lucene syntax)", uses_vector=False, core=True),
-    ModeSpec("hybrid", "arborag.query.core:hybrid",
+    ModeSpec("hybrid", "arborag.query.raptor:hybrid",
              "dense + BM25 over every level, fused (query.fusion), best-first", HybridOptions, core=True),
     ModeSpec("multi", "arborag.query.multi:search",
              "the question + n variants (LLM, or offline PRF), each hybrid, fused by RRF", MultiOptions, llm="optional"),

@@ -25,11 +25,11 @@ pip install -q -e "$TARGET" 2>&1 | grep -v "is ignored: it is neither" || true
 # what is already up to date.
 python -m compileall -q arborag flows tasks storage query >/dev/null
 python -c "import arborag.cli, arborag.flows, arborag.tasks, arborag.storage, arborag.query"
-# Compile UMAP's numba code into arborag's user-level cache now (tasks/umap_runtime.py), as the
+# Compile UMAP's numba code into arborag's user-level cache now (tasks/cluster/umap_import.py), as the
 # byte-compiling above does for Python: otherwise the first build on a machine pays it — measured
 # 33 s for this warm-up on a fresh 2-core machine, and a first cold build of the 1x cold-path
 # corpus 52.6 s against 40.2 s once compiled (docs/BENCHMARKS.md, the cold path). A machine that
 # has compiled it loads the cache instead (~2 s). ARBORAG_NUMBA_CACHE=0 leaves numba's own cache
 # folder. Only a speed-up: if it cannot run here, the install goes on and the first build compiles.
-python -c "from arborag.tasks.clustering import warm_up; warm_up()" \
+python -c "from arborag.tasks.cluster.fit import warm_up; warm_up()" \
   || echo "note: UMAP's numba code was not compiled now; the first build will compile it (15-50 s)"

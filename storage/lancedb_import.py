@@ -18,7 +18,7 @@ cannot be found, or the stub cannot be made, lancedb is imported as it is.
 
 The build and the update import lancedb through this module (its name,
 :data:`arborag.storage.vectors.LANCEDB_IMPORT`, is what they give to
-:func:`arborag.flows.common.warm_imports` and :func:`arborag.embed_worker.preimport`), and so
+:func:`arborag.flows.common.warm_imports` and :func:`arborag.embed.worker.preimport`), and so
 does :mod:`arborag.storage.vectors`.
 """
 

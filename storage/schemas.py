@@ -144,7 +144,7 @@ LINKS = pa.schema(
 SCHEMA_VERSIONS: dict[str, int] = {"nodes": 2}
 ADDED_COLUMNS: dict[str, tuple[str, ...]] = {"nodes": ("keywords", "title", "title_source")}
 
-# What the segment stage last segmented, per document (``tasks/segment_reuse.py``): a file of the
+# What the segment stage last segmented, per document (``tasks/segment/reuse.py``): a file of the
 # corpus cache (``cache/segment/<strategy>.parquet``), not a table of SCHEMAS. Its Parquet metadata
 # holds the run-wide part of the key (``setup``) and the chunks file it describes (``chunks``).
 SEGMENT_KEYS = pa.schema(
@@ -156,7 +156,7 @@ SEGMENT_KEYS = pa.schema(
 )
 
 # What each source file looked like when an update or a build last read it
-# (``tasks/source_stats.py``): a file of the corpus cache (``cache/source_stats.parquet``), not a
+# (``tasks/changes/source_stats.py``): a file of the corpus cache (``cache/source_stats.parquet``), not a
 # table of SCHEMAS. Its Parquet metadata holds the content hash of the documents table it
 # describes (``documents``) and the reader key (``reader``).
 SOURCE_STATS = pa.schema(

@@ -72,7 +72,7 @@ def register(app: typer.Typer) -> None:
         cfg = config_from(config, overrides)
         preloading = None
         if not dry_run and runner == "local":  # the model loads while Prefect, the stages and ingest start
-            from arborag.embedder import preload
+            from arborag.embed.model import preload
 
             preloading = preload(cfg.embed)  # UMAP and lancedb: the flow imports them after segmenting
         from arborag.flows.build import run_build
@@ -85,7 +85,7 @@ def register(app: typer.Typer) -> None:
         finally:
             if preloading is not None:
                 preloading.join()
-                from arborag.embed_worker import stop_all
+                from arborag.embed.worker import stop_all
 
                 stop_all()  # the embedding worker, if this run started one
         if dry_run:

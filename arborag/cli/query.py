@@ -2,7 +2,7 @@
 
 Cold start matters here (a one-off process per question): nothing heavy is imported at module
 level; the snapshot's vectors are read without lancedb, the question is embedded by
-:class:`~arborag.embedder_light.LightEmbedder` (same vector, no sentence-transformers import),
+:class:`~arborag.embed.light.LightEmbedder` (same vector, no sentence-transformers import),
 and a sparse query never imports torch. ``--server URL`` sends the query to a running
 ``arborag serve`` (model resident) and prints the same output.
 """

@@ -102,7 +102,7 @@ def run_command(sources: list[Path], corpus: Path, *, prune: Optional[bool], max
     srcs = [str(s) for s in sources]
     orchestrated = use_prefect(prefect)
     if not dry_run and not orchestrated:
-        from arborag import embed_worker
+        from arborag.embed import worker as embed_worker
 
         # the model starts loading on the other core now (a console-script run; the worker is
         # killed at once when nothing changed), while nothing changed since the last run is
@@ -121,7 +121,7 @@ def run_command(sources: list[Path], corpus: Path, *, prune: Optional[bool], max
             return
     preloading = None
     if not dry_run:  # the model loads while Prefect, the stages and the plan start
-        from arborag.embedder import preload
+        from arborag.embed.model import preload
 
         # no UMAP (an update fits only when drift says so); lancedb is imported by the flow
         # once the plan is made (flows/update.py: on this thread it slowed the plan)
@@ -147,7 +147,7 @@ def run_command(sources: list[Path], corpus: Path, *, prune: Optional[bool], max
     finally:
         if preloading is not None:
             preloading.join()
-            from arborag.embed_worker import stop_all
+            from arborag.embed.worker import stop_all
 
             stop_all()  # the embedding worker, if this run started one
     _print_plan(out.get("plan") or {}, estimate=False, adding=adding, corpus=corpus)

@@ -9,7 +9,7 @@ can trigger them as before), then polls the server for their scheduled runs and 
 with Prefect's own engine (``prefect.flow_engine.run_flow(flow, flow_run=...)``, what the
 subprocess would run) in this process: the run's states, logs and result are reported to the
 server as usual, and what a run loaded stays loaded for the next (the embedding model is shared
-by every :class:`~arborag.embedder.Embedder` of a process; numba keeps UMAP compiled).
+by every :class:`~arborag.embed.model.Embedder` of a process; numba keeps UMAP compiled).
 
 One run at a time (writers take the corpus lock anyway). A run's failure is the run's (its state
 says why); the runner goes on. Trade-offs against ``--isolated`` (Prefect's serve, one

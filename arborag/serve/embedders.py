@@ -93,7 +93,7 @@ class ResidentEmbedders:
 
 
 def _default_embedder(cfg: EmbedConfig) -> Callable[[list[str]], np.ndarray]:
-    from arborag.embedder import Embedder
+    from arborag.embed.model import Embedder
 
     model = Embedder(cfg)
     return model.embed

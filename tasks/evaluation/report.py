@@ -193,6 +193,8 @@ def render_summary(results: Frame, meta: dict[str, Any]) -> str:
         md.append(_table(["system"] + [str(b) for b in budgets],
                          [[s] + [by_budget.get((s, b), {}).get(col) for b in budgets] for s in systems]))
 
+    md.extend(_evidence_found_section(meta.get("evidence_found") or [], primary, systems, budgets))
+
     # Question types
     md.append(f"\n## By question type (budget {budget}, strategy `{primary}`)\n")
     by_type = aggregate(at_primary.filter(pl.col("budget") == budget), ["system", "type"])
@@ -236,6 +238,21 @@ def render_summary(results: Frame, meta: dict[str, Any]) -> str:
     md.append("\nPer-question rows: `results.parquet` (query × strategy × system × budget); run facts: `run.json`. "
               "Definitions: docs/EVALUATION.md.\n")
     return "\n".join(md)
+
+
+def _evidence_found_section(rows: Sequence[dict[str, Any]], primary: str, systems: Sequence[str], budgets: Sequence[int]) -> list[str]:
+    """"Evidence found" per system × budget (tasks/evaluation/evidence.py): questions whose
+    evidence text is in the context, "found of scored"; nothing when no question has one."""
+    cells = {(r["system"], int(r["budget"])): r for r in rows if r.get("strategy") == primary}
+    if not cells:
+        return []
+    md = [f"\n## Evidence found (strategy `{primary}`)\n",
+          "Questions whose gold evidence text is in the context (found of scored): at least 40% of the evidence's word "
+          "5-grams, or at least half of its figures with 20% of its 5-grams (docs/EVALUATION.md, \"FinanceBench: evidence found\").\n"]
+    md.append(_table(["system"] + [str(b) for b in budgets],
+                     [[s] + [f"{c['found']} of {c['scored']}" if (c := cells.get((s, b))) else "–" for b in budgets]
+                      for s in systems if any((s, b) in cells for b in budgets)]))
+    return md
 
 
 def _limit_text(meta: dict[str, Any]) -> str:

@@ -19,6 +19,7 @@ from arborag.storage.corpus import Corpus
 from arborag.storage.schemas import HITS, RESULTS
 from arborag.tasks.evaluation import metrics as M
 from arborag.tasks.evaluation.datasets import PreparedDataset
+from arborag.tasks.evaluation.evidence import evidence_found_counts
 from arborag.tasks.evaluation.gold import evidence_page_texts, gold_items, resolve_gold
 from arborag.tasks.evaluation.write import write_results
 
@@ -134,7 +135,8 @@ def run_score(
     predictions: dict[PredictionKey, str] | None = None,
 ) -> tuple[pa.Table, dict[str, Any]]:
     """Runner: resolve gold evidence in each strategy's built corpus, score every HITS file,
-    write ``out_dir/results.parquet``; returns the results and ``{"unresolved_gold": ...}``."""
+    write ``out_dir/results.parquet``; returns the results and ``{"unresolved_gold": ...,
+    "evidence_found": ...}`` (:func:`~arborag.tasks.evaluation.evidence.evidence_found_counts`)."""
     queries = prepared.queries()
     evidence = prepared.evidence()
     gold_docs: dict[str, dict[str, frozenset[str]]] = {}
@@ -158,4 +160,4 @@ def run_score(
         gold_pages=gold_pages,
     )
     write_results(results, out_dir)
-    return results, {"unresolved_gold": unresolved}
+    return results, {"unresolved_gold": unresolved, "evidence_found": evidence_found_counts(hits, queries)}

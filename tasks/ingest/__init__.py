@@ -1,1 +1,1 @@
-"""The ``documents`` stage, split along its seams; the stage API is :mod:`arborag.tasks.stages.ingest`."""
+"""The ``documents`` stage, split along its seams; the stage API is :mod:`arborag.tasks.stages.documents`."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from arborag.storage.tables import write_table
-from arborag.tasks.leaves import load_leaves
+from arborag.tasks.build.leaves import load_leaves
 from arborag.tasks.links import build_links
 from arborag.tasks.stage_context import StageContext
 

@@ -1,9 +1,9 @@
 """Stage ``plan`` of ``arborag update``: the documents table after an update, and the plan that says why.
 
 The pure function :func:`plan_documents` reads the sources into the existing ``documents`` table
-with the ingest machinery (:func:`arborag.tasks.stages.ingest.build_documents`: unchanged files are
+with the ingest machinery (:func:`arborag.tasks.stages.documents.build_documents`: unchanged files are
 not parsed again, a changed file replaces its document), classifies every uri with
-:func:`arborag.tasks.documents_diff.diff_documents` (added / changed / deleted / unchanged /
+:func:`arborag.tasks.changes.documents_diff.diff_documents` (added / changed / deleted / unchanged /
 failed) and, when ``prune`` is on, removes the deleted uris with the ingest merge's own
 ``detach`` (a document goes when no uri holds its content any more; a duplicate uri that goes
 is struck from ``metadata.duplicate_uris``). ``ingest`` stays additive; only ``update`` prunes.
@@ -35,8 +35,8 @@ import pyarrow.compute as pc
 from arborag.config import ArboragConfig
 from arborag.errors import ArboragError
 from arborag.tasks.stage_context import StageContext, table_fingerprint
-from arborag.tasks.stages.ingest import build_documents
-from arborag.tasks.documents_diff import DocumentsDiff, diff_documents
+from arborag.tasks.stages.documents import build_documents
+from arborag.tasks.changes.documents_diff import DocumentsDiff, diff_documents
 from arborag.tasks.ingest.existing import RECORD_URI_PATTERN, duplicate_uris
 from arborag.tasks.ingest.merge import DocumentState
 from arborag.tasks.ingest.records import IngestReport
@@ -204,7 +204,7 @@ def plan_documents(existing: pa.Table, files: Sequence[str], cfg: ArboragConfig,
                    discovered: bool = False, skip: Collection[str] = (), stats: list[tuple[str, os.stat_result, int]] | None = None) -> UpdatePlan:
     """Read ``files`` into ``existing``, diff by uri and content hash, prune deleted uris (``prune``).
     ``discovered``: ``files`` are what source discovery found (read as given, not walked again).
-    ``skip``: files whose bytes ``existing`` already holds as they are now (:mod:`arborag.tasks.source_stats`):
+    ``skip``: files whose bytes ``existing`` already holds as they are now (:mod:`arborag.tasks.changes.source_stats`):
     not read, unchanged. ``stats``: gets the stat of every file read (``build_documents``)."""
     to_read = [f for f in files if f not in skip] if skip else list(files)
     table, report = build_documents(to_read, cfg.ingest, existing=existing, progress=progress, discovered=discovered, stats=stats)
@@ -229,7 +229,7 @@ def run_update_documents(ctx: StageContext, files: list[str], prune: bool, dry_r
     ``refused`` instead)."""
     from arborag.progress import progress_bar
 
-    from arborag.tasks import source_stats
+    from arborag.tasks.changes import source_stats
     from arborag.tasks.ingest.readers import reader_key
 
     existing = ctx.corpus.read("documents")
@@ -285,7 +285,7 @@ def estimate_work(ctx: StageContext, plan: UpdatePlan) -> dict[str, Any]:
     how many clusters are re-summarized (from the published snapshot's tree)."""
     import pyarrow.parquet as pq
 
-    from arborag.tasks.stages.segment import build_chunks
+    from arborag.tasks.stages.chunks import build_chunks
 
     docs = plan.documents.filter(pc.is_in(plan.documents.column("doc_id"), value_set=plan.diff.new_doc_ids))
     new_chunks = build_chunks(docs, ctx.config.segment)
@@ -335,7 +335,7 @@ def decide(ctx: StageContext, leaves: pa.Table) -> tuple[str, str]:
     (its ``info.json``: tree config, fitted leaves, levels; its clusters and leaf provenance)."""
     import json
 
-    from arborag.tasks.leaves import tree_config
+    from arborag.tasks.build.key import tree_config
     from arborag.tasks.stages import tree_update
 
     man = ctx.corpus.manifest()

@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from arborag.tasks.stage_context import StageContext
-from arborag.tasks.leaves import snapshot_id_for
+from arborag.tasks.build.key import snapshot_id_for
 from arborag.tasks.stages.tree import level_counts
 
 __all__ = ["PROVENANCE_FILES", "content_fingerprint", "run_publish", "snapshot_provenance", "tree_counts"]

@@ -3,9 +3,9 @@
 ``sections.strategy``:
 
 - ``none`` — an empty table; segmentation runs over whole documents (chunk ids as before);
-- ``structural`` — :func:`arborag.tasks.sections.structural_sections` (offline): the headings a
+- ``structural`` — :func:`arborag.tasks.segment.sections.structural_sections` (offline): the headings a
   source records about itself, else blank-line blocks grouped to ``sections.target_chars``;
-- ``semantic`` — :class:`arborag.tasks.sections_semantic.SemanticSectioner` over the LLM of
+- ``semantic`` — :class:`arborag.tasks.segment.semantic.SemanticSectioner` over the LLM of
   ``summarize.*`` (every repair rule of docs/METHODS.md §3.6; a failed window becomes one section).
 
 With ``sections.summaries`` each section gets ``"This section is about: …"`` (the LLM when
@@ -24,10 +24,10 @@ import pyarrow as pa
 from arborag.config import ArboragConfig
 from arborag.progress import progress_bar
 from arborag.tasks.stage_context import StageContext, table_fingerprint
-from arborag.tasks.frames import frame
-from arborag.tasks.stages.context import HeaderStats, llm_complete, section_summary
-from arborag.tasks.sections import DocInput, Section, build_sections, metadata_of, structural_sections
-from arborag.tasks.sections_semantic import Complete, SemanticSectioner
+from arborag.storage.frames import frame
+from arborag.tasks.stages.doc_context import HeaderStats, llm_complete, section_summary
+from arborag.tasks.segment.sections import DocInput, Section, build_sections, metadata_of, structural_sections
+from arborag.tasks.segment.semantic import Complete, SemanticSectioner
 
 __all__ = ["doc_inputs", "make_sectioner", "run_sections", "sections_for"]
 

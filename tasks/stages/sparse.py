@@ -16,7 +16,8 @@ import pyarrow as pa
 
 from arborag.storage.tables import read_table
 from arborag.tasks.stage_context import StageContext
-from arborag.tasks.leaves import load_leaves, snapshot_id_for
+from arborag.tasks.build.key import snapshot_id_for
+from arborag.tasks.build.leaves import load_leaves
 
 __all__ = ["OUTPUTS", "run_sparse", "with_leaf_headers"]
 

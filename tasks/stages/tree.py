@@ -19,8 +19,9 @@ import pyarrow as pa
 from arborag.progress import progress_bar
 from arborag.storage.tables import write_table
 from arborag.tasks.stage_context import StageContext
-from arborag.tasks.staged_vectors import embed_function, embedder_of, read_vectors_file, write_vectors_file
-from arborag.tasks.leaves import load_leaves
+from arborag.tasks.embedding.embedder import embed_function, embedder_of
+from arborag.tasks.embedding.vector_files import read_vectors_file, write_vectors_file
+from arborag.tasks.build.leaves import load_leaves
 from arborag.tasks.summarize import make_summarizer
 from arborag.tasks.tree.build import build_tree
 from arborag.tasks.tree.model import LevelModel, save_models
@@ -48,7 +49,7 @@ def write_tree_info(stage_dir: Path, ctx: StageContext, models: list[LevelModel]
     import shutil
 
     from arborag.storage.tables import atomic_write_json
-    from arborag.tasks.leaves import tree_config
+    from arborag.tasks.build.key import tree_config
 
     clusters = stage_dir / CLUSTERS_DIR
     if clusters.exists():

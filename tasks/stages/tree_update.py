@@ -70,8 +70,9 @@ def drift_after(snap: Path, info: dict[str, Any], leaves: pa.Table) -> dict[str,
 # -- the stage runner -------------------------------------------------------------------------------
 def run_tree_update(ctx: StageContext, key: str) -> dict[str, Any]:
     """Update the published tree to the run's leaves and stage it under ``key`` (as the build's tree stage)."""
-    from arborag.tasks.staged_vectors import embed_function, embedder_of, read_vectors_file, write_vectors_file
-    from arborag.tasks.leaves import load_leaves
+    from arborag.tasks.embedding.embedder import embed_function, embedder_of
+    from arborag.tasks.embedding.vector_files import read_vectors_file, write_vectors_file
+    from arborag.tasks.build.leaves import load_leaves
     from arborag.tasks.stages.tree import fallback_nodes, labelled, level_counts, write_tree_info
     from arborag.tasks.summarize import make_summarizer
     from arborag.storage.tables import read_table, write_table

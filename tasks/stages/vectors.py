@@ -9,7 +9,7 @@ how the build and the update import it), and on a thread of the run it takes the
 +1% update's links stage: 0.31 s beside the helper, 1.63 s beside the import on a thread;
 benchmarks/results/update_start.md).
 An incremental update therefore has a helper process import lancedb at low priority — on the
-core time the run and its embedding worker leave idle (:func:`arborag.embed_worker.preimport`) —
+core time the run and its embedding worker leave idle (:func:`arborag.embed.worker.preimport`) —
 and this stage hands the write to that process (the same function, the same rows); when there
 is no such process, or it fails, the table is written here.
 """
@@ -27,7 +27,7 @@ import pyarrow as pa
 from arborag.errors import SchemaError
 from arborag.storage.tables import read_table
 from arborag.tasks.stage_context import StageContext
-from arborag.tasks.staged_vectors import read_vectors_file
+from arborag.tasks.embedding.vector_files import read_vectors_file
 
 __all__ = ["OUTPUTS", "run_vectors"]
 
@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 def _write(directory: Path, nodes: pa.Table, vectors: np.ndarray) -> dict[str, Any]:
     """:func:`~arborag.storage.vectors.write_vectors` in the run's helper process when it was
     asked to load lancedb (module docs), else in this process; ``writer`` says which."""
-    from arborag import embed_worker
+    from arborag.embed import worker as embed_worker
     from arborag.storage.vectors import LANCEDB_IMPORT, write_vectors
 
     worker = embed_worker.holding(LANCEDB_IMPORT)  # what flows/update.py's helper was asked to import

@@ -18,7 +18,7 @@ from arborag.config import SummarizeConfig
 from arborag.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from arborag.embedder import Embedder
+    from arborag.embed.model import Embedder
     from arborag.tasks.summarize.types import Summarizer
 
 __all__ = ["make_summarizer"]

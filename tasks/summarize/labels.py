@@ -42,7 +42,7 @@ import pyarrow as pa
 
 from arborag.storage.schemas import NODES
 from arborag.storage.tree_tables import leaves_under
-from arborag.tasks.frames import frame, to_table
+from arborag.storage.frames import frame, to_table
 
 __all__ = ["KEYWORDS", "LABEL_COLUMNS", "TITLE_WORDS", "LabelRequest", "Titler", "ctfidf", "fold_plurals", "leaf_terms", "label_nodes",
            "llm_titler", "STOP_WORDS"]

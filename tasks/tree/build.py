@@ -6,7 +6,7 @@
 - Level 0 nodes are the chunks: ``node_id = chunk_id``, ``text`` = the chunk text (the header is
   embedded with it — see :func:`leaf_embed_texts` — but not repeated in the node text),
   ``summarizer = summary_status = "leaf"``.
-- Level L+1: :func:`arborag.tasks.clustering.cluster_level` over level L; each cluster's children
+- Level L+1: :func:`arborag.tasks.cluster.fit.cluster_level` over level L; each cluster's children
   (in document order) are summarized; the summaries are embedded with ``embed``. A summary's
   ``node_id = short_id("node", level, summarizer.name, sorted child ids)``, its ``summary_of``
   = ``short_id("cluster", level, sorted child ids)`` (the cluster's identity, independent of
@@ -54,7 +54,7 @@ from arborag.errors import BackendUnavailable, ConfigError, LLMError
 from arborag.hashing import hash_bytes, short_id
 from arborag.tokenizer import get_tokenizer
 from arborag.storage.tables import conform
-from arborag.tasks.clustering import ClusterStats, cluster_level
+from arborag.tasks.cluster.fit import ClusterStats, cluster_level
 from arborag.tasks.summarize.extractive import ExtractiveSummarizer
 from arborag.tasks.summarize.types import Summarizer, SummaryResult
 from arborag.tasks.tree.model import LevelModel, model_of
@@ -239,7 +239,7 @@ def _cluster_trees(
     """Cluster every active tree's current level; add the clustering counters to ``st``.
     ``fitted`` receives the level's fits when there is one tree (corpus scope). ``bar`` shows the
     level's clustering (one step per tree; a running clock for one tree, whose fits are one step)."""
-    from arborag.tasks.umap_runtime import layout_compiled
+    from arborag.tasks.cluster.umap_import import layout_compiled
 
     t0 = time.perf_counter()
     per_tree: list[list[list[tuple[int, float]]]] = []

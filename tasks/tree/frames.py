@@ -19,7 +19,7 @@ import polars as pl
 import pyarrow as pa
 
 from arborag.errors import SchemaError
-from arborag.tasks.frames import to_table
+from arborag.storage.frames import to_table
 
 __all__ = ["LEVEL_COLUMNS", "Level", "assemble_edges", "assemble_nodes", "cluster_members", "leaf_level", "split_by_document"]
 

@@ -2,7 +2,7 @@
 
 A tree level L (L >= 1) was made by clustering the nodes of level L-1: one global UMAP + GMM
 over all of them, then one local UMAP + GMM inside each global cluster
-(:class:`arborag.tasks.mixture.LevelFit`). :class:`LevelModel` holds those fits with their
+(:class:`arborag.tasks.cluster.fitted.LevelFit`). :class:`LevelModel` holds those fits with their
 training rows named by node id, and each cluster's (global, local) origin keyed by its
 ``summary_of`` id. On disk, per level::
 
@@ -11,7 +11,7 @@ training rows named by node id, and each cluster's (global, local) origin keyed 
 
 No pickles: the UMAP object is not saved. What the update needs of it is its ``transform``,
 which starts a new point at the strength-weighted mean of its nearest training points' reduced
-coordinates (:func:`arborag.tasks.mixture.knn_transform`); that needs only the training points'
+coordinates (:func:`arborag.tasks.cluster.fitted.knn_transform`); that needs only the training points'
 reduced coordinates (saved) and their vectors (the tree's own node vectors, looked up by id),
 so a data form exists and is used. (UMAP's transform then refines with SGD epochs; we skip
 them — see docs/ARCHITECTURE.md.)
@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from arborag.storage.tables import atomic_write_bytes
-from arborag.tasks.mixture import FitRecord, LevelFit
+from arborag.tasks.cluster.fitted import FitRecord, LevelFit
 from arborag.tasks.tree.stats import UpdateLevelStats
 
 __all__ = ["LevelModel", "ModelFit", "UpdateResult", "load_models", "model_of", "predict_proba", "save_models"]

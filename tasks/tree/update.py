@@ -4,7 +4,7 @@
 the clusters of level L+1 lose the children that left level L and gain the ones that joined it:
 
 - **new leaves** are assigned with the level's fitted global model (:mod:`arborag.tasks.tree.model`):
-  its ``transform`` (:func:`~arborag.tasks.mixture.knn_transform`) and ``predict_proba``, soft
+  its ``transform`` (:func:`~arborag.tasks.cluster.fitted.knn_transform`) and ``predict_proba``, soft
   membership at ``cluster.threshold`` with the argmax fallback (as the build); inside each
   global cluster joined, the leaf joins the nearest of that global cluster's current clusters
   by centroid cosine. (The local fits are kept too, but measured hold-one-out on 396 HotpotQA
@@ -21,7 +21,7 @@ the clusters of level L+1 lose the children that left level L and gain the ones 
 Then per level: a cluster left empty disappears (and leaves its parents); a cluster left with
 one child when it had more is dissolved — its child stays in its other clusters or joins the
 nearest other cluster of the level; a changed cluster over ``cluster.max_cluster_tokens`` is
-split by the build's own guard (:func:`~arborag.tasks.clustering.split_cluster`); and **only**
+split by the build's own guard (:func:`~arborag.tasks.cluster.fit.split_cluster`); and **only**
 clusters whose member set changed are summarized again. Ids stay content-addressed
 (``summary_node_id`` over sorted child ids), so an untouched cluster keeps its summary, its id
 and its cached embedding. The number of levels stays the published tree's; the drift guard in
@@ -46,7 +46,7 @@ import pyarrow as pa
 
 from arborag.config import ClusterConfig, SummarizeConfig
 from arborag.errors import SchemaError
-from arborag.tasks.mixture import knn_transform
+from arborag.tasks.cluster.fitted import knn_transform
 from arborag.tasks.summarize.extractive import ExtractiveSummarizer
 from arborag.tasks.summarize.types import Summarizer
 from arborag.tasks.tree.model import LevelModel, UpdateResult
@@ -148,7 +148,7 @@ def update_tree(
     ``background``: that last call runs on a thread of its own and the result's vectors are
     ``pending`` (:meth:`UpdateResult.wait_vectors`), so a caller labels and writes the tables
     while the embedding worker embeds. The vectors are the same either way."""
-    from arborag.tasks.clustering import split_cluster
+    from arborag.tasks.cluster.fit import split_cluster
     from arborag.tasks.tree.build import _safe_summaries, fallback_reasons, mark_fallbacks, summary_ids
     from arborag.tokenizer import get_tokenizer
 
@@ -411,7 +411,7 @@ def _assemble(nodes: dict[str, _Node], edges: list[tuple[str, str, float, int]],
               background: bool = False, *, leaf_rows: pl.DataFrame) -> UpdateResult:
     """The result tables: the leaves' rows (:func:`_leaf_rows`) and the summaries of ``nodes``
     (turned from Python objects into columns here), ordered by (level, position, id); every edge once."""
-    from arborag.tasks.frames import to_table
+    from arborag.storage.frames import to_table
 
     rows = [i for i in nodes if nodes[i].level > 0]
     built = pl.DataFrame(

@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from arborag.tasks.frames import frame, to_table
+from arborag.storage.frames import frame, to_table
 from arborag.tasks.tree.build import EmbedFn, TreeResult
 from arborag.tasks.tree.model import UpdateResult
 from arborag.tasks.tree.stats import UpdateLevelStats

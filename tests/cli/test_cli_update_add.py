@@ -202,7 +202,7 @@ def test_the_build_hint_for_failed_documents_names_the_corpus(tmp_path: Path, ca
 
 
 def test_add_starts_the_embedding_worker_early_as_update_does(monkeypatch: pytest.MonkeyPatch) -> None:
-    from arborag import worker_spawn
+    from arborag.embed import spawn as worker_spawn
 
     monkeypatch.delenv("ARBORAG_EMBED_WORKER", raising=False)
     assert worker_spawn.will_embed(["arborag", "add", "notes.txt", "--corpus", "c"])

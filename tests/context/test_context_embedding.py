@@ -20,14 +20,14 @@ import pytest
 from helpers.embed import FakeEmbedder
 
 from arborag.config import ArboragConfig, EmbedConfig, SegmentConfig, SparseConfig
-from arborag.embedder import Embedder, long_text_windows
+from arborag.embed.model import Embedder, long_text_windows
 from arborag.storage.corpus import Corpus
 from arborag.storage.embedding_cache import EmbeddingCache
 from arborag.storage.schemas import CHUNKS, NODES
-from arborag.tasks.stages.segment import segment_text
+from arborag.tasks.stages.chunks import segment_text
 from arborag.tasks.stage_context import StageContext
-from arborag.tasks.stages.embed import run_leaf_vectors
-from arborag.tasks.staged_vectors import read_vectors_file
+from arborag.tasks.stages.leaf_vectors import run_leaf_vectors
+from arborag.tasks.embedding.vector_files import read_vectors_file
 from arborag.tasks.stages.sparse import with_leaf_headers
 
 CINDERELLA = (Path(__file__).resolve().parents[2] / "examples" / "corpus" / "cinderella.txt").read_text(encoding="utf-8")
@@ -128,8 +128,8 @@ def test_headers_are_indexed_with_leaves_not_returned(tmp_path: Path) -> None:
 
 
 def test_the_header_starts_every_window_of_a_long_chunk(embedders: dict[str, Embedder]) -> None:
-    from arborag.tasks.embeddings import embed_cached
-    from arborag.tasks.staged_vectors import header_chars
+    from arborag.tasks.embedding.cached import embed_cached
+    from arborag.tasks.embedding.embedder import header_chars
 
     mean = embedders["mean"]
     span = segment_text(CINDERELLA, "ffs", SegmentConfig())[0]

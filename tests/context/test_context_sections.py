@@ -15,9 +15,9 @@ from helpers.context import PDF_PAGES, write_structured_corpus
 from arborag.config import ArboragConfig
 from arborag.flows.ingest import run_ingest_and_segment
 from arborag.storage.corpus import Corpus
-from arborag.tasks.stages.segment import build_chunks
-from arborag.tasks.stages.context import compose_header
-from arborag.tasks.sections import block_sections, metadata_of
+from arborag.tasks.stages.chunks import build_chunks
+from arborag.tasks.stages.doc_context import compose_header
+from arborag.tasks.segment.sections import block_sections, metadata_of
 
 STRUCTURAL = {"sections": {"strategy": "structural"}}
 

@@ -180,12 +180,13 @@ def _publish_small_tree(tmp_path: Path) -> tuple[StageContext, Path, str]:
 
     from arborag.flows.pipelines import TREE_PIPELINE
     from arborag.flows.stage import snapshot_files
-    from arborag.tasks.leaves import build_key, load_leaves
-    from arborag.tasks.stages.embed import run_leaf_vectors
-    from arborag.tasks.stages.ingest import run_documents
+    from arborag.tasks.build.key import build_key
+    from arborag.tasks.build.leaves import load_leaves
+    from arborag.tasks.stages.leaf_vectors import run_leaf_vectors
+    from arborag.tasks.stages.documents import run_documents
     from arborag.tasks.stages.links import run_links
     from arborag.tasks.stages.publish import run_publish
-    from arborag.tasks.stages.segment import run_chunks
+    from arborag.tasks.stages.chunks import run_chunks
     from arborag.tasks.stages.sparse import run_sparse
     from arborag.tasks.stages.tree import run_tree
     from arborag.tasks.stages.vectors import run_vectors

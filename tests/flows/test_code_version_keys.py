@@ -23,7 +23,7 @@ from arborag.flows.eval_stages import EVAL_BUILD, stage_code
 from arborag.flows.pipelines import BUILD_PIPELINE, INGEST_PIPELINE, PIPELINES, TREE_PIPELINE
 from arborag.flows.stage import code_versions, module_closure, normalized_code, normalized_source, pipeline_fingerprint, stage_key
 from arborag.storage.corpus import Corpus
-from arborag.tasks.leaves import build_key
+from arborag.tasks.build.key import build_key
 from arborag.tasks.stage_context import StageContext
 
 ALL_STAGES = tuple({s.name: s for p in PIPELINES.values() for s in p}.values())

@@ -29,11 +29,11 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Count calls of the two stage functions (the tasks import them when they run)."""
-    import arborag.tasks.stages.segment
-    import arborag.tasks.stages.ingest
+    import arborag.tasks.stages.chunks
+    import arborag.tasks.stages.documents
 
     calls = {"build_documents": 0, "build_chunks": 0}
-    real_docs, real_chunks = arborag.tasks.stages.ingest.build_documents, arborag.tasks.stages.segment.build_chunks
+    real_docs, real_chunks = arborag.tasks.stages.documents.build_documents, arborag.tasks.stages.chunks.build_chunks
 
     def docs(*a, **k):  # type: ignore[no-untyped-def]
         calls["build_documents"] += 1
@@ -43,8 +43,8 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         calls["build_chunks"] += 1
         return real_chunks(*a, **k)
 
-    monkeypatch.setattr(arborag.tasks.stages.ingest, "build_documents", docs)
-    monkeypatch.setattr(arborag.tasks.stages.segment, "build_chunks", chunks)
+    monkeypatch.setattr(arborag.tasks.stages.documents, "build_documents", docs)
+    monkeypatch.setattr(arborag.tasks.stages.chunks, "build_chunks", chunks)
     return calls
 
 

@@ -72,12 +72,12 @@ def test_fingerprints_come_from_the_pipelines() -> None:
 
     tree = module_closure(m for s in TREE_PIPELINE for m in s.modules)
     # everything that shapes a tree, found by following imports (lazy ones too), no hand-kept list
-    for module in ("arborag.tasks.tree.build", "arborag.tasks.clustering", "arborag.tasks.summarize", "arborag.tasks.summarize.llm",
-                   "arborag.tasks.embeddings", "arborag.storage.vectors", "arborag.storage.sparse"):
+    for module in ("arborag.tasks.tree.build", "arborag.tasks.cluster.fit", "arborag.tasks.summarize", "arborag.tasks.summarize.llm",
+                   "arborag.tasks.embedding.cached", "arborag.storage.vectors", "arborag.storage.sparse"):
         assert module in tree, module
     assert any(m.startswith("arborag.storage.lucene") for m in tree)
     ingest = module_closure(m for s in INGEST_PIPELINE for m in s.modules)
-    assert {"arborag.tasks.stages.ingest", "arborag.tasks.stages.segment", "arborag.tasks.segmenters", "arborag.tokenizer"} <= set(ingest)
+    assert {"arborag.tasks.stages.documents", "arborag.tasks.stages.chunks", "arborag.tasks.segment.windows", "arborag.tokenizer"} <= set(ingest)
     assert any(m.startswith("arborag.tasks.ingest.") for m in ingest)
     # the evaluation's build stage runs the whole build pipeline's code (the LLM summarizer, lucene included)
     assert module_closure(EVAL_BUILD.modules) == module_closure(m for s in BUILD_PIPELINE for m in s.modules)

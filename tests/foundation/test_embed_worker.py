@@ -1,4 +1,4 @@
-"""arborag/embed_worker.py: the model in a helper process gives the vectors the run's own process would."""
+"""arborag/embed/worker.py: the model in a helper process gives the vectors the run's own process would."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from arborag import embed_worker
+from arborag.embed import worker as embed_worker
 from arborag.config import EmbedConfig
-from arborag.embedder import Embedder
+from arborag.embed.model import Embedder
 
 TEXTS = [
     "The Eiffel Tower is in Paris.",
@@ -58,7 +58,7 @@ def test_a_killed_worker_falls_back_to_this_process_with_the_same_vectors(worker
     first = e.embed(TEXTS[:2])
     w.proc.kill()
     w.proc.wait()
-    with caplog.at_level(logging.WARNING, logger="arborag.embedder"):
+    with caplog.at_level(logging.WARNING, logger="arborag.embed.model"):
         after = e.embed(TEXTS[:2])
     assert np.array_equal(after, first)
     assert "embedding worker" in caplog.text and "in this process from now on" in caplog.text
@@ -91,7 +91,7 @@ def test_only_a_cold_console_script_starts_one(monkeypatch):
     script = textwrap.dedent("""
         import os, sys
         sys.argv = ["/venv/bin/arborag", "build"]
-        from arborag import embed_worker
+        from arborag.embed import worker as embed_worker
         from arborag.config import EmbedConfig
         print(embed_worker.wanted())
         os.environ["ARBORAG_EMBED_WORKER"] = "0"
@@ -107,9 +107,9 @@ def test_a_cold_process_embeds_without_importing_torch():
     """What a cold `arborag build` does: start the worker, embed through it; torch never loads here."""
     script = textwrap.dedent("""
         import json, sys
-        from arborag import embed_worker
+        from arborag.embed import worker as embed_worker
         from arborag.config import EmbedConfig
-        from arborag.embedder import Embedder, preload
+        from arborag.embed.model import Embedder, preload
         cfg = EmbedConfig()
         thread = preload(cfg)
         v = Embedder(cfg).embed(["The Eiffel Tower is in Paris.", "x"])
@@ -135,7 +135,7 @@ def test_a_run_that_ends_before_the_model_is_loaded_leaves_the_worker_silent():
 def test_the_worker_quietly_ends_when_the_run_is_gone_mid_load():
     script = textwrap.dedent("""
         import os, sys, time
-        from arborag import embed_worker
+        from arborag.embed import worker as embed_worker
         from arborag.config import EmbedConfig
         w = embed_worker.EmbedWorker(EmbedConfig())
         print(w.proc.pid, flush=True)

@@ -1,4 +1,4 @@
-"""arborag/embedder.py: the lazily loaded sentence-transformers embedder (the real packaged model)."""
+"""arborag/embed/model.py: the lazily loaded sentence-transformers embedder (the real packaged model)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from helpers.embed import TEXTS
 
 from arborag.config import EmbedConfig
 from arborag.errors import ConfigError
-from arborag.embedder import Embedder
+from arborag.embed.model import Embedder
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from arborag.config import EmbedConfig
-from arborag.embedder import Embedder
-from arborag.embedder_light import LightEmbedder, light_supported
+from arborag.embed.model import Embedder
+from arborag.embed.light import LightEmbedder, light_supported
 
 CINDERELLA = (Path(__file__).resolve().parents[2] / "examples" / "corpus" / "cinderella.txt").read_text(encoding="utf-8")
 TEXTS = [
@@ -80,7 +80,7 @@ def test_no_sentence_transformers_import() -> None:
     code = (
         "import sys\n"
         "from arborag.config import EmbedConfig\n"
-        "from arborag.embedder_light import LightEmbedder\n"
+        "from arborag.embed.light import LightEmbedder\n"
         "LightEmbedder(EmbedConfig()).embed(['glass slipper'])\n"
         "bad = [m for m in ('sentence_transformers', 'transformers', 'sklearn', 'scipy') if m in sys.modules]\n"
         "print(','.join(bad))\n"

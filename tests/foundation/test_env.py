@@ -60,7 +60,7 @@ def test_embed_dtype_auto_resolves_when_the_config_is_read(monkeypatch: pytest.M
     embedding cache's model id name a dtype, never "auto"; a dtype that is set is kept."""
     import arborag.env as env
     from arborag.config import EmbedConfig, load_config
-    from arborag.embedder import model_id_for
+    from arborag.embed.model import model_id_for
 
     monkeypatch.setattr(env, "native_bf16", lambda *a, **k: native)
     assert EmbedConfig().dtype == expected
@@ -78,7 +78,7 @@ def test_a_written_out_auto_dtype_queries_a_snapshot_built_with_the_other_dtype(
     dtype set itself that differs is refused (two embedders' vectors are not compared)."""
     import arborag.env as env
     from arborag.config import EmbedConfig
-    from arborag.embedder import snapshot_embedder
+    from arborag.embed.model import snapshot_embedder
     from arborag.errors import ConfigError
 
     monkeypatch.setattr(env, "native_bf16", lambda *a, **k: False)

@@ -1,4 +1,4 @@
-"""arborag/worker_spawn.py and arborag/launch.py: the console script starts a cold build's or
+"""arborag/embed/spawn.py and arborag/launch.py: the console script starts a cold build's or
 update's embedding worker before its own imports; the command adopts it, or ends it when the
 guess was wrong. Real processes throughout (the worker imports torch: a few seconds each)."""
 
@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from arborag import worker_spawn
+from arborag.embed import spawn as worker_spawn
 from tests.helpers.reliability import cli_env, python
 
 
@@ -48,12 +48,12 @@ def test_the_command_adopts_the_early_worker_and_embeds_through_it() -> None:
     got = _run("""
         import json, sys
         sys.argv[0] = "arborag"
-        from arborag import worker_spawn
+        from arborag.embed import spawn as worker_spawn
         assert worker_spawn.start_early(["arborag", "update", "src", "--corpus", "c"])
         early_pid = worker_spawn._EARLY[0][0].pid
-        from arborag import embed_worker
+        from arborag.embed import worker as embed_worker
         from arborag.config import EmbedConfig
-        from arborag.embedder import Embedder
+        from arborag.embed.model import Embedder
         cfg = EmbedConfig()
         worker = embed_worker.start(cfg)
         v = Embedder(cfg).embed(["The Eiffel Tower is in Paris.", "x"])
@@ -72,10 +72,10 @@ def test_a_command_that_embeds_elsewhere_ends_the_early_worker() -> None:
     got = _run("""
         import json, sys
         sys.argv[0] = "arborag"
-        from arborag import worker_spawn
+        from arborag.embed import spawn as worker_spawn
         assert worker_spawn.start_early(["arborag", "build", "src", "--corpus", "c"])
         proc = worker_spawn._EARLY[0][0]
-        from arborag import embed_worker
+        from arborag.embed import worker as embed_worker
         from arborag.config import EmbedConfig
         started = embed_worker.start(EmbedConfig(backend="openai"))  # the config said: a remote embedder
         print(json.dumps({"started": started is not None, "code": proc.wait(timeout=60), "left": len(worker_spawn._EARLY)}))
@@ -87,7 +87,7 @@ def test_an_unadopted_worker_ends_with_the_process() -> None:
     """The launcher guessed, the command failed before it embedded (a bad option): nothing is left running."""
     got = _run("""
         import json, subprocess, sys
-        code = ("import sys; from arborag import worker_spawn; "
+        code = ("import sys; from arborag.embed import spawn as worker_spawn; "
                 "worker_spawn.start_early(['arborag', 'update', 'src', '--corpus', 'c']); "
                 "print(worker_spawn._EARLY[0][0].pid, flush=True); sys.exit(2)")
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

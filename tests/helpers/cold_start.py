@@ -18,7 +18,7 @@ QUESTION = "a the glass slipper fitted her foot"
 def publish_real_snapshot(root: Path, snapshot_id: str = "snap-cold") -> Path:
     from helpers.query import NODES_SPEC, publish_snapshot
 
-    from arborag.embedder import Embedder
+    from arborag.embed.model import Embedder
 
     emb = Embedder(EmbedConfig())
     texts = [TEXT.format(node_id) for node_id, *_ in NODES_SPEC]

@@ -13,7 +13,7 @@ from helpers.plugs import KEY_ENV, SECRET
 from helpers.reliability import cli
 
 from arborag.config import EmbedConfig
-from arborag.embedder import snapshot_embedder
+from arborag.embed.model import snapshot_embedder
 from arborag.errors import ConfigError
 
 
@@ -84,7 +84,7 @@ def test_build_with_the_server_down_says_so_and_publishes_nothing(tmp_path) -> N
     assert not (tmp_path / "corpus" / "manifest.json").exists()
 
 
-# -- the rule itself (arborag.embedder.snapshot_embedder) -------------------------------------------
+# -- the rule itself (arborag.embed.model.snapshot_embedder) -------------------------------------------
 OPENAI = EmbedConfig(backend="openai", base_url="http://127.0.0.1:1/v1", api_model="m1", dimensions=256).model_dump(mode="json")
 LOCAL = EmbedConfig().model_dump(mode="json")
 

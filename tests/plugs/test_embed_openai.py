@@ -12,11 +12,11 @@ import pytest
 from fake_embed_server import FakeEmbedServer, empty, error, fake_vector, reply, slow, wrong_dim
 
 from arborag.config import ArboragConfig, EmbedConfig, load_config
-from arborag.embedder import Embedder
-from arborag.embedder_openai import OpenAIEmbedder
+from arborag.embed.model import Embedder
+from arborag.embed.openai_api import OpenAIEmbedder
 from arborag.errors import BackendUnavailable, ConfigError, EmbedError
 from arborag.storage.embedding_cache import EmbeddingCache
-from arborag.tasks.embeddings import embed_cached
+from arborag.tasks.embedding.cached import embed_cached
 
 KEY_ENV = "ARBORAG_TEST_EMBED_KEY"
 SECRET = "sk-embed-TOPSECRET-0123456789abcdef"

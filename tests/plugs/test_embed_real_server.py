@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from arborag.config import EmbedConfig
-from arborag.embedder import Embedder
+from arborag.embed.model import Embedder
 
 URL = os.environ.get("ARBORAG_TEST_EMBED_URL")
 MODEL = os.environ.get("ARBORAG_TEST_EMBED_MODEL", "default")

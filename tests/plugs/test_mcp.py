@@ -307,7 +307,7 @@ def test_the_embedder_stays_loaded_across_calls_and_snapshots(openai_corpus) -> 
     import anyio
 
     from arborag.config import ArboragConfig
-    from arborag.embedder import Embedder
+    from arborag.embed.model import Embedder
     from arborag.mcpserver import create_server
     from arborag.serve.embedders import ResidentEmbedders
 

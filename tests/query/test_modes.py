@@ -83,7 +83,7 @@ def test_every_registered_mode_is_installed_and_takes_its_options(name):
 def test_the_registry_names_the_default_first_and_every_module():
     assert modes.MODE_NAMES[0] == modes.DEFAULT_MODE == "hop"
     assert set(modes.available_modes()) == set(modes.MODE_NAMES)
-    assert {"arborag.query.core", "arborag.query.auto", "arborag.query.rerank", "arborag.query.level"} <= set(modes.mode_modules())
+    assert {"arborag.query.raptor", "arborag.query.auto", "arborag.query.rerank", "arborag.query.level"} <= set(modes.mode_modules())
     assert "hop (default)" in modes.mode_help() and "auto" in modes.mode_help() and "rerank" in modes.mode_help()
 
 

@@ -9,7 +9,7 @@ import pytest
 from fake_es_server import FakeES
 from helpers.query import FakeQueryEmbedder, publish_snapshot
 
-import arborag.embedder
+import arborag.embed.model
 from arborag.config import ArboragConfig, EmbedConfig, SparseConfig
 from arborag.query import open_index
 from arborag.query.index import snapshot_embed_config, snapshot_sparse_config
@@ -46,7 +46,7 @@ def test_embedded_snapshot_ignores_an_elasticsearch_config(tmp_path) -> None:
 
 
 class RecordingEmbedder:
-    """Stands in for arborag.embedder.Embedder: records the config it was built with."""
+    """Stands in for arborag.embed.model.Embedder: records the config it was built with."""
 
     built: list[EmbedConfig] = []
 
@@ -62,7 +62,7 @@ def test_queries_are_embedded_with_the_snapshots_embedder(tmp_path, monkeypatch:
     corpus = Corpus(tmp_path / "c").ensure()
     recorded = EmbedConfig(model="/models/other-minilm", dtype="float32", batch_size=7, device="cuda:1").model_dump(mode="json")
     publish_snapshot(corpus, "snap-other", info={"embed": recorded, "sparse_backend": "embedded"})
-    monkeypatch.setattr(arborag.embedder, "Embedder", RecordingEmbedder)
+    monkeypatch.setattr(arborag.embed.model, "Embedder", RecordingEmbedder)
     RecordingEmbedder.built.clear()
     now = ArboragConfig(embed=EmbedConfig(batch_size=64))  # the current config: the packaged model, bf16
 

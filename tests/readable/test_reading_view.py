@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from arborag.config import SegmentConfig
 from arborag.storage.schemas import DOCUMENTS
 from arborag.tasks.ingest.reading import is_heading_like, is_table_like, reading_view
-from arborag.tasks.stages.segment import build_chunks
+from arborag.tasks.stages.chunks import build_chunks
 from arborag.tokenizer import get_tokenizer
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -37,9 +37,9 @@ BUILD_ENV = {
 BUILD = r"""
 import json, sys
 from arborag.config import load_config
-from arborag.embedder import Embedder
+from arborag.embed.model import Embedder
 from arborag.flows.build import run_build
-from arborag.tasks.embeddings import FLUSH_TEXTS
+from arborag.tasks.embedding.cached import FLUSH_TEXTS
 
 encode = Embedder.embed
 def counted_embed(self, texts, *, progress=None, prefix_chars=None):

@@ -127,7 +127,7 @@ def test_external_symlink_only_with_flag(tmp_path) -> None:
 def test_file_vanishing_between_discovery_and_read(tmp_path, monkeypatch) -> None:
     """Deterministic: the discovery step is wrapped so the file is deleted right after it is found."""
     from arborag.config import IngestConfig
-    from arborag.tasks.stages.ingest import build_documents
+    from arborag.tasks.stages.documents import build_documents
 
     (tmp_path / "stays.txt").write_text("This file stays put.\n", encoding="utf-8")
     (tmp_path / "vanishes.txt").write_text("This file is gone before it is read.\n", encoding="utf-8")
@@ -151,7 +151,7 @@ def test_file_vanishing_between_discovery_and_read(tmp_path, monkeypatch) -> Non
 @pytest.mark.parametrize("oversize", ["error", "truncate"])
 def test_size_limits_chars_and_tokens(tmp_path, oversize: str) -> None:
     from arborag.config import IngestConfig
-    from arborag.tasks.stages.ingest import build_documents
+    from arborag.tasks.stages.documents import build_documents
 
     (tmp_path / "long.md").write_text("word " * 3000, encoding="utf-8")  # 15k chars, 3k tokens
     (tmp_path / "many_tokens.txt").write_text("a-b-c-d " * 500, encoding="utf-8")  # 4k chars, 3.5k tokens
@@ -177,7 +177,7 @@ def test_size_limits_chars_and_tokens(tmp_path, oversize: str) -> None:
 
 def test_huge_text_file_refused_before_reading(tmp_path) -> None:
     from arborag.config import IngestConfig
-    from arborag.tasks.stages.ingest import build_documents
+    from arborag.tasks.stages.documents import build_documents
 
     with open(tmp_path / "big.txt", "wb") as fh:
         fh.truncate(41 * 1024 * 1024)  # sparse: 41 MB of NULs that are never read

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from arborag.config import EmbedConfig
-from arborag.embedder import Embedder
+from arborag.embed.model import Embedder
 
 
 def test_retrieval_embed_threads_default_is_auto():

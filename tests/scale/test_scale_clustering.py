@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from arborag.config import ClusterConfig
-from arborag.tasks import clustering
+from arborag.tasks.cluster import fit as clustering
+from arborag.tasks.cluster.reduction import pca
 
 
 @pytest.fixture()
@@ -22,14 +23,14 @@ def blobs() -> np.ndarray:
 def _pca_reduce(seen: list[tuple[int, int]]):
     def reduce(x, dims, n_neighbors, seed, stats):  # PCA instead of UMAP: fast, records the neighbours asked for
         seen.append((len(x), n_neighbors))
-        return clustering._pca(x, max(1, min(dims, len(x) - 2)))
+        return pca(x, max(1, min(dims, len(x) - 2)))
 
     return reduce
 
 
 def test_scale_global_neighbors_are_capped(blobs: np.ndarray, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[tuple[int, int]] = []
-    monkeypatch.setattr(clustering, "_reduce", _pca_reduce(seen))
+    monkeypatch.setattr(clustering, "umap_reduce", _pca_reduce(seen))
     clustering.cluster_level(blobs, np.full(len(blobs), 10), ClusterConfig(max_global_neighbors=7))
     assert seen[0] == (600, 7)  # sqrt(599) = 24, capped at 7
     seen.clear()
@@ -38,7 +39,7 @@ def test_scale_global_neighbors_are_capped(blobs: np.ndarray, monkeypatch: pytes
 
 
 def test_scale_gmm_fits_a_sample_and_assigns_everyone(blobs: np.ndarray, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(clustering, "_reduce", _pca_reduce([]))
+    monkeypatch.setattr(clustering, "umap_reduce", _pca_reduce([]))
     tok = np.full(len(blobs), 10)
     cfg = ClusterConfig(gmm_max_fit=120)
     sampled = clustering.cluster_level(blobs, tok, cfg)

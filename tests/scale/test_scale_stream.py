@@ -11,9 +11,9 @@ import pytest
 
 from arborag.config import ArboragConfig
 from arborag.storage.corpus import Corpus
-from arborag.tasks.stages import embed as leaf_vectors
+from arborag.tasks.stages import leaf_vectors
 from arborag.tasks.stage_context import StageContext
-from arborag.tasks.staged_vectors import read_vectors_file
+from arborag.tasks.embedding.vector_files import read_vectors_file
 
 
 class CountingEmbedder:

@@ -11,7 +11,7 @@ from helpers.embed import FakeEmbedder
 from arborag.errors import SchemaError
 from arborag.hashing import hash_text
 from arborag.storage.embedding_cache import EmbeddingCache, _read_shard
-from arborag.tasks.embeddings import embed_cached
+from arborag.tasks.embedding.cached import embed_cached
 
 
 def test_cache_keys_include_the_model_id(tmp_path):

@@ -12,12 +12,14 @@ from helpers.embed import FakeEmbedder
 
 from arborag.config import ArboragConfig
 from arborag.storage.corpus import Corpus
-from arborag.tasks.stages.segment import run_chunks
+from arborag.tasks.stages.chunks import run_chunks
 from arborag.tasks.stage_context import StageContext
-from arborag.tasks.stages.ingest import run_documents
-from arborag.tasks.stages.embed import run_leaf_vectors
-from arborag.tasks.staged_vectors import read_vectors_file
-from arborag.tasks.leaves import build_key, estimate_cost, load_leaves, snapshot_id_for
+from arborag.tasks.stages.documents import run_documents
+from arborag.tasks.stages.leaf_vectors import run_leaf_vectors
+from arborag.tasks.embedding.vector_files import read_vectors_file
+from arborag.tasks.build.cost import estimate_cost
+from arborag.tasks.build.key import build_key, snapshot_id_for
+from arborag.tasks.build.leaves import load_leaves
 from arborag.tasks.stages.tree import level_counts, run_tree
 from arborag.tasks.stages.publish import run_publish, tree_counts
 from arborag.tasks.stages.links import run_links

@@ -1,6 +1,6 @@
-"""Tests of the five non-LLM segmenters (tasks/stages/segment.py, tasks/segmenters.py).
+"""Tests of the five non-LLM segmenters (tasks/stages/chunks.py, tasks/segment/windows.py).
 
-What ``n_tokens`` means (decided in tasks/stages/segment.py and checked here): the number of the
+What ``n_tokens`` means (decided in tasks/stages/chunks.py and checked here): the number of the
 document's tokens whose start offset lies in ``[start, end)``, read off the one tokenization.
 It equals ``tokenizer.count(text[start:end])`` whenever both ends of the span are on word
 boundaries; a cut inside a word (ffs windows and dfs starts are fixed token positions, e.g.
@@ -31,8 +31,8 @@ from arborag.errors import SchemaError, SegmentationError
 from arborag.hashing import short_id
 from arborag.tokenizer import Tokenizer, get_tokenizer
 from arborag.storage.schemas import CHUNKS, DOCUMENTS
-from arborag.tasks.stages.segment import STRATEGIES, Span, build_chunks, params_hash, segment_text
-from arborag.tasks.segmenters import locate
+from arborag.tasks.stages.chunks import STRATEGIES, Span, build_chunks, params_hash, segment_text
+from arborag.tasks.segment.windows import locate
 
 HYPOTHESIS = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]

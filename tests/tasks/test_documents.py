@@ -1,4 +1,4 @@
-"""tasks/stages/ingest.py: the readers of every format, error rows and idempotent merges."""
+"""tasks/stages/documents.py: the readers of every format, error rows and idempotent merges."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 from helpers.ingest import make_pdf, write_bad_files, write_good_files
 
 from arborag.config import IngestConfig
-from arborag.tasks.stages import ingest as D
-from arborag.tasks.stages.ingest import build_documents
+from arborag.tasks.stages import documents as D
+from arborag.tasks.stages.documents import build_documents
 
 CFG = IngestConfig()
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)

@@ -9,7 +9,7 @@ import pytest
 
 from arborag.errors import SchemaError
 from arborag.storage.schemas import DOCUMENTS
-from arborag.tasks.documents_diff import KINDS, DocumentsDiff, diff_documents
+from arborag.tasks.changes.documents_diff import KINDS, DocumentsDiff, diff_documents
 
 
 def docs(*rows: tuple) -> pa.Table:

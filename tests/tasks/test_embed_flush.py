@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from arborag.storage.embedding_cache import EmbeddingCache
-from arborag.tasks.embeddings import embed_cached
+from arborag.tasks.embedding.cached import embed_cached
 
 
 class FakeEmbedder:
@@ -83,7 +83,7 @@ def test_a_fan_out_gets_slices_of_its_size(tmp_path: Path) -> None:
 
 def test_the_embedder_asks_for_bigger_slices_only_with_a_fan_out() -> None:
     from arborag.config import load_config
-    from arborag.embedder import Embedder
+    from arborag.embed.model import Embedder
 
     cfg = load_config().embed
     assert Embedder(cfg).parallel_texts == 0

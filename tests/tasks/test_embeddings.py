@@ -1,4 +1,4 @@
-"""tasks/embeddings.py: embed_cached embeds only what the cache lacks, each distinct text once."""
+"""tasks/embedding/cached.py: embed_cached embeds only what the cache lacks, each distinct text once."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import pytest
 from helpers.embed import TEXTS, FakeEmbedder
 
 from arborag.config import EmbedConfig
-from arborag.embedder import Embedder
+from arborag.embed.model import Embedder
 from arborag.storage.embedding_cache import EmbeddingCache
-from arborag.tasks.embeddings import embed_cached
+from arborag.tasks.embedding.cached import embed_cached
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +57,7 @@ def test_model_facts_come_from_config_files_without_torch(tmp_path) -> None:
     layer makes the dimension unknown; broken or odd files are skipped, not fatal."""
     import json
 
-    from arborag.embedder import _dim_from_files, max_seq_length
+    from arborag.embed.model import _dim_from_files, max_seq_length
 
     m = tmp_path / "model"
     (m / "1_Pooling").mkdir(parents=True)

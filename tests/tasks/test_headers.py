@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from arborag.errors import LLMError
-from arborag.tasks.stages.context import (
+from arborag.tasks.stages.doc_context import (
     HeaderStats,
     chunk_headers,
     compose_header,

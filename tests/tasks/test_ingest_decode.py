@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from arborag.tasks.stages.ingest import decode_bytes, looks_binary, normalize_text
+from arborag.tasks.stages.documents import decode_bytes, looks_binary, normalize_text
 
 
 def test_normalize_keeps_line_breaks_and_collapses_whitespace() -> None:

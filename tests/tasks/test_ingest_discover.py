@@ -9,7 +9,7 @@ import pytest
 
 from arborag.config import IngestConfig
 from arborag.errors import IngestError
-from arborag.tasks.stages.ingest import discover_sources
+from arborag.tasks.stages.documents import discover_sources
 
 CFG = IngestConfig()
 

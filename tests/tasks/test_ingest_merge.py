@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 
 from arborag.config import IngestConfig
 from arborag.storage.schemas import DOCUMENTS
-from arborag.tasks.stages.ingest import IngestReport, build_documents
+from arborag.tasks.stages.documents import IngestReport, build_documents
 from arborag.tasks.ingest.existing import ExistingDocuments
 from arborag.tasks.ingest.merge import DocumentState
 

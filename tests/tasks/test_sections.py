@@ -1,4 +1,4 @@
-"""The structural sectioner (tasks/sections.py) on Markdown, HTML, DOCX and a PDF with an outline.
+"""The structural sectioner (tasks/segment/sections.py) on Markdown, HTML, DOCX and a PDF with an outline.
 
 The DOCX is built in the test with python-docx, the PDF with pypdf's writer (three pages of
 Helvetica text and an outline made with ``add_outline_item``); the document text handed to the
@@ -11,7 +11,7 @@ import io
 
 import pyarrow as pa
 
-from arborag.tasks.sections import (
+from arborag.tasks.segment.sections import (
     SECTIONS_SCHEMA,
     DocInput,
     Section,

@@ -9,8 +9,8 @@ import re
 import pytest
 
 from arborag.errors import LLMError
-from arborag.tasks.sections import DocInput, build_sections
-from arborag.tasks.sections_semantic import (
+from arborag.tasks.segment.sections import DocInput, build_sections
+from arborag.tasks.segment.semantic import (
     Complete,
     LLMSection,
     SemanticSectioner,

@@ -2,7 +2,7 @@
 documents' lines in one polars pass) gives exactly the views ``reading_view`` gives one by one,
 the line width computed in Python floats is ``int(np.percentile(lengths, 90))`` bit for bit, and
 the offsets of texts tokenized together (``Tokenizer.offsets_many``, grouped by
-``segment._offsets``) are each text's own ``Tokenizer.offsets``."""
+``chunks._offsets``) are each text's own ``Tokenizer.offsets``."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from helpers.texts import WRAPPED
 
 from arborag.tasks.ingest.reading import _width, reading_view, reading_views
-from arborag.tasks.stages import segment
+from arborag.tasks.stages import chunks
 from arborag.tokenizer import get_tokenizer
 
 SHAPES = [
@@ -65,8 +65,8 @@ def test_offsets_of_texts_tokenized_together_are_their_own(monkeypatch) -> None:
     assert len(long) > 2 * (1 << 15)  # several blocks
     texts = SHAPES + [long, "", "x", long[:5000]] + [rng.choice(SHAPES) for _ in range(30)]
     want = [tok.offsets(t) for t in texts]
-    monkeypatch.setattr(segment, "_BATCH_CHARS", 700)  # many groups, some of one text
-    for got in (tok.offsets_many(texts), segment._offsets(tok, texts)):
+    monkeypatch.setattr(chunks, "_BATCH_CHARS", 700)  # many groups, some of one text
+    for got in (tok.offsets_many(texts), chunks._offsets(tok, texts)):
         assert len(got) == len(texts)
         for (gs, ge), (ws, we) in zip(got, want, strict=True):
             assert np.array_equal(gs, ws) and np.array_equal(ge, we) and gs.dtype == np.int64

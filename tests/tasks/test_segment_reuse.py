@@ -16,12 +16,12 @@ from helpers.texts import WRAPPED
 
 from arborag.config import ArboragConfig
 from arborag.storage.corpus import Corpus
-from arborag.tasks import segment_reuse as reuse
+from arborag.tasks.segment import reuse
 from arborag.tasks.stage_context import StageContext
-from arborag.tasks.stages.context import run_doc_context
+from arborag.tasks.stages.doc_context import run_doc_context
 from arborag.tasks.stages.plan import run_update_documents
 from arborag.tasks.stages.sections import run_sections
-from arborag.tasks.stages.segment import run_chunks
+from arborag.tasks.stages.chunks import run_chunks
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "corpus" / "cinderella.txt"
 

@@ -1,4 +1,4 @@
-"""The stat record that lets an update skip reading unchanged source files (tasks/source_stats.py).
+"""The stat record that lets an update skip reading unchanged source files (tasks/changes/source_stats.py).
 
 Every test plans real files with the plan's own functions (``build_documents``, ``plan_documents``)
 and compares the plan that skipped files with the plan of a full read.
@@ -14,10 +14,10 @@ import pyarrow as pa
 import pytest
 
 from arborag.config import ArboragConfig
-from arborag.tasks import source_stats
+from arborag.tasks.changes import source_stats
 from arborag.tasks.ingest.readers import reader_key
 from arborag.tasks.stage_context import table_fingerprint
-from arborag.tasks.stages.ingest import build_documents
+from arborag.tasks.stages.documents import build_documents
 from arborag.tasks.stages.plan import plan_documents
 from arborag.storage.tables import atomic_write_parquet
 

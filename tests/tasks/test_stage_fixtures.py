@@ -23,10 +23,10 @@ import pytest
 from arborag.config import ArboragConfig
 from arborag.storage.corpus import Corpus
 from arborag.tasks.stage_context import StageContext
-from arborag.tasks.stages.context import run_doc_context
-from arborag.tasks.stages.ingest import run_documents
+from arborag.tasks.stages.doc_context import run_doc_context
+from arborag.tasks.stages.documents import run_documents
 from arborag.tasks.stages.sections import run_sections
-from arborag.tasks.stages.segment import run_chunks
+from arborag.tasks.stages.chunks import run_chunks
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "stages"
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "corpus" / "cinderella.txt"

@@ -164,7 +164,7 @@ def test_each_level_shows_its_clustering_and_the_tree_is_the_same_with_a_bar(cor
 
 
 def test_layout_compiled_reads_the_numba_cache_folder(tmp_path, monkeypatch):
-    from arborag.tasks.umap_runtime import layout_compiled
+    from arborag.tasks.cluster.umap_import import layout_compiled
 
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
     assert not layout_compiled()  # an empty cache: the next fit compiles

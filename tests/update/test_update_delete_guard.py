@@ -11,7 +11,7 @@ import pytest
 
 from arborag.errors import ArboragError
 from arborag.storage.schemas import DOCUMENTS
-from arborag.tasks.documents_diff import diff_documents
+from arborag.tasks.changes.documents_diff import diff_documents
 from arborag.tasks.ingest.records import IngestFailure, IngestReport
 from arborag.tasks.stages.plan import (
     DeleteLimit,

@@ -1,9 +1,9 @@
 """A cold incremental update loads lancedb in a low-priority helper process and writes its vector
-table there (arborag/embed_worker.py ``preimport``/``holding``, tasks/stages/vectors.py): the
+table there (arborag/embed/worker.py ``preimport``/``holding``, tasks/stages/vectors.py): the
 same table as written here, this process never imports lancedb, and a helper that fails hands
 the write back.
 
-The helper is a real process (``python -m arborag.embed_worker_serve`` without a model). What the
+The helper is a real process (``python -m arborag.embed.worker_serve`` without a model). What the
 console script does is driven in fresh subprocesses with ``ARBORAG_EMBED_WORKER=1`` (the test
 process has lancedb loaded already, and then no helper is started: nothing to gain).
 """
@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from arborag import embed_worker
+from arborag.embed import worker as embed_worker
 from arborag.flows.build import run_build
 from tests.helpers.reliability import Proc, cli_env, python
 from tests.helpers.update import CONFIG, copy_corpus, make_sources, published
@@ -31,7 +31,7 @@ _WRITE_BOTH = textwrap.dedent("""
     import json, os, sys
     from pathlib import Path
     import numpy as np, pyarrow as pa
-    from arborag import embed_worker
+    from arborag.embed import worker as embed_worker
     from arborag.tasks.stages import vectors as stage
     n = 40
     nodes = pa.table({"node_id": [f"n{i:03d}" for i in range(n)], "level": [i % 3 for i in range(n)],

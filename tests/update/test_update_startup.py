@@ -14,7 +14,7 @@ from arborag.config import IngestConfig, load_config
 from arborag.flows import noop, stage
 from arborag.flows.pipelines import UPDATE_PIPELINE
 from arborag.flows.stage import module_closure, pipeline_fingerprint
-from arborag.tasks.stages.ingest import build_documents, discover_sources
+from arborag.tasks.stages.documents import build_documents, discover_sources
 
 
 def _fresh_process_caches(monkeypatch: pytest.MonkeyPatch, cache_home: Path) -> None:
@@ -124,7 +124,7 @@ def test_gmm_memberships_equal_sklearn_to_the_bit() -> None:
     import numpy as np
     from sklearn.mixture import GaussianMixture
 
-    from arborag.tasks.mixture import FitRecord
+    from arborag.tasks.cluster.fitted import FitRecord
     from arborag.tasks.tree.model import predict_proba
 
     rng = np.random.default_rng(26)

@@ -74,10 +74,11 @@ def _check(nodes: pa.Table, edges: pa.Table, name: str) -> None:
 def pca_for_umap() -> Iterator[None]:
     """PCA stands in for UMAP here (the update logic is under test, and this file stays fast
     without numba's JIT); tests/update/test_update_incremental.py runs the real UMAP."""
-    from arborag.tasks import clustering
+    from arborag.tasks.cluster import fit
+    from arborag.tasks.cluster.reduction import pca
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(clustering, "_reduce", lambda x, dims, nn, seed, stats: clustering._pca(x, max(1, min(dims, len(x) - 2))))
+    mp.setattr(fit, "umap_reduce", lambda x, dims, nn, seed, stats: pca(x, max(1, min(dims, len(x) - 2))))
     yield
     mp.undo()
 

@@ -1,0 +1,1 @@
+"""Change detection of sources: which files need reading again and which documents changed."""

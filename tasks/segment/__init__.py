@@ -1,0 +1,1 @@
+"""Segmentation: the chunking algorithms, the sections of a document, and what a segment run may reuse."""
