@@ -334,11 +334,15 @@ class SegmentsConfig(_Stage):
     candidates: int = Field(200, ge=1, description="Leaf candidates (dense, best first) whose relevance RSE sees.")
 
 
+def _both_searchers() -> list[Literal["sparse", "dense"]]:
+    return ["sparse", "dense"]
+
+
 class LevelConfig(_Stage):
     """``--mode level`` (LevelRAG searchers, docs/METHODS.md §7; arborag.query.level). The LLM is the endpoint of summarize.*."""
 
     searchers: list[Literal["sparse", "dense"]] = Field(
-        default_factory=lambda: ["sparse", "dense"], description="Low-level searchers run per sub-question (web: see web_provider)."
+        default_factory=_both_searchers, description="Low-level searchers run per sub-question (web: see web_provider)."
     )
     scope: Literal["tree", "leaves"] = Field("tree", description="Search the collapsed tree (summaries included) or leaves only.")
     max_rounds: int = Field(3, ge=1, le=3, description="High-level rounds: decomposition + at most 2 supplements.")

@@ -58,7 +58,7 @@ _CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni"
 def cpu_info() -> tuple[str, frozenset[str]]:
     """(model name, instruction-set flags) of this machine's first core, from ``/proc/cpuinfo``
     (x86: "model name" and "flags"; arm64: "Features"); ("", {}) where there is none to read."""
-    model, flags = "", frozenset()
+    model, flags = "", frozenset[str]()
     try:
         for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
             key, _, value = line.partition(":")
@@ -196,7 +196,8 @@ def prefect_api_url() -> str | None:
         path = home / "profiles.toml"
     profiles = _read_toml(path)
     name = os.environ.get("PREFECT_PROFILE") or profiles.get("active")
-    table = (profiles.get("profiles") or {}).get(name) if isinstance(profiles.get("profiles"), dict) else None
+    listed = profiles.get("profiles")
+    table = listed.get(name) if isinstance(listed, dict) else None
     if isinstance(table, dict) and str(table.get("PREFECT_API_URL") or "").strip():
         return str(table["PREFECT_API_URL"]).strip()
     return None

@@ -16,11 +16,15 @@ ProgressFn = Callable[[int], None]
 _console = Console(stderr=True)
 
 
+def _no_progress(n: int = 1) -> None:
+    """``advance(n)`` of a disabled bar: does nothing."""
+
+
 @contextlib.contextmanager
 def progress_bar(description: str, total: int | None, *, enabled: bool = True) -> Iterator[ProgressFn]:
     """Yield ``advance(n)``; shows a bar on stderr when ``enabled`` and stderr is a terminal."""
     if not enabled or total == 0 or not (sys.stderr.isatty() or _console.is_terminal):
-        yield lambda n=1: None
+        yield _no_progress
         return
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -32,4 +36,8 @@ def progress_bar(description: str, total: int | None, *, enabled: bool = True) -
         transient=False,
     ) as bar:
         task_id = bar.add_task(description, total=total)
-        yield lambda n=1: bar.advance(task_id, n)
+
+        def advance(n: int = 1) -> None:
+            bar.advance(task_id, n)
+
+        yield advance

@@ -10,8 +10,10 @@ the sparse index's analysis:
   cut by the pattern, as in the RAPTOR reference code, but not by :func:`sentence_ends` (the
   ``sentence`` chunker's cuts) or :func:`split_sentences` (the summarizer's sentences): after
   a common abbreviation ("Dr.", "e.g.") or an initial ("J." of "J. K. Rowling") the sentence
-  goes on. (Before the chunker used it, 23 of 1,813 HotpotQA leaves ended after one, e.g.
-  "... Merian C." then "Cooper, the co-directors ...": benchmarks/results/abbreviations.md.)
+  goes on, also across a single line break (a PDF breaks lines wherever the page is full: "the
+  largest U.S." | "beauty retailer" is one sentence). (Before the chunker used it, 23 of 1,813
+  HotpotQA leaves ended after one, e.g. "... Merian C." then "Cooper, the co-directors ...":
+  benchmarks/results/abbreviations.md.)
 - **Clause ends** (:data:`CLAUSE_PATTERN`): ``, ; :`` followed by whitespace, and CJK ``，；：、``;
   only used inside a sentence that is too long.
 - **CJK characters** (:data:`CJK_RANGES`): Han (unified, extension A, B-G, compatibility),
@@ -68,6 +70,7 @@ _ABBREVIATIONS = frozenset(
     "oct nov dec e.g i.e u.s u.k a.m p.m".split()
 )
 _LAST_WORD = re.compile(r"(\S+)\.[\"'”’)\]]*$")
+_DOTTED_LETTERS = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]")
 
 
 def _ends_with_abbreviation(piece: str) -> bool:
@@ -75,8 +78,8 @@ def _ends_with_abbreviation(piece: str) -> bool:
     if not m:
         return False
     word = m.group(1).lstrip("(\"'“‘[").lower()
-    # "Dr.", "e.g.", and initials such as "J." in "J. K. Rowling"
-    return word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha())
+    # "Dr.", "e.g.", initials such as "J." in "J. K. Rowling", and letters with periods ("U.S.A.")
+    return word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()) or bool(_DOTTED_LETTERS.fullmatch(word))
 
 
 _LINE_BREAKS: Final = frozenset("\n\r\u2028\u2029")
@@ -85,12 +88,19 @@ _LINE_BREAKS: Final = frozenset("\n\r\u2028\u2029")
 def sentence_ends(text: str) -> list[int]:
     """Character positions just after each sentence end of ``text``: the ends of
     :data:`SENTENCE_PATTERN` but those after an abbreviation or an initial (the sentence goes
-    on; a line break still ends it). The ``sentence`` chunker cuts here (tasks/segment/windows.py)."""
+    on), also across one line break: a PDF's lines break wherever the page is full ("the largest
+    U.S.\nbeauty retailer" is one sentence); a blank line after one still ends it. The
+    ``sentence`` chunker cuts here (tasks/segment/windows.py)."""
     out: list[int] = []
     prev = 0
+    n = len(text)
     for m in SENTENCE_PATTERN.finditer(text):
         end = m.end()
-        if text[end - 1] not in _LINE_BREAKS and _ends_with_abbreviation(text[max(prev, end - 64) : end]):
+        if text[end - 1] in _LINE_BREAKS:
+            soft = end < n and text[end] not in _LINE_BREAKS and text[max(prev, end - 2) : end - 1] not in _LINE_BREAKS
+            if soft and _ends_with_abbreviation(text[max(prev, end - 64) : end - 1].rstrip(" \t")):
+                continue
+        elif _ends_with_abbreviation(text[max(prev, end - 64) : end]):
             continue
         out.append(end)
         prev = end
@@ -100,9 +110,9 @@ def sentence_ends(text: str) -> list[int]:
 def split_sentences(text: str) -> list[str]:
     """Sentences of ``text`` (stripped, non-empty), in order, cut at :data:`SENTENCE_PATTERN`
     — but not after common abbreviations ("Dr.", "e.g.") or initials ("J. K. Rowling"). Unlike
-    :func:`sentence_ends` it also glues across a line break after one ("Apple Inc.\nNext" is one
-    sentence here); making the summarizer's sentences the chunker's would change summaries, so it
-    is left for a change that re-measures them.
+    :func:`sentence_ends` it glues across any line breaks after one, a blank line too ("Apple
+    Inc.\n\nNext" is one sentence here); making the summarizer's sentences the chunker's would
+    change summaries, so it is left for a change that re-measures them.
     """
     out: list[str] = []
     glue = False

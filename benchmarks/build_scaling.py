@@ -172,8 +172,8 @@ def worker(args: argparse.Namespace) -> None:
         from arborag.config import ArboragConfig
         from arborag.flows.build import leaves_for, run_build
         from arborag.storage.corpus import Corpus
+        from arborag.embed.model import Embedder
         from arborag.tasks.cluster import fit as clustering
-        from arborag.tasks.embedding.cached import Embedder
     out["imports_s"] = t.wall
     cfg = ArboragConfig()
     if args.threads not in ("default", "none", "0", "auto"):

@@ -436,7 +436,7 @@ def run(args: argparse.Namespace, work: Path) -> str:
         from arborag.query.index import open_index
         from arborag.tasks.cluster import fit as clustering
         from arborag.embed.model import torch_dtype
-        from arborag.tasks.embedding.cached import Embedder, resolve_model_path
+        from arborag.embed.model import Embedder, resolve_model_path
         from arborag.tasks.summarize.extractive import ExtractiveSummarizer
 
         raptor, origin = load_raptor(args.raptor_src, work)

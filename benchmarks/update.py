@@ -12,7 +12,7 @@ the base corpus is 2,000 of them, the rest are the documents that arrive later):
 For each: wall seconds, summarizer calls, texts embedded, clusters touched per level; the ratio
 to the cold build (target <= 5%) and to the warm rebuild. ``update.max_drift`` is raised to 1.0
 here so every step stays incremental (10% + 1% + 1% + 1% would otherwise pass the default 20%
-guard only at the end; the guard is tested in tests/update).
+guard only at the end; the guard is tested in tests/flows/update).
 
 Part ``drift`` — on the shared HotpotQA sample (994 paragraphs, 100 questions): build on 80% of
 the paragraphs, add the rest in 4 updates (5% each; max_drift 1.0 so all 4 stay incremental),

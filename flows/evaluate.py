@@ -26,6 +26,7 @@ from __future__ import annotations
 import importlib
 import time
 from collections.abc import Callable
+from functools import partial
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,7 @@ from arborag.flows.stage import run_stage
 from arborag.hashing import hash_json
 from arborag.storage.corpus import Corpus
 from arborag.tasks.stage_context import StageContext
-from arborag.tasks.evaluation.datasets import prepare_dataset
+from arborag.tasks.evaluation.datasets import corpus_scope, prepare_dataset
 from arborag.tasks.evaluation.answer import AnswerMany, collect_answers, llm_answerer
 from arborag.tasks.evaluation.plan import (
     BASELINE, STRATEGY_PRESETS, SYSTEMS, default_budget, plan_runs, preset_text, strategy_config, systems_by_strategy,
@@ -99,6 +100,11 @@ def _builds(ctx: StageContext, opts: EvalOptions, prepared: Any, configs: dict[s
     return records
 
 
+def _written(path: Path, _out: dict[str, Any] | None) -> bool:
+    """The ``done`` check of a retrieval stage: its hits file exists."""
+    return path.exists()
+
+
 def _retrievals(ctx: StageContext, opts: EvalOptions, prepared: Any, configs: dict[str, ArboragConfig], records: dict[str, dict[str, Any]],
                 by_strategy: dict[str, list[str]], opener: OpenFn, use_prefect: bool, failures: dict[str, str]) -> tuple[dict[str, Path], dict[str, Any]]:
     hits_paths: dict[str, Path] = {}
@@ -116,7 +122,7 @@ def _retrievals(ctx: StageContext, opts: EvalOptions, prepared: Any, configs: di
             else:
                 out, cached = run_stage(
                     ctx, EVAL_RETRIEVE, use_prefect=use_prefect, cache_key=hash_json([key, code]),
-                    done=lambda _s, path=path: path.exists(),
+                    done=partial(_written, path),
                     prepared=prepared, record=rec, systems=systems, budgets=opts.budgets, cfg=configs[strategy],
                     path=str(path), opener=opener, embed_ms=embed_ms,
                 )
@@ -134,20 +140,20 @@ def evaluate_pipeline(
 ) -> dict[str, Any]:
     """Prepare, build, retrieve, (answer,) score and report; the body of :func:`evaluate_flow`."""
     if builder is None:  # --no-prefect builds directly too (it used to start a temporary Prefect API per build)
-        from functools import partial
-
         from arborag.flows.build import run_build
 
         builder = run_build if use_prefect else partial(run_build, use_prefect=False)
     if opener is None:
-        from arborag.query import open_index as opener  # type: ignore[no-redef]
+        from arborag.query import open_index
+
+        opener = open_index
     out = opts.out_dir
     out.mkdir(parents=True, exist_ok=True)
     ctx = StageContext(Corpus(out), config, run_id or new_run_id(), progress=opts.progress)
     timings: dict[str, float] = {}
     t_all = t0 = time.perf_counter()
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    prepared = prepare_dataset(opts.dataset, out / "dataset", data_dir=opts.data_dir, limit=opts.limit, scope=opts.scope)  # type: ignore[arg-type]
+    prepared = prepare_dataset(opts.dataset, out / "dataset", data_dir=opts.data_dir, limit=opts.limit, scope=corpus_scope(opts.scope))
     timings["prepare"] = time.perf_counter() - t0
 
     by_strategy = systems_by_strategy(plan_runs(opts.strategies, opts.systems, opts.strategy_systems))

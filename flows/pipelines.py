@@ -49,7 +49,7 @@ def _staged(names: tuple[str, ...]) -> tuple[str, ...]:
 # -- ingest: sources -> documents -> sections -> doc_context -> chunks --------------------------
 # (table reads/writes can fail transiently on network file systems; LLM calls retry in the client)
 INGEST = Stage(
-    "ingest", _task("ingest", documents.run_documents), code_version="2", retries=2,
+    "ingest", _task("ingest", documents.run_documents), code_version="3", retries=2,
     reads=(SOURCES,), writes=(table("documents"),), config=("ingest",), params=("files",),
     on_cached=documents.cached_ingest_summary, describe="read the sources into documents (unchanged files are not parsed again)",
 )
@@ -64,7 +64,7 @@ CONTEXT = Stage(
     enabled=doc_context.headers_enabled, describe="document titles and summaries for the AutoContext chunk headers",
 )
 SEGMENT = Stage(
-    "segment", _task("segment", chunks.run_chunks), code_version="1", retries=1,
+    "segment", _task("segment", chunks.run_chunks), code_version="2", retries=1,
     reads=(table("documents"), table("sections"), table("doc_context")), writes=(table("chunks"),),
     config=("segment", "sections.strategy", "context.headers"), params=("strategy",), proof=chunks.chunks_proof,
     describe="cut the ok documents into leaf chunks (inside sections, with headers)",
@@ -109,7 +109,7 @@ PUBLISH = Stage(
 
 # -- update: the plan (documents as the sources hold them now) -----------------------------------
 PLAN = Stage(
-    "plan", _task("plan", plan.run_update_documents), code_version="1", retries=1,
+    "plan", _task("plan", plan.run_update_documents), code_version="2", retries=1,
     reads=(SOURCES, table("documents")), writes=(table("documents"),), config=("ingest",), params=("files", "prune", "dry_run"),
     cached=False, describe="read the sources, diff them against documents, prune what is gone",
 )

@@ -37,13 +37,14 @@ evaluation's retrieval).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import importlib.util
 import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -54,7 +55,7 @@ from arborag.config import ArboragConfig
 from arborag.flows.common import cache_key_from_stats, task_options, was_cached
 from arborag.hashing import hash_json
 from arborag.tasks.build.key import snapshot_id_for
-from arborag.tasks.stage_context import StageContext, table_fingerprint
+from arborag.tasks.stage_context import StageContext, StageSummary, table_fingerprint
 
 __all__ = [
     "SOURCES", "SNAPSHOT", "Stage", "code_versions", "declared_config", "describe_pipeline", "finish_run", "module_closure", "must_wait",
@@ -117,7 +118,7 @@ class Stage:
     snapshot: tuple[str, ...] = ()
     proof: Callable[..., str] | None = None
     cached: bool = True
-    on_cached: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    on_cached: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
     describe: str = ""
     beside: bool = False
     code_version: str = ""
@@ -230,7 +231,7 @@ def run_pipeline(ctx: StageContext, pipeline: Sequence[Stage], *, use_prefect: b
     ``inputs`` are the run's inputs (``files``, ``strategy``, ``key``, ``prune``, ``dry_run``, ...);
     ``snapshot_files`` is added from the declarations. A cached stage's summary is its cached
     one (``written: False``, or ``on_cached``), which also stands for its counts in the run record
-    (a runner that ran records its own).
+    (a stage that ran: its summary's ``counts()``).
 
     Without Prefect a ``beside`` stage runs on a thread while the stages after it run here; it is
     joined before the first later stage that reads what it writes, writes what it reads or writes,
@@ -266,15 +267,26 @@ def run_pipeline(ctx: StageContext, pipeline: Sequence[Stage], *, use_prefect: b
                 logging.getLogger(__name__).warning("stage %s (run beside) failed too: %r", waiting.stage.name, waiting.error)
 
 
-def _record(ctx: StageContext, stage: Stage, summary: dict[str, Any], cached: bool, out: dict[str, Any]) -> None:
-    """``out[stage]`` (and ``out["cached"]``) from a stage's result; a cached stage's counts."""
+def _record(ctx: StageContext, stage: Stage, summary: Mapping[str, Any], cached: bool, out: dict[str, Any]) -> None:
+    """``out[stage]`` (and ``out["cached"]``) from a stage's result, and its counts in the run record:
+    a :class:`StageSummary`'s ``counts()`` (none when empty); a cached plain summary's items."""
     if cached and stage.tables_written:
-        summary = stage.on_cached(summary) if stage.on_cached else {**summary, "written": False}
-    out[stage.name] = summary
-    if cached and stage.tables_written:  # a runner that ran recorded its own counts
+        summary = stage.on_cached(summary) if stage.on_cached else _not_written(summary)
+    out[stage.name] = summary.report() if isinstance(summary, StageSummary) else summary
+    if isinstance(summary, StageSummary):
+        if (not cached or stage.tables_written) and summary.counts():
+            ctx.counters.stages[stage.name] = summary.counts()
+    elif cached and stage.tables_written:
         ctx.counters.stages[stage.name] = {k: v for k, v in summary.items() if k not in ("failures", "warning_list")}
     if cached:
         out["cached"].append(stage.name)
+
+
+def _not_written(summary: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A cache hit's summary: it wrote nothing this run."""
+    if isinstance(summary, StageSummary) and hasattr(summary, "written"):
+        return dataclasses.replace(summary, written=False)  # type: ignore[type-var]
+    return {**summary, "written": False}
 
 
 def must_wait(earlier: Stage, later: Stage) -> bool:
@@ -345,7 +357,7 @@ def run_stage(
 def _prefect_call(ctx: StageContext, stage: Stage, key: str, refresh: bool, params: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     opts = task_options(ctx.corpus, retries=stage.retries, cache_key=f"{stage.name}-{key}", refresh_cache=refresh)
     state = stage.task.with_options(name=stage.name, **opts)(ctx, **params, return_state=True)
-    return dict(state.result()), was_cached(state)
+    return state.result(), was_cached(state)
 
 
 def record_run(

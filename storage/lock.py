@@ -101,9 +101,11 @@ class LockOwner:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "LockOwner":
+        if not isinstance(data, dict):
+            raise ValueError(f"a lock record is a JSON object, not {type(data).__name__}")
         known = {k: data.get(k) for k in ("pid", "host", "started", "purpose", "token", "boot_id", "proc_start")}
         return cls(
-            pid=int(known["pid"]), host=str(known["host"]), started=str(known["started"]), purpose=str(known["purpose"] or "?"),
+            pid=int(data["pid"]), host=str(known["host"]), started=str(known["started"]), purpose=str(known["purpose"] or "?"),
             token=str(known["token"] or ""), boot_id=known["boot_id"], proc_start=known["proc_start"],
             extra={k: v for k, v in data.items() if k not in known},
         )

@@ -4,10 +4,12 @@ The contract between ``flows/`` and ``tasks/`` (GraphRAG's runner + pure-functio
 
 - a **pure function** per table, ``build_<table>(inputs..., *, cfg...) -> pa.Table`` (or a small
   typed result), which reads and writes nothing;
-- a **runner** beside it in the same module, ``run_<stage>(ctx: StageContext, **params) -> dict``,
+- a **runner** beside it in the same module, ``run_<table>(ctx: StageContext, **params) -> <Table>Summary``,
   which reads the stage's inputs from ``ctx.corpus``, calls the pure function, writes the outputs
-  atomically, adds to ``ctx.counters`` and returns a small JSON-serializable summary (paths,
-  counts, fingerprints; never a table). ``params`` are plain JSON values.
+  atomically, adds to ``ctx.counters`` and returns its stage's :class:`StageSummary` (a frozen
+  dataclass of paths, counts, fingerprints; never a table). ``params`` are plain JSON values. The
+  pipeline runner records the summary's :meth:`~StageSummary.counts` in the run record; a runner
+  does not write ``ctx.counters.stages`` itself.
 
 Flows build one ``StageContext`` per run from plain parameters (corpus URI, sources, config path
 and overrides), so a Prefect worker in another process can run them: nothing here lives in a
@@ -17,8 +19,9 @@ run (the embedding model, the leaves table) live in ``ctx.resources`` (see :meth
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -28,7 +31,7 @@ import pyarrow as pa
 from arborag.config import ArboragConfig
 from arborag.storage.corpus import Corpus
 
-__all__ = ["RunCounters", "StageContext", "file_fingerprint", "table_fingerprint"]
+__all__ = ["RunCounters", "StageContext", "StageSummary", "file_fingerprint", "table_fingerprint"]
 
 _CHUNK = 1 << 20
 
@@ -49,6 +52,41 @@ class RunCounters:
     def as_dict(self) -> dict[str, Any]:
         """The call counts (what a no-op run must leave at zero)."""
         return {"embedded_texts": self.embedded_texts, "summaries": self.summaries}
+
+
+class StageSummary(Mapping[str, Any]):
+    """What a stage runner returns: each stage has its own frozen dataclass deriving from this.
+
+    - :meth:`counts` — the stage's entry in the run record (the ``runs`` table's ``counts`` JSON,
+      under the stage's name; users query these keys, so they do not change); empty: the stage
+      records no entry;
+    - :meth:`report` — what the flow returns for the stage (``out[stage]``): the counts plus what
+      the run record leaves out (first failures, paths, ids). By default the counts.
+
+    Read as a mapping it is its :meth:`report`, so a caller reading a stage's result by key
+    (``out["publish"]["snapshot"]``) needs no change. Prefect caches it as JSON and rebuilds the
+    dataclass on a cache hit (its fields are plain JSON values).
+    """
+
+    def counts(self) -> dict[str, Any]:
+        """The stage's entry in the run record; by default every field, in declaration order."""
+        return self.fields()
+
+    def fields(self) -> dict[str, Any]:
+        """The dataclass's fields by name, in declaration order."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+    def report(self) -> dict[str, Any]:
+        return self.counts()
+
+    def __getitem__(self, key: str) -> Any:
+        return self.report()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.report())
+
+    def __len__(self) -> int:
+        return len(self.report())
 
 
 @dataclass

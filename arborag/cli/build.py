@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.table import Table
@@ -61,7 +61,7 @@ def register(app: typer.Typer) -> None:
             except MissingExtra as exc:
                 fail(exc)
         offline_env()
-        overrides = {
+        overrides: dict[str, dict[str, Any]] = {
             "ingest": {"follow_external_symlinks": follow_external_symlinks or None},
             "segment": {"strategy": strategy},
             "sections": {"strategy": sections},

@@ -15,7 +15,7 @@ torch's default for batches, one thread for a single text) and the float32 L2 no
 Weights are cast to the configured dtype as ``from_pretrained(dtype=...)`` does.
 
 Same batches, same ops, same threads: the vectors equal ``Embedder.embed``'s bit for bit, padding
-noise included (``tests/foundation/test_embedder_light.py`` compares real texts of the shared
+noise included (``tests/embed/test_embedder_light.py`` compares real texts of the shared
 corpora, long texts with prefixes, both dtypes). Only plain BERT sentence-transformers folders
 (Transformer -> mean Pooling -> Normalize) qualify; :func:`light_supported` says whether a folder
 does, otherwise use :class:`~arborag.embed.model.Embedder`. Used for one-off queries

@@ -165,9 +165,6 @@ def torch_dtype(cfg: EmbedConfig) -> Any:
     return torch.bfloat16 if resolve_dtype(cfg.dtype) == "bfloat16" else torch.float32
 
 
-_l2_normalise = l2_normalise  # the name arborag.embed.light imports
-
-
 @contextlib.contextmanager
 def _torch_threads(n: int) -> Iterator[None]:
     """torch's (process-wide) intra-op thread count set to ``n`` for the block, then restored."""
@@ -349,7 +346,7 @@ class Embedder:
         vecs = self._encode(model, pieces, step)
         out = np.zeros((len(texts), vecs.shape[1]), dtype=np.float64)
         np.add.at(out, owner, vecs.astype(np.float64))
-        return _l2_normalise(out)
+        return l2_normalise(out)
 
     def windows(self, text: str, prefix_chars: int = 0) -> list[str]:
         """The texts :meth:`embed` embeds for ``text`` (one, or its long-text windows)."""
@@ -394,7 +391,7 @@ class Embedder:
             out[idx] = emb
             if progress is not None:
                 progress(len(idx))
-        return _l2_normalise(out)
+        return l2_normalise(out)
 
     def _encode_group(self, texts: list[str]) -> np.ndarray:
         """float32 vectors (not normalised) of one group of texts, in batches of ``batch_size``."""

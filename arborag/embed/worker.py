@@ -12,10 +12,10 @@ hands every ``embed`` call to it over a socket pair and gets the vectors back.
 
 The vectors are the ones the run's process would compute, bit for bit: the worker runs
 ``Embedder.embed``'s batching with the same config, model file, dtype and torch thread count (the
-cores, as in the run's own process; ``tests/foundation/test_embed_worker.py`` compares). For the
+cores, as in the run's own process; ``tests/embed/test_embed_worker.py`` compares). For the
 packaged model it runs it as a :class:`~arborag.embed.light.LightEmbedder` (torch +
 ``tokenizers``, no sentence-transformers import: ready ~2 s after it starts instead of ~8 s; the
-same vectors, ``tests/foundation/test_embedder_light.py``). Progress is reported as
+same vectors, ``tests/embed/test_embedder_light.py``). Progress is reported as
 the worker goes. When the worker is gone (killed, out of memory) the embedder says so in the
 log and embeds in its own process from then on — slower, the same numbers. An error of the
 model itself (a missing model folder) is raised in the run as it would have been there.

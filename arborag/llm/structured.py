@@ -46,6 +46,7 @@ __all__ = [
     "SubQuestions",
     "Verdict",
     "ask_structured",
+    "clean_items",
     "extract_json",
     "numbered_lines",
     "parse_reply",
@@ -70,7 +71,9 @@ class StructuredReply(BaseModel):
         return None
 
 
-def _clean_items(items: list[str]) -> list[str]:
+def clean_items(items: list[Any]) -> list[str]:
+    """``items`` as one-line strings (whitespace collapsed, surrounding quotes dropped), without
+    empty ones and repeats, in their order."""
     out: list[str] = []
     for item in items:
         item = " ".join(str(item).split()).strip().strip('"').strip()
@@ -87,7 +90,7 @@ class QueryVariants(StructuredReply):
     @field_validator("variants")
     @classmethod
     def _nonempty(cls, v: list[str]) -> list[str]:
-        v = _clean_items(v)
+        v = clean_items(v)
         if not v:
             raise ValueError("no variants")
         return v
@@ -107,7 +110,7 @@ class SubQuestions(StructuredReply):
     @field_validator("questions")
     @classmethod
     def _clean(cls, v: list[str]) -> list[str]:
-        return _clean_items(v)
+        return clean_items(v)
 
     @classmethod
     def from_text(cls, text: str) -> SubQuestions | None:
@@ -201,7 +204,7 @@ class CitedAnswer(StructuredReply):
 def numbered_lines(text: str) -> list[str]:
     """Items of a list written as lines ``[1] a``, ``1. a``, ``- a`` (other lines ignored)."""
     items = [m.group(1) for line in text.splitlines() if (m := _LIST_LINE.match(line))]
-    return _clean_items(items)
+    return clean_items(items)
 
 
 def _strip_fences(text: str) -> str:

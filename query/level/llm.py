@@ -17,12 +17,12 @@ The client itself comes from :func:`arborag.llm.configured.llm_from_config` (the
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar
 
 from pydantic import AliasChoices, Field, field_validator
 
 from arborag.errors import BackendUnavailable, ConfigError, LLMError
-from arborag.llm.structured import StructuredReply, numbered_lines, parse_reply
+from arborag.llm.structured import StructuredReply, clean_items, numbered_lines, parse_reply
 from arborag.query.level.trace import LevelTrace, LLMCall
 
 if TYPE_CHECKING:
@@ -34,19 +34,23 @@ __all__ = ["DenseFeedback", "Passage", "SparseFeedback", "StepLLM", "Supplement"
 T = TypeVar("T", bound=StructuredReply)
 
 
-def _clean_items(items: list[Any]) -> list[str]:
-    out: list[str] = []
-    for item in items:
-        text = " ".join(str(item).split()).strip().strip('"').strip()
-        if text and text not in out:
-            out.append(text)
-    return out
-
-
-class SparseFeedback(StructuredReply):
-    """``{"sufficient": false, "action": "extend" | "filter" | "emphasize", "keywords": [...]}``."""
+class _Feedback(StructuredReply):
+    """A searcher's verdict on its hits: ``{"sufficient": true}``, or false with what to change;
+    a plain "yes"/"true" reply reads as sufficient."""
 
     sufficient: bool = Field(validation_alias=AliasChoices("sufficient", "enough", "answerable"))
+
+    @classmethod
+    def from_text(cls, text: str) -> Self | None:
+        low = text.strip().lower()
+        if low.startswith(("yes", "true")):
+            return cls(sufficient=True)
+        return None
+
+
+class SparseFeedback(_Feedback):
+    """``{"sufficient": false, "action": "extend" | "filter" | "emphasize", "keywords": [...]}``."""
+
     action: Literal["extend", "filter", "emphasize", "none"] = "none"
     keywords: list[str] = Field(default_factory=list, validation_alias=AliasChoices("keywords", "terms", "words"))
 
@@ -59,14 +63,7 @@ class SparseFeedback(StructuredReply):
     @field_validator("keywords", mode="before")
     @classmethod
     def _words(cls, v: Any) -> Any:
-        return _clean_items([v] if isinstance(v, str) else list(v or []))
-
-    @classmethod
-    def from_text(cls, text: str) -> SparseFeedback | None:
-        low = text.strip().lower()
-        if low.startswith(("yes", "true")):
-            return cls(sufficient=True)
-        return None
+        return clean_items([v] if isinstance(v, str) else list(v or []))
 
 
 class Passage(StructuredReply):
@@ -88,18 +85,10 @@ class Passage(StructuredReply):
         return cls(passage=text) if len(text.split()) >= 4 and "{" not in text else None
 
 
-class DenseFeedback(StructuredReply):
+class DenseFeedback(_Feedback):
     """``{"sufficient": false, "passage": "..."}``."""
 
-    sufficient: bool = Field(validation_alias=AliasChoices("sufficient", "enough", "answerable"))
     passage: str = Field("", validation_alias=AliasChoices("passage", "text", "query"))
-
-    @classmethod
-    def from_text(cls, text: str) -> DenseFeedback | None:
-        low = text.strip().lower()
-        if low.startswith(("yes", "true")):
-            return cls(sufficient=True)
-        return None
 
 
 class Supplement(StructuredReply):
@@ -119,7 +108,7 @@ class Supplement(StructuredReply):
     @field_validator("questions", mode="before")
     @classmethod
     def _clean(cls, v: Any) -> Any:
-        return _clean_items([v] if isinstance(v, str) else list(v or []))
+        return clean_items([v] if isinstance(v, str) else list(v or []))
 
     @classmethod
     def from_text(cls, text: str) -> Supplement | None:

@@ -29,7 +29,7 @@ hold:
 Writing a file's content moves its ctime, and ctime cannot be set back (``touch -d``, ``cp -p``
 and ``rsync -t`` set mtime only). A rename or a ``chmod`` moves it too. A skipped file is one
 whose bytes the table already holds, so the documents table after the update is the table a full
-read would give. ``tests/tasks/test_source_stats.py`` compares the two.
+read would give. ``tests/tasks/changes/test_source_stats.py`` compares the two.
 
 The file is a cache. Deleting it costs one full read, never a wrong document. A remote
 (``s3://``) corpus does not use it.

@@ -2,7 +2,7 @@
 
 :func:`embed_cached` embeds only the texts (deduplicated) the cache does not have. The model
 loader lives in the foundation (:mod:`arborag.embed.model`) and the cache in storage
-(:mod:`arborag.storage.embedding_cache`); both are re-exported here for existing callers.
+(:mod:`arborag.storage.embedding_cache`).
 """
 
 from __future__ import annotations
@@ -14,18 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from arborag.embed.model import PACKAGED_MODEL, Embedder, Progress, resolve_model_path
+from arborag.embed.model import Embedder, Progress
 from arborag.hashing import hash_text
 from arborag.storage.embedding_cache import EmbeddingCache
 
-__all__ = [
-    "FLUSH_TEXTS",
-    "PACKAGED_MODEL",
-    "Embedder",
-    "EmbeddingCache",
-    "embed_cached",
-    "resolve_model_path",
-]
+__all__ = ["FLUSH_TEXTS", "embed_cached"]
 
 
 #: Texts computed between two writes to the embedding cache (:func:`embed_cached`): what a killed

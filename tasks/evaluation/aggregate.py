@@ -10,7 +10,7 @@ interpolation at ``(n - 1) * q / 100``), so the tables do not move by a rounding
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import polars as pl
 import pyarrow as pa
@@ -54,7 +54,7 @@ SYSTEM_ORDER = ("auto", "hop", "flat", "bm25", "collapsed", "traversal", "hybrid
                 "auto-summaries")
 STRATEGY_ORDER = ("sentence", "ffs", "dfs", "dds", "rcs")
 
-Frame = pa.Table | pl.DataFrame | pl.LazyFrame
+Frame: TypeAlias = pa.Table | pl.DataFrame | pl.LazyFrame
 
 
 def lazy(results: Frame) -> pl.LazyFrame:
@@ -63,7 +63,7 @@ def lazy(results: Frame) -> pl.LazyFrame:
         return results
     if isinstance(results, pl.DataFrame):
         return results.lazy()
-    return pl.from_arrow(results).lazy()  # type: ignore[union-attr]
+    return pl.DataFrame(results).lazy()
 
 
 def order(values: Iterable[Any], preferred: Sequence[str]) -> list[Any]:

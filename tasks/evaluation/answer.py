@@ -109,10 +109,10 @@ def ask_answerer(llm: Any, *, concurrency: int = 1) -> AnswerMany:
 def answer_items(hits: Iterable[pa.Table], queries: pa.Table, budget: int) -> tuple[list[PredictionKey], list[AnswerItem]]:
     """The hits to answer: every search at ``budget`` that did not fail, in file and row order,
     as prediction keys (qid, strategy, system, budget) and (question, texts) items."""
-    frames = [pl.from_arrow(t.select(["qid", "strategy", "system", "budget", "error", "texts"])) for t in hits]
+    frames = [pl.DataFrame(t.select(["qid", "strategy", "system", "budget", "error", "texts"])) for t in hits]
     if not frames:
         return [], []
-    q = pl.from_arrow(queries.select(["qid", "question"])).unique("qid", keep="last", maintain_order=True)
+    q = pl.DataFrame(queries.select(["qid", "question"])).unique("qid", keep="last", maintain_order=True)
     df = (
         pl.concat(frames, how="vertical_relaxed")
         .with_row_index("_row")

@@ -31,7 +31,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -50,6 +50,7 @@ __all__ = [
     "DatasetName",
     "LoadedDataset",
     "PreparedDataset",
+    "corpus_scope",
     "default_data_dir",
     "load_dataset",
     "load_financebench",
@@ -251,7 +252,8 @@ def load_financebench(data_dir: Path, *, limit: int | None = None, scope: Corpus
         src = pdf_dir / f"{name}.pdf"
         if src.exists():
             files.append(CorpusFile(name=f"{name}.pdf", title=name, source=src))
-    rows, evidence = [], {}
+    rows: list[dict[str, Any]] = []
+    evidence: dict[str, dict[str, str]] = {}
     for r in selected:
         gold_ids, gold_texts = [], []
         for e in r["evidence"]:
@@ -313,6 +315,13 @@ def load_thematic(data_dir: Path, *, limit: int | None = None, scope: CorpusScop
 _LOADERS = {"hotpotqa": load_hotpotqa, "narrativeqa": load_narrativeqa, "financebench": load_financebench, "thematic": load_thematic}
 
 
+def corpus_scope(value: str) -> CorpusScope:
+    """``value`` as a :data:`CorpusScope`; a ConfigError naming the choices for anything else."""
+    if value in get_args(CorpusScope):
+        return cast(CorpusScope, value)
+    raise ConfigError(f"unknown corpus scope {value!r}; choose one of {', '.join(get_args(CorpusScope))}")
+
+
 def load_dataset(
     name: str, data_dir: Path | None = None, *, limit: int | None = None, scope: CorpusScope = "auto"
 ) -> LoadedDataset:
@@ -324,6 +333,7 @@ def load_dataset(
     """
     if name not in _LOADERS:
         raise ConfigError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
+    scope = corpus_scope(scope)
     return _LOADERS[name](Path(data_dir) if data_dir is not None else default_data_dir(), limit=limit, scope=scope)
 
 

@@ -59,12 +59,12 @@ def resolve_gold(evidence: pa.Table, documents: pa.Table) -> dict[str, frozenset
     to an empty set (it can never be retrieved; the report counts such ids). The first two are
     polars joins; the text search runs only for the evidence they leave unresolved.
     """
-    docs = pl.from_arrow(documents.select(["doc_id", "uri", "title", "text", "status"])).filter(pl.col("status") == "ok")
+    docs = pl.DataFrame(documents.select(["doc_id", "uri", "title", "text", "status"])).filter(pl.col("status") == "ok")
     by_name = docs.select("doc_id", pl.col("uri").fill_null("").map_elements(_uri_name, return_dtype=pl.String).alias("key"))
     by_title = docs.filter(pl.col("title").is_not_null() & (pl.col("title") != "")).select(
         "doc_id", pl.col("title").str.strip_chars().alias("key")
     )
-    ev = pl.from_arrow(evidence.select(["gold_id", "file", "title", "text"])).with_row_index("_ev")
+    ev = pl.DataFrame(evidence.select(["gold_id", "file", "title", "text"])).with_row_index("_ev")
     ev = ev.with_columns(
         pl.col("title").fill_null("").str.strip_chars().alias("_title"),
         pl.col("file").map_elements(lambda f: Path(f).stem, return_dtype=pl.String).alias("_stem"),
@@ -101,12 +101,12 @@ def evidence_page_texts(evidence: pa.Table, documents: pa.Table, gold_docs: dict
     Page ``n`` runs from ``page_starts[n]`` to ``page_starts[n + 1]`` (the page separator is
     stripped). A gold id whose page cannot be located (no page number, a document without page
     offsets, a page past the end) is left out: scoring then uses the evidence text as before."""
-    wanted = {g: page_of(g) for g in evidence.column("gold_id").to_pylist()}
-    wanted = {g: n for g, n in wanted.items() if n is not None and gold_docs.get(g)}
+    pages_of = {g: page_of(g) for g in evidence.column("gold_id").to_pylist()}
+    wanted = {g: n for g, n in pages_of.items() if n is not None and gold_docs.get(g)}
     if not wanted:
         return {}
     need = set().union(*(gold_docs[g] for g in wanted))
-    docs = pl.from_arrow(documents.select(["doc_id", "text", "metadata", "status"])).filter(
+    docs = pl.DataFrame(documents.select(["doc_id", "text", "metadata", "status"])).filter(
         (pl.col("status") == "ok") & pl.col("doc_id").is_in(list(need))
     )
     pages: dict[str, list[str]] = {}

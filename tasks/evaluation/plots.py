@@ -7,6 +7,7 @@ the numbers come from :func:`arborag.tasks.evaluation.aggregate.aggregate` (pola
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -33,6 +34,15 @@ def _plt():  # type: ignore[no-untyped-def]
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def _save(plt: Any, fig: Any, path: Path, title: str, **title_kw: Any) -> Path:
+    """Title ``fig``, write it to ``path`` (PNG, 110 dpi) and close it; returns ``path``."""
+    fig.suptitle(title, **title_kw)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 _COLORS = {"flat": "#444444", "bm25": "#1f77b4", "collapsed": "#d62728", "traversal": "#ff7f0e", "hybrid": "#2ca02c",
@@ -63,11 +73,7 @@ def plot_hit_rate_vs_budget(results: Frame, path: Path, *, strategy: str, datase
         ax.grid(alpha=0.3)
         ax.set_title(label)
     axes[0].legend(loc="lower right", fontsize=9)
-    fig.suptitle(f"{dataset}: retrieval vs token budget (strategy {strategy}; dashed = flat baseline)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path, f"{dataset}: retrieval vs token budget (strategy {strategy}; dashed = flat baseline)")
 
 
 def plot_level_mix(results: Frame, path: Path, *, budget: int, dataset: str = "") -> Path:
@@ -93,11 +99,7 @@ def plot_level_mix(results: Frame, path: Path, *, budget: int, dataset: str = ""
     ax.set_xlim(0, 1)
     ax.set_xlabel("share of retrieved nodes")
     ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(levels), fontsize=9, frameon=False)
-    fig.suptitle(f"{dataset}: level mix of retrieved nodes at budget {budget}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path, f"{dataset}: level mix of retrieved nodes at budget {budget}")
 
 
 def plot_strategy_heatmap(results: Frame, path: Path, *, budget: int, dataset: str = "") -> Path:
@@ -131,8 +133,4 @@ def plot_strategy_heatmap(results: Frame, path: Path, *, budget: int, dataset: s
         n_q = distinct_count(rows, "qid", where=pl.col(col).is_not_null())
         ax.set_title(f"{label}\n(n = {n_q} questions: one question = {1 / n_q:.3f})" if n_q else label, fontsize=9)
         fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
-    fig.suptitle(f"{dataset}: segmentation strategy × system at budget {budget}\n(colour scale = observed range; – = not run)", fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path, f"{dataset}: segmentation strategy × system at budget {budget}\n(colour scale = observed range; – = not run)", fontsize=11)

@@ -140,7 +140,7 @@ def count_errors(hits: pa.Table) -> int:
     """How many rows of a HITS (or RESULTS) table carry an error (null and "" do not count)."""
     if hits.num_rows == 0:
         return 0
-    err = pl.from_arrow(hits.select(["error"]))
+    err = pl.DataFrame(hits.select(["error"]))
     return int(err.select((pl.col("error").is_not_null() & (pl.col("error") != "")).sum()).item())
 
 

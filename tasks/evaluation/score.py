@@ -90,8 +90,8 @@ def score_hits(
     ``gold_docs[strategy]`` maps gold ids to doc_ids of that strategy's built corpus;
     ``predictions`` maps (qid, strategy, system, budget) to an LLM answer; ``gold_pages[strategy]``
     maps page-level gold ids to their page text (:func:`~arborag.tasks.evaluation.gold.evidence_page_texts`)."""
-    q = pl.from_arrow(queries.select(["qid", "answers", "gold_ids", "gold_texts", "type"])).unique("qid", keep="last", maintain_order=True)
-    h = pl.from_arrow(hits.select(HITS.names)).with_row_index("_row")
+    q = pl.DataFrame(queries.select(["qid", "answers", "gold_ids", "gold_texts", "type"])).unique("qid", keep="last", maintain_order=True)
+    h = pl.DataFrame(hits.select(HITS.names)).with_row_index("_row")
     df = h.join(q, on="qid", how="inner").sort("_row")
     predictions = predictions or {}
     applicable: dict[str, bool] = {}
@@ -122,7 +122,7 @@ def score_hits(
 def unresolved_gold(queries: pa.Table, gold_docs: dict[str, frozenset[str]]) -> int:
     """How many distinct gold ids the queries need that map to no document of the corpus."""
     resolved = [g for g, docs in gold_docs.items() if docs]
-    needed = pl.from_arrow(queries.select(["gold_ids"])).get_column("gold_ids").explode().drop_nulls().unique()
+    needed = pl.DataFrame(queries.select(["gold_ids"])).get_column("gold_ids").explode().drop_nulls().unique()
     return int((~needed.is_in(resolved)).sum())
 
 

@@ -18,7 +18,7 @@ __all__ = ["chunk_stats", "leaf_stats", "nodes_per_level"]
 
 def nodes_per_level(nodes: pa.Table) -> dict[int, int]:
     """``{level: node count}`` in level order (``nodes`` needs a ``level`` column)."""
-    counts = pl.from_arrow(nodes.select(["level"])).group_by("level").len().sort("level")
+    counts = pl.DataFrame(nodes.select(["level"])).group_by("level").len().sort("level")
     return {int(lv): int(n) for lv, n in counts.iter_rows()}
 
 
@@ -47,10 +47,10 @@ def chunk_stats(corpus_dir: str | Path, strategy: str) -> dict[str, Any]:
     stats: dict[str, Any] = {}
     try:
         nodes = pq.read_table(corpus.snapshot_table_path("nodes"), columns=["level", "n_tokens"])
-        leaves = pl.from_arrow(nodes).filter(pl.col("level") == 0).get_column("n_tokens").to_arrow()
+        leaves = pl.DataFrame(nodes).filter(pl.col("level") == 0).get_column("n_tokens").to_arrow()
         stats["nodes_per_level"] = nodes_per_level(nodes)
     except (ArboragError, OSError, KeyError, pa.ArrowInvalid):
-        chunks = pl.from_arrow(corpus.read("chunks").select(["n_tokens", "strategy"]))
+        chunks = pl.DataFrame(corpus.read("chunks").select(["n_tokens", "strategy"]))
         leaves = chunks.filter(pl.col("strategy") == strategy).get_column("n_tokens").to_arrow()
     stats.update(leaf_stats(leaves))
     if "nodes_per_level" in stats:  # a published tree: how well its labels describe its clusters

@@ -187,10 +187,10 @@ class DocumentState:
             return
         if current is not None:
             self.detach(doc.uri)
-        held = self._doc(doc_id)
-        if held is not None:
-            held.uris[doc.uri] = sha
-            held.dirty = True
+        same_text = self._doc(doc_id)
+        if same_text is not None:
+            same_text.uris[doc.uri] = sha
+            same_text.dirty = True
             self.by_uri[doc.uri] = doc_id
             self.report.duplicates.append((doc.uri, doc_id))
             return

@@ -9,7 +9,7 @@ from typing import Any
 __all__ = ["MIME_TYPES", "READER_VERSION", "Extracted", "IngestFailure", "IngestReport", "SourceFile"]
 
 #: Bumped whenever a reader's output can change for the same bytes; part of the per-file skip key.
-READER_VERSION = "readers-v2"
+READER_VERSION = "readers-v3"
 
 MIME_TYPES: dict[str, str] = {
     ".txt": "text/plain",

@@ -330,7 +330,7 @@ def _recorded_headings(text: str, recorded: list[Any], mime: str, page_starts: S
     """Headings recorded at ingest (``[title, level, page]``) located in the text."""
     rows = [(str(r[0]), int(r[1]), r[2] if len(r) > 2 else None) for r in recorded if isinstance(r, list) and len(r) >= 2]
     if mime == "application/pdf" and rows and all(isinstance(p, int) for _, _, p in rows):
-        return _pdf_to_headings(text, [(t, lvl, int(p)) for t, lvl, p in rows], page_starts)
+        return _pdf_to_headings(text, [(t, lvl, p) for t, lvl, p in rows if isinstance(p, int)], page_starts)
     return locate_headings(text, [(t, lvl) for t, lvl, _ in rows])
 
 

@@ -1,1 +1,2 @@
-"""Stage runners, one module per stage (named as the stage is), each beside its pure function."""
+"""Stage runners, one module per stage, named after the table or file it writes
+(``chunks.py``: ``run_chunks``), each beside its pure function."""

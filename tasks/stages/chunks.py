@@ -1,5 +1,9 @@
 """Segmentation stage: documents → chunks (docs/METHODS.md §3), for the five non-LLM strategies.
 
+(Over 500 lines on purpose: the strategy parameters, the per-text segmentation, the table builder
+and the runner share the span conventions below, and the reuse key hashes this module's code as
+one unit, ``_SEGMENT_CODE``; the algorithms themselves are in :mod:`arborag.tasks.segment.windows`.)
+
 ``segment_text`` tokenizes a text once with the one tokenizer and runs a segmenter from
 :mod:`arborag.tasks.segment.windows` on the offset arrays; ``build_chunks`` does that for every ``ok``
 document of a DOCUMENTS table and returns a CHUNKS table.
@@ -63,7 +67,7 @@ from arborag.progress import progress_bar
 from arborag.tokenizer import Tokenizer, get_tokenizer
 from arborag.storage.schemas import CHUNKS
 from arborag.storage.tables import conform
-from arborag.tasks.stage_context import StageContext
+from arborag.tasks.stage_context import StageContext, StageSummary
 from arborag.tasks.build.key import hash_string_columns
 from arborag.storage.frames import frame, to_table
 from arborag.tasks.ingest.reading import LINE_RECORD_MIMES, READING_VIEW_VERSION, ReadingView, reading_views
@@ -82,6 +86,7 @@ from arborag.tasks.segment.windows import (
 
 __all__ = [
     "STRATEGIES",
+    "ChunksSummary",
     "Span",
     "build_chunks",
     "chunks_proof",
@@ -438,7 +443,23 @@ def segment_setup(strategy: Strategy, cfg: SegmentConfig, tok: Tokenizer, sectio
     })
 
 
-def run_chunks(ctx: StageContext, strategy: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ChunksSummary(StageSummary):
+    """What a segment run did; recorded as it is (``runs.counts`` key ``segment``)."""
+
+    table: str
+    strategy: str
+    documents: int  # ok documents
+    segmented: int  # documents segmented this run
+    reused: int  # documents whose rows were kept
+    chunks: int  # rows of ``strategy``
+    chunks_total: int  # rows of the table (every strategy)
+    tokens: int
+    written: bool
+    fingerprint: str
+
+
+def run_chunks(ctx: StageContext, strategy: str) -> ChunksSummary:
     """Segment the ok documents with ``strategy``; replace that strategy's rows of ``chunks``.
 
     Only documents that are new or whose key changed are segmented
@@ -488,19 +509,18 @@ def run_chunks(ctx: StageContext, strategy: str) -> dict[str, Any]:
         reuse.write_keys(path, keys, setup=setup, chunks=table_fingerprint(corpus.table_path("chunks")))
     else:
         path.unlink(missing_ok=True)
-    ctx.counters.stages["segment"] = summary = {
-        "table": str(corpus.table_path("chunks")),
-        "strategy": strategy,
-        "documents": docs.height,
-        "segmented": todo.height,
-        "reused": docs.height - todo.height,
-        "chunks": new.num_rows,
-        "chunks_total": table.num_rows,
-        "tokens": int(pc.sum(new.column("n_tokens")).as_py() or 0) if new.num_rows else 0,
-        "written": written,
-        "fingerprint": chunks_fingerprint(table, strategy),
-    }
-    return summary
+    return ChunksSummary(
+        table=str(corpus.table_path("chunks")),
+        strategy=strategy,
+        documents=docs.height,
+        segmented=todo.height,
+        reused=docs.height - todo.height,
+        chunks=new.num_rows,
+        chunks_total=table.num_rows,
+        tokens=int(pc.sum(new.column("n_tokens")).as_py() or 0) if new.num_rows else 0,
+        written=written,
+        fingerprint=chunks_fingerprint(table, strategy),
+    )
 
 
 def chunks_proof(ctx: StageContext, strategy: str) -> str:

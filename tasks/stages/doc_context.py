@@ -37,7 +37,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from arborag.errors import ArboragError, ConfigError
+from arborag.storage.frames import frame
 from arborag.tasks.segment.semantic import Complete
+from arborag.tasks.stage_context import StageSummary
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DOC_PART",
+    "DocContextSummary",
     "DOC_SUMMARY_PREFIX",
     "PROMPT_VERSION",
     "SECTION_PART",
@@ -245,20 +248,20 @@ def chunk_headers(chunks: pa.Table, documents: pa.Table, sections: pa.Table | No
     ``summary``. ``sections``: ``section_id``, ``title``, ``summary`` (optional). Same text as
     :func:`compose_header` row by row.
     """
-    c = pl.from_arrow(chunks.select(["doc_id", "section_id"])).with_row_index("_row")
-    d = pl.from_arrow(documents.select(["doc_id", "title", "summary"])).rename({"title": "_dt", "summary": "_ds"})
-    frame = c.join(d.unique("doc_id", keep="first"), on="doc_id", how="left")
+    c = frame(chunks.select(["doc_id", "section_id"])).with_row_index("_row")
+    d = frame(documents.select(["doc_id", "title", "summary"])).rename({"title": "_dt", "summary": "_ds"})
+    joined = c.join(d.unique("doc_id", keep="first"), on="doc_id", how="left")
     if sections is not None and sections.num_rows:
-        s = pl.from_arrow(sections.select(["section_id", "title", "summary"])).rename({"title": "_st", "summary": "_ss"})
-        frame = frame.join(s.unique("section_id", keep="first"), on="section_id", how="left")
+        s = frame(sections.select(["section_id", "title", "summary"])).rename({"title": "_st", "summary": "_ss"})
+        joined = joined.join(s.unique("section_id", keep="first"), on="section_id", how="left")
     else:
-        frame = frame.with_columns(_st=pl.lit(None, pl.String), _ss=pl.lit(None, pl.String))
+        joined = joined.with_columns(_st=pl.lit(None, pl.String), _ss=pl.lit(None, pl.String))
     clean = {k: pl.col(k).fill_null("").str.strip_chars() for k in ("_dt", "_ds", "_st", "_ss")}
-    frame = frame.with_columns(**clean)
+    joined = joined.with_columns(**clean)
     doc = pl.when(pl.col("_dt") != "").then(_part(DOC_PART, pl.col("_dt"), pl.col("_ds")))
     sec = pl.when(pl.col("_st") != "").then(_part(SECTION_PART, pl.col("_st"), pl.col("_ss")))
     header = pl.concat_str([doc, sec], separator="\n\n", ignore_nulls=True).fill_null("")
-    out = frame.sort("_row").select(header.alias("header"))
+    out = joined.sort("_row").select(header.alias("header"))
     return out.to_arrow().column("header").combine_chunks().cast(pa.string())
 
 
@@ -332,7 +335,18 @@ def build_doc_context(
     return pa.Table.from_pydict(rows, schema=DOC_CONTEXT)
 
 
-def run_doc_context(ctx: "StageContext") -> dict[str, Any]:
+@dataclass(frozen=True)
+class DocContextSummary(StageSummary):
+    """What a context run did; recorded as it is (``runs.counts`` key ``context``)."""
+
+    documents: int
+    llm_calls: int
+    llm_failures: int
+    written: bool
+    fingerprint: str
+
+
+def run_doc_context(ctx: "StageContext") -> DocContextSummary:
     """Stage ``context``: the ``doc_context`` table (empty when headers are off)."""
     from arborag.tasks.stage_context import table_fingerprint
 
@@ -346,7 +360,5 @@ def run_doc_context(ctx: "StageContext") -> dict[str, Any]:
     else:
         table = existing.schema.empty_table()
     written = ctx.write_if_changed("doc_context", table, existing)
-    summary = {"documents": table.num_rows, "llm_calls": stats.llm_calls, "llm_failures": stats.llm_failures,
-               "written": written, "fingerprint": table_fingerprint(corpus.table_path("doc_context"))}
-    ctx.counters.stages["context"] = summary
-    return summary
+    return DocContextSummary(documents=table.num_rows, llm_calls=stats.llm_calls, llm_failures=stats.llm_failures,
+                             written=written, fingerprint=table_fingerprint(corpus.table_path("doc_context")))

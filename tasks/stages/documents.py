@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ from arborag.errors import IngestError
 from arborag.hashing import hash_bytes, hash_text
 from arborag.progress import progress_bar
 from arborag.storage.schemas import DOCUMENTS
-from arborag.tasks.stage_context import StageContext, table_fingerprint
+from arborag.tasks.stage_context import StageContext, StageSummary, table_fingerprint
 from arborag.tasks.ingest.decode import DecodedText, decode_bytes, looks_binary, normalize_text
 from arborag.tasks.ingest.discover import discover_sources
 from arborag.tasks.ingest.merge import DocumentState, error_doc_id
@@ -52,6 +53,7 @@ __all__ = [
     "MIME_TYPES",
     "READER_VERSION",
     "DecodedText",
+    "DocumentsSummary",
     "Extracted",
     "IngestFailure",
     "IngestReport",
@@ -128,8 +130,37 @@ def build_documents(
 # ---------------------------------------------------------------------------------------------
 # Stage runner (the ``ingest`` stage of the flows)
 # ---------------------------------------------------------------------------------------------
-def run_documents(ctx: StageContext, files: list[str]) -> dict[str, Any]:
-    """Read ``files`` (already discovered) into the corpus's documents table; return a JSON summary.
+@dataclass(frozen=True)
+class DocumentsSummary(StageSummary):
+    """What an ingest run did: the :class:`IngestReport`'s counts (of document uris) and first
+    failures and warnings, the table's totals, whether it was written and its fingerprint.
+    The run record (``runs.counts`` key ``ingest``) holds all of it but the failure lists."""
+
+    files: int
+    added: int
+    unchanged: int
+    duplicates: int
+    replaced: int
+    failed: int
+    warnings: int
+    skipped_unchanged_files: int
+    failures: list[dict[str, str]]  # the first failures: uri, reason
+    warning_list: list[dict[str, str]]  # the first warnings: uri, reason
+    table: str
+    documents: int  # ok rows
+    errors: int  # error rows
+    written: bool
+    fingerprint: str
+
+    def report(self) -> dict[str, Any]:
+        return self.fields()
+
+    def counts(self) -> dict[str, Any]:
+        return {k: v for k, v in self.fields().items() if k not in ("failures", "warning_list")}
+
+
+def run_documents(ctx: StageContext, files: list[str]) -> DocumentsSummary:
+    """Read ``files`` (already discovered) into the corpus's documents table; a :class:`DocumentsSummary`.
 
     The summary holds the report's counts and first failures, table totals (``documents``: ok
     rows, ``errors``: error rows), whether the table was written and its ``fingerprint``. The
@@ -147,19 +178,19 @@ def run_documents(ctx: StageContext, files: list[str]) -> dict[str, Any]:
     if not corpus.remote:  # what the next update need not read again (tasks/changes/source_stats.py)
         source_stats.write_record(corpus.cache_dir, source_stats.stat_rows(stats), documents_hash=fingerprint, reader=reader_key(ctx.config.ingest))
     status = pl.from_arrow(table.select(["status"]))["status"]  # type: ignore[index]
-    summary = {
+    return DocumentsSummary(
         **report.as_dict(),
-        "table": str(corpus.table_path("documents")),
-        "documents": int((status == "ok").sum()),
-        "errors": int((status == "error").sum()),
-        "written": written,
-        "fingerprint": fingerprint,
-    }
-    ctx.counters.stages["ingest"] = {k: v for k, v in summary.items() if k not in ("failures", "warning_list")}
-    return summary
+        table=str(corpus.table_path("documents")),
+        documents=int((status == "ok").sum()),
+        errors=int((status == "error").sum()),
+        written=written,
+        fingerprint=fingerprint,
+    )
 
 
-def cached_ingest_summary(summary: dict[str, Any]) -> dict[str, Any]:
+def cached_ingest_summary(summary: Mapping[str, Any]) -> Mapping[str, Any]:
     """What a cache hit of the ingest stage means in counts: nothing added; every document read before is unchanged."""
     seen = summary.get("added", 0) + summary.get("unchanged", 0) + summary.get("duplicates", 0)
+    if isinstance(summary, DocumentsSummary):
+        return replace(summary, added=0, duplicates=0, replaced=0, unchanged=seen, written=False)
     return {**summary, "added": 0, "duplicates": 0, "replaced": 0, "unchanged": seen, "written": False}

@@ -6,6 +6,7 @@ The run's embed function lives in :mod:`arborag.tasks.embedding.embedder`, the s
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,19 +16,35 @@ import pyarrow.parquet as pq
 from arborag.progress import progress_bar
 from arborag.storage.arrays import vectors_to_arrow
 from arborag.storage.tables import atomic_path
-from arborag.tasks.embedding.cached import embed_cached
 from arborag.tasks.build.leaves import load_leaves
-from arborag.tasks.stage_context import StageContext
+from arborag.tasks.embedding.cached import embed_cached
 from arborag.tasks.embedding.embedder import embed_function, embedder_of, header_chars
 from arborag.tasks.embedding.vector_files import VECTOR_FILE_OPTIONS, write_vectors_file
+from arborag.tasks.stage_context import StageContext, StageSummary
 from arborag.tasks.tree.build import leaf_embed_texts
 
-__all__ = ["OUTPUTS", "STREAM_ROWS", "run_leaf_vectors"]
+__all__ = ["OUTPUTS", "STREAM_ROWS", "LeafVectorsSummary", "run_leaf_vectors"]
 
 OUTPUTS = ("leaf_vectors.parquet",)
 
 
-def run_leaf_vectors(ctx: StageContext, key: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class LeafVectorsSummary(StageSummary):
+    """The staged leaf vectors: the flow gets the file and its rows; the run record
+    (``runs.counts`` key ``embed``) the leaves and how many texts were embedded, not read from the cache."""
+
+    path: str
+    rows: int
+    computed: int
+
+    def counts(self) -> dict[str, Any]:
+        return {"leaves": self.rows, "computed": self.computed}
+
+    def report(self) -> dict[str, Any]:
+        return {"path": self.path, "rows": self.rows}
+
+
+def run_leaf_vectors(ctx: StageContext, key: str) -> LeafVectorsSummary:
     """Embed the run's leaves (``header + text``) and stage their vectors under ``key``."""
     stage_dir = ctx.staging_dir(key)
     stage_dir.mkdir(parents=True, exist_ok=True)
@@ -39,8 +56,7 @@ def run_leaf_vectors(ctx: StageContext, key: str) -> dict[str, Any]:
         write_vectors_file(path, leaves.column("chunk_id"), vectors)
     else:
         _stream_leaf_vectors(ctx, leaves, path)
-    ctx.counters.stages["embed"] = {"leaves": leaves.num_rows, "computed": ctx.counters.embedded_texts - before}
-    return {"path": str(path), "rows": leaves.num_rows}
+    return LeafVectorsSummary(path=str(path), rows=leaves.num_rows, computed=ctx.counters.embedded_texts - before)
 
 
 #: Leaves per slice when a corpus has more (docs/SCALE.md): the texts (Python strings), their

@@ -34,14 +34,14 @@ import pyarrow.compute as pc
 
 from arborag.config import ArboragConfig
 from arborag.errors import ArboragError
-from arborag.tasks.stage_context import StageContext, table_fingerprint
-from arborag.tasks.stages.documents import build_documents
 from arborag.tasks.changes.documents_diff import DocumentsDiff, diff_documents
+from arborag.tasks.stage_context import StageContext, StageSummary, table_fingerprint
+from arborag.tasks.stages.documents import build_documents
 from arborag.tasks.ingest.existing import RECORD_URI_PATTERN, duplicate_uris
 from arborag.tasks.ingest.merge import DocumentState
 from arborag.tasks.ingest.records import IngestReport
 
-__all__ = ["DEFAULT_MAX_DELETE", "DeleteLimit", "DeletesRefused", "UpdatePlan", "check_deletes", "decide", "deleted_documents", "failure_rows", "held_documents", "incoming_uris", "plan_documents", "prune_documents", "run_update_documents", "update_estimate"]
+__all__ = ["DEFAULT_MAX_DELETE", "DeleteLimit", "DeletesRefused", "PlanSummary", "UpdatePlan", "check_deletes", "decide", "deleted_documents", "failure_rows", "held_documents", "incoming_uris", "plan_documents", "prune_documents", "run_update_documents", "update_estimate"]
 
 
 @dataclass(frozen=True)
@@ -220,7 +220,36 @@ def plan_documents(existing: pa.Table, files: Sequence[str], cfg: ArboragConfig,
     return UpdatePlan(documents=table, diff=diff, report=report, pruned=prune)
 
 
-def run_update_documents(ctx: StageContext, files: list[str], prune: bool, dry_run: bool = False) -> dict[str, Any]:
+@dataclass(frozen=True)
+class PlanSummary(StageSummary):
+    """The plan of an update: ``plan`` is :meth:`UpdatePlan.as_dict` (the diff's counts, ``pruned``,
+    ``deleted_documents`` and the first uris of each class), then what the run read and wrote.
+    ``estimate`` and ``refused`` are a dry run's (None otherwise). The run record (``runs.counts``
+    key ``plan``) leaves out the uri and id lists, the failures, the estimate and the refusal."""
+
+    plan: dict[str, Any]
+    files: int
+    held: int
+    failures: list[dict[str, Any]]
+    new_failures: int
+    files_read: int
+    written: bool
+    fingerprint: str
+    new_doc_ids: list[str]
+    gone_doc_ids: list[str]
+    estimate: dict[str, Any] | None = None
+    refused: str | None = None
+
+    def report(self) -> dict[str, Any]:
+        out = {**self.plan, **{k: v for k, v in self.fields().items() if k != "plan"}}
+        return {k: v for k, v in out.items() if k not in ("estimate", "refused") or v is not None}
+
+    def counts(self) -> dict[str, Any]:
+        left_out = ("new_doc_ids", "gone_doc_ids", "estimate", "failures", "refused")
+        return {k: v for k, v in self.report().items() if not k.endswith("_uris") and k not in left_out}
+
+
+def run_update_documents(ctx: StageContext, files: list[str], prune: bool, dry_run: bool = False) -> PlanSummary:
     """Plan the update of ``files`` and (unless ``dry_run``) write the documents table; the plan's counts.
 
     The delete guard: ``ctx.resources["delete_limit"]`` (a :class:`DeleteLimit`; absent: the
@@ -259,25 +288,20 @@ def run_update_documents(ctx: StageContext, files: list[str], prune: bool, dry_r
     if local and not dry_run:
         rows = [source_stats.stat_rows(stats)] + ([skip] if skip is not None else [])
         source_stats.write_record(ctx.corpus.cache_dir, pl.concat(rows), documents_hash=fingerprint, reader=reader)
-    summary = {
-        **plan.as_dict(),
-        "files": len(files),
-        "held": held,
-        "failures": failures,
-        "new_failures": sum(1 for f in failures if f["new"]),
-        "files_read": len(files) - (skip.height if skip is not None else 0),
-        "written": written,
-        "fingerprint": fingerprint,
-        "new_doc_ids": plan.diff.new_doc_ids.to_pylist(),
-        "gone_doc_ids": plan.diff.gone_doc_ids.to_pylist(),
-    }
-    if dry_run:
-        summary["estimate"] = estimate_work(ctx, plan)
-        if refused:
-            summary["refused"] = refused
-    ctx.counters.stages["plan"] = {k: v for k, v in summary.items()
-                                   if not k.endswith("_uris") and k not in ("new_doc_ids", "gone_doc_ids", "estimate", "failures", "refused")}
-    return summary
+    return PlanSummary(
+        plan=plan.as_dict(),
+        files=len(files),
+        held=held,
+        failures=failures,
+        new_failures=sum(1 for f in failures if f["new"]),
+        files_read=len(files) - (skip.height if skip is not None else 0),
+        written=written,
+        fingerprint=fingerprint,
+        new_doc_ids=plan.diff.new_doc_ids.to_pylist(),
+        gone_doc_ids=plan.diff.gone_doc_ids.to_pylist(),
+        estimate=estimate_work(ctx, plan) if dry_run else None,
+        refused=(refused or None) if dry_run else None,
+    )
 
 
 def estimate_work(ctx: StageContext, plan: UpdatePlan) -> dict[str, Any]:

@@ -30,17 +30,18 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from arborag.tasks.stage_context import StageContext
 from arborag.tasks.build.key import snapshot_id_for
+from arborag.tasks.stage_context import StageContext, StageSummary
 from arborag.tasks.stages.tree import level_counts
 
-__all__ = ["PROVENANCE_FILES", "content_fingerprint", "run_publish", "snapshot_provenance", "tree_counts"]
+__all__ = ["PROVENANCE_FILES", "PublishSummary", "content_fingerprint", "run_publish", "snapshot_provenance", "tree_counts"]
 
 #: Provenance written into every snapshot by :func:`snapshot_provenance` (readers never need the
 #: live working tables, which a later ingest or update may already have changed).
@@ -56,10 +57,12 @@ def snapshot_provenance(nodes: pa.Table, chunks: pa.Table, documents: pa.Table) 
     come from, both sorted (doc_id, ordinal) / (doc_id): semi-joins in polars over Arrow."""
     import polars as pl
 
-    leaf_ids = pl.from_arrow(nodes.select(["node_id", "level"])).filter(pl.col("level") == 0).select(pl.col("node_id").alias("chunk_id"))
-    ch = pl.from_arrow(chunks).join(leaf_ids, on="chunk_id", how="semi").unique("chunk_id", keep="first", maintain_order=True)
+    from arborag.storage.frames import frame
+
+    leaf_ids = frame(nodes.select(["node_id", "level"])).filter(pl.col("level") == 0).select(pl.col("node_id").alias("chunk_id"))
+    ch = frame(chunks).join(leaf_ids, on="chunk_id", how="semi").unique("chunk_id", keep="first", maintain_order=True)
     ch = ch.sort(["doc_id", "ordinal", "start_char"])
-    docs = pl.from_arrow(documents).join(ch.select("doc_id").unique(), on="doc_id", how="semi").unique("doc_id", keep="last", maintain_order=True)
+    docs = frame(documents).join(ch.select("doc_id").unique(), on="doc_id", how="semi").unique("doc_id", keep="last", maintain_order=True)
     return ch.to_arrow().cast(chunks.schema), docs.sort("doc_id").to_arrow().cast(documents.schema)
 
 
@@ -69,7 +72,26 @@ def tree_counts(nodes_path: Path) -> dict[str, Any]:
     return {"nodes": sum(levels.values()), "levels": {str(k): v for k, v in sorted(levels.items(), key=lambda kv: str(kv[0]))}}
 
 
-def run_publish(ctx: StageContext, key: str, snapshot_files: Sequence[str]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class PublishSummary(StageSummary):
+    """The published snapshot; ``unchanged``: an equal one was already published and stays current;
+    ``gc``: what retention did after the publish (None: ``retention.auto`` is off). The publish has
+    no entry of its own in the run record; retention's is ``gc`` (:func:`collect_after_publish`)."""
+
+    snapshot: str
+    unchanged: bool = False
+    gc: dict[str, Any] | None = None
+
+    def counts(self) -> dict[str, Any]:
+        return {}
+
+    def report(self) -> dict[str, Any]:
+        if self.unchanged:
+            return {"snapshot": self.snapshot, "unchanged": True}
+        return {"snapshot": self.snapshot, **({"gc": self.gc} if self.gc is not None else {})}
+
+
+def run_publish(ctx: StageContext, key: str, snapshot_files: Sequence[str]) -> PublishSummary:
     """Publish the staged build ``key`` as snapshot ``snap-<key>``: its ``snapshot_files`` (what the
     stages before publish declare for the snapshot), the optional files and the provenance."""
     if not snapshot_files:
@@ -83,7 +105,7 @@ def run_publish(ctx: StageContext, key: str, snapshot_files: Sequence[str]) -> d
     same = _published_with(ctx, content, key)
     if same is not None:
         shutil.rmtree(stage_dir, ignore_errors=True)
-        return {"snapshot": same, "unchanged": True}
+        return PublishSummary(snapshot=same, unchanged=True)
     partial = ctx.corpus.partial_dir(snap_id)
     for name in snapshot_files:
         _seal(stage_dir / name, partial / name)
@@ -113,7 +135,7 @@ def run_publish(ctx: StageContext, key: str, snapshot_files: Sequence[str]) -> d
     ctx.corpus.publish(partial, snap_id, info)
     shutil.rmtree(stage_dir, ignore_errors=True)
     gc = collect_after_publish(ctx)
-    return {"snapshot": snap_id, **({"gc": gc} if gc is not None else {})}
+    return PublishSummary(snapshot=snap_id, gc=gc)
 
 
 def _seal(src: Path, dst: Path) -> None:

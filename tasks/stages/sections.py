@@ -15,6 +15,7 @@ With ``sections.summaries`` each section gets ``"This section is about: …"`` (
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +24,13 @@ import pyarrow as pa
 
 from arborag.config import ArboragConfig
 from arborag.progress import progress_bar
-from arborag.tasks.stage_context import StageContext, table_fingerprint
 from arborag.storage.frames import frame
+from arborag.tasks.stage_context import StageContext, StageSummary, table_fingerprint
 from arborag.tasks.stages.doc_context import HeaderStats, llm_complete, section_summary
 from arborag.tasks.segment.sections import DocInput, Section, build_sections, metadata_of, structural_sections
 from arborag.tasks.segment.semantic import Complete, SemanticSectioner
 
-__all__ = ["doc_inputs", "make_sectioner", "run_sections", "sections_for"]
+__all__ = ["SectionsSummary", "doc_inputs", "make_sectioner", "run_sections", "sections_for"]
 
 _RAW_MIMES = ("application/pdf", "text/html", "application/vnd.openxmlformats-officedocument.wordprocessingml.document")
 
@@ -109,7 +110,29 @@ def _with_summary(text: str, s: Section, complete: Complete | None, stats: Heade
     return replace(s, summary=section_summary(body, section_title=s.title, complete=complete, stats=stats))
 
 
-def run_sections(ctx: StageContext) -> dict[str, Any]:
+@dataclass(frozen=True)
+class SectionsSummary(StageSummary):
+    """What a sections run did (``runs.counts`` key ``sections``); the three window counts are
+    the semantic sectioner's, recorded only when it ran (None otherwise)."""
+
+    table: str
+    strategy: str
+    sections: int
+    documents: int  # documents with at least one section
+    llm_calls: int
+    llm_failures: int
+    failed_windows: int | None
+    collapsed_windows: int | None
+    invalid_answers: int | None
+    written: bool
+    fingerprint: str
+
+    def counts(self) -> dict[str, Any]:
+        semantic = ("failed_windows", "collapsed_windows", "invalid_answers")
+        return {k: v for k, v in self.fields().items() if k not in semantic or v is not None}
+
+
+def run_sections(ctx: StageContext) -> SectionsSummary:
     """Section the ok documents with ``sections.strategy``; write the ``sections`` table."""
     corpus, config = ctx.corpus, ctx.config
     documents = corpus.read("documents")
@@ -123,17 +146,16 @@ def run_sections(ctx: StageContext) -> dict[str, Any]:
     semantic = sectioner.stats if isinstance(sectioner, SemanticSectioner) else None
     existing = corpus.read("sections")
     written = ctx.write_if_changed("sections", table, existing)
-    summary = {
-        "table": str(corpus.table_path("sections")),
-        "strategy": config.sections.strategy,
-        "sections": table.num_rows,
-        "documents": len(set(table.column("doc_id").to_pylist())),
-        "llm_calls": stats.llm_calls + (semantic.calls if semantic else 0),
-        "llm_failures": stats.llm_failures + (len(semantic.failures) if semantic else 0),
-        **({"failed_windows": semantic.failed_windows, "collapsed_windows": semantic.collapsed_windows,
-            "invalid_answers": semantic.invalid_answers} if semantic else {}),
-        "written": written,
-        "fingerprint": table_fingerprint(corpus.table_path("sections")),
-    }
-    ctx.counters.stages["sections"] = summary
-    return summary
+    return SectionsSummary(
+        table=str(corpus.table_path("sections")),
+        strategy=config.sections.strategy,
+        sections=table.num_rows,
+        documents=len(set(table.column("doc_id").to_pylist())),
+        llm_calls=stats.llm_calls + (semantic.calls if semantic else 0),
+        llm_failures=stats.llm_failures + (len(semantic.failures) if semantic else 0),
+        failed_windows=semantic.failed_windows if semantic else None,
+        collapsed_windows=semantic.collapsed_windows if semantic else None,
+        invalid_answers=semantic.invalid_answers if semantic else None,
+        written=written,
+        fingerprint=table_fingerprint(corpus.table_path("sections")),
+    )

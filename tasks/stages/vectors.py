@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +27,10 @@ import pyarrow as pa
 
 from arborag.errors import SchemaError
 from arborag.storage.tables import read_table
-from arborag.tasks.stage_context import StageContext
 from arborag.tasks.embedding.vector_files import read_vectors_file
+from arborag.tasks.stage_context import StageContext, StageSummary
 
-__all__ = ["OUTPUTS", "run_vectors"]
+__all__ = ["OUTPUTS", "VectorsSummary", "run_vectors"]
 
 OUTPUTS = ("vectors.lance",)
 
@@ -52,7 +53,18 @@ def _write(directory: Path, nodes: pa.Table, vectors: np.ndarray) -> dict[str, A
     return {**write_vectors(directory, nodes, vectors), "writer": "this process"}
 
 
-def run_vectors(ctx: StageContext, key: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class VectorsSummary(StageSummary):
+    """The staged vector table (``runs.counts`` key ``vectors``): its rows and dimension, whether it
+    has an ANN index, and which process wrote it."""
+
+    rows: int
+    dim: int
+    ann_index: bool
+    writer: str  # "helper process" or "this process"
+
+
+def run_vectors(ctx: StageContext, key: str) -> VectorsSummary:
     """Write the staged nodes and their vectors of build ``key`` as a LanceDB table."""
     stage_dir = ctx.staging_dir(key)
     nodes = read_table("nodes", stage_dir / "nodes.parquet", missing_ok=False)
@@ -65,5 +77,4 @@ def run_vectors(ctx: StageContext, key: str) -> dict[str, Any]:
             shutil.rmtree(d)
     stats = _write(tmp, nodes, vectors)
     tmp.rename(out)
-    ctx.counters.stages["vectors"] = stats
-    return dict(stats)
+    return VectorsSummary(**stats)

@@ -142,7 +142,7 @@ def _logsumexp_rows(a: np.ndarray) -> np.ndarray:
 def predict_proba(fit: FitRecord, reduced: np.ndarray) -> np.ndarray:
     """P(component | point) of ``reduced`` points under ``fit``'s full-covariance GMM, (n, k), in
     numpy from the fitted weights, means and precision Cholesky factors: the same numbers as
-    scikit-learn's ``GaussianMixture.predict_proba`` (``tests/update/test_update_startup.py``
+    scikit-learn's ``GaussianMixture.predict_proba`` (``tests/flows/update/test_update_startup.py``
     checks equality to the bit). An update places ~1% new points with it; importing sklearn for
     that (it pulls scipy.stats) cost the update's process ~1 s. All ones for a one-component fit."""
     if fit.weights is None or fit.means is None or fit.precisions_cholesky is None:

@@ -1,14 +1,13 @@
 """`arborag query` says in its default output (no --json, no --trace) when an LLM-backed mode did
 something else than ask the LLM: `multi` variants from PRF, `level`'s offline plan or failed steps.
 
-Over the two-hop snapshot of tests/level (FAKE embedder), with no LLM and with the FAKE LLM server.
+Over the two-hop snapshot of helpers/level.py (FAKE embedder), with no LLM and with the FAKE LLM server.
 """
 
 from __future__ import annotations
 
-import pytest
 from fake_llm_server import FakeLLMServer, error, reply
-from helpers.level import LLM_VARS, QUESTION, fake_embed, publish_level_snapshot
+from helpers.level import QUESTION
 from helpers.llm import KEY_ENV
 from typer.testing import CliRunner
 
@@ -17,20 +16,8 @@ from arborag.cli import app
 runner = CliRunner()
 
 
-@pytest.fixture
-def corpus(tmp_path, monkeypatch):
-    import arborag.query as q
-
-    for var in LLM_VARS:
-        monkeypatch.delenv(var, raising=False)
-    publish_level_snapshot(tmp_path / "c")
-    real = q.open_index
-    monkeypatch.setattr(q, "open_index", lambda *a, **kw: real(*a, **{**kw, "embed_query": fake_embed, "light": False}))
-    return tmp_path / "c"
-
-
-def _query(corpus, mode, env=None) -> str:
-    result = runner.invoke(app, ["query", QUESTION, "--corpus", str(corpus), "--mode", mode, "--budget", "100"], env=env)
+def _query(level_corpus, mode, env=None) -> str:
+    result = runner.invoke(app, ["query", QUESTION, "--corpus", str(level_corpus), "--mode", mode, "--budget", "100"], env=env)
     assert result.exit_code == 0, result.output
     return " ".join(result.output.split())
 
@@ -50,40 +37,40 @@ def _script_level(srv: FakeLLMServer, hyde=None) -> None:
     srv.script("Facts found so far", reply('{"sufficient": true, "questions": []}'))
 
 
-def test_multi_without_an_llm_says_prf(corpus):
-    out = _query(corpus, "multi")
+def test_multi_without_an_llm_says_prf(level_corpus):
+    out = _query(level_corpus, "multi")
     assert "note: multi: the query variants came from PRF" in out and "no LLM configured" in out
 
 
-def test_multi_whose_llm_reply_is_unusable_says_why(corpus):
+def test_multi_whose_llm_reply_is_unusable_says_why(level_corpus):
     with FakeLLMServer(model="fake-model") as srv:
         srv.script("", reply("not json at all"))
-        out = _query(corpus, "multi", env=_env(srv))
+        out = _query(level_corpus, "multi", env=_env(srv))
         assert srv.completions(), "the LLM was not asked"
     assert "note: multi: the query variants came from PRF" in out and "fallback:" in out
 
 
-def test_multi_with_working_llm_variants_says_nothing(corpus):
+def test_multi_with_working_llm_variants_says_nothing(level_corpus):
     with FakeLLMServer(model="fake-model") as srv:
         srv.script("", reply('{"queries": ["Xanadu novel author", "Mira Solberg birthplace", "author of Xanadu born"]}'))
-        out = _query(corpus, "multi", env=_env(srv))
+        out = _query(level_corpus, "multi", env=_env(srv))
     assert "note:" not in out, out
 
 
-def test_level_offline_plan_is_said(corpus):
-    out = _query(corpus, "level")
+def test_level_offline_plan_is_said(level_corpus):
+    out = _query(level_corpus, "level")
     assert "note: level ran its offline plan, without an LLM" in out and "ARBORAG_LLM_BASE_URL" in out
 
 
-def test_level_failed_steps_are_said(corpus):
+def test_level_failed_steps_are_said(level_corpus):
     with FakeLLMServer(model="fake-model") as srv:
         _script_level(srv, hyde=error(500, message="HyDE is down"))  # every HyDE call fails
-        out = _query(corpus, "level", env=_env(srv))
+        out = _query(level_corpus, "level", env=_env(srv))
     assert "LLM step(s) failed and fell back" in out and "hyde" in out and "--trace shows each step" in out
 
 
-def test_level_with_a_working_llm_says_nothing(corpus):
+def test_level_with_a_working_llm_says_nothing(level_corpus):
     with FakeLLMServer(model="fake-model") as srv:
         _script_level(srv)
-        out = _query(corpus, "level", env=_env(srv))
+        out = _query(level_corpus, "level", env=_env(srv))
     assert "note:" not in out, out

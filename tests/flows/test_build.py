@@ -68,11 +68,11 @@ def test_query_returns_leaves_and_summaries_within_budget(built: tuple[Path, dic
 
 def test_rebuild_is_a_noop_with_no_embedding_and_no_summaries(built: tuple[Path, dict], cinderella: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     corpus, first = built
-    import arborag.tasks.embedding.cached
+    import arborag.embed.model
     import arborag.tasks.summarize.extractive
 
     calls = {"embed": 0, "summarize": 0}
-    real_embed = arborag.tasks.embedding.cached.Embedder.embed
+    real_embed = arborag.embed.model.Embedder.embed
     real_summ = arborag.tasks.summarize.extractive.ExtractiveSummarizer.summarize_many
 
     def counting_embed(self, texts, **kw):  # type: ignore[no-untyped-def]
@@ -83,7 +83,7 @@ def test_rebuild_is_a_noop_with_no_embedding_and_no_summaries(built: tuple[Path,
         calls["summarize"] += len(clusters)
         return real_summ(self, clusters, **kw)
 
-    monkeypatch.setattr(arborag.tasks.embedding.cached.Embedder, "embed", counting_embed)
+    monkeypatch.setattr(arborag.embed.model.Embedder, "embed", counting_embed)
     monkeypatch.setattr(arborag.tasks.summarize.extractive.ExtractiveSummarizer, "summarize_many", counting_summ)
     before = Corpus(corpus).manifest()
     out = run_build([cinderella], corpus, ArboragConfig(), use_prefect=False, progress=False)
@@ -180,8 +180,8 @@ def test_unreachable_elasticsearch_fails_the_sparse_stage_and_a_retry_recomputes
     cinderella: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from arborag.errors import BackendUnavailable
+    import arborag.embed.model
     import arborag.storage.sparse
-    import arborag.tasks.embedding.cached
 
     corpus = tmp_path / "es"
     cfg = ArboragConfig().with_overrides(sparse={"backend": "elasticsearch", "es_url": "http://127.0.0.1:9"})
@@ -196,7 +196,7 @@ def test_unreachable_elasticsearch_fails_the_sparse_stage_and_a_retry_recomputes
     # Elasticsearch is back (simulated by the embedded engine standing in for it): the retry
     # runs only the sparse stage and publish — no embedding, no summaries.
     embed_calls = {"n": 0}
-    real_embed = arborag.tasks.embedding.cached.Embedder.embed
+    real_embed = arborag.embed.model.Embedder.embed
 
     def counting_embed(self, texts, **kw):  # type: ignore[no-untyped-def]
         embed_calls["n"] += len(texts)
@@ -204,7 +204,7 @@ def test_unreachable_elasticsearch_fails_the_sparse_stage_and_a_retry_recomputes
 
     embedded = ArboragConfig().sparse
     real_build, real_publish, real_open = arborag.storage.sparse.build_sparse_index, arborag.storage.sparse.publish_sparse_index, arborag.storage.sparse.open_sparse_index
-    monkeypatch.setattr(arborag.tasks.embedding.cached.Embedder, "embed", counting_embed)
+    monkeypatch.setattr(arborag.embed.model.Embedder, "embed", counting_embed)
     monkeypatch.setattr(arborag.storage.sparse, "build_sparse_index", lambda nodes, d, c, **kw: real_build(nodes, d, embedded, **kw))
     monkeypatch.setattr(arborag.storage.sparse, "publish_sparse_index", lambda d, c, **kw: real_publish(d, embedded, **kw))
     out = run_build([cinderella], corpus, cfg, use_prefect=False, progress=False)

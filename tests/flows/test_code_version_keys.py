@@ -114,10 +114,10 @@ def test_a_bumped_code_version_changes_the_keys(tmp_path: Path) -> None:
     ctx = StageContext(Corpus(tmp_path / "corpus").ensure(), config, "run-1", progress=False)
     inputs = {"files": [], "strategy": config.segment.strategy}
     leaves = pa.table({"chunk_id": ["c1"], "header": ["Doc"]})
-    bumped = tuple(replace(s, code_version="2") if s.name == "tree" else s for s in TREE_PIPELINE)
+    bumped = tuple(replace(s, code_version=s.code_version + ".1") if s.name == "tree" else s for s in TREE_PIPELINE)
     assert build_key(leaves, config, code_versions(bumped)) != build_key(leaves, config, code_versions(TREE_PIPELINE))
     segment = next(s for s in BUILD_PIPELINE if s.name == "segment")
-    assert stage_key(ctx, replace(segment, code_version="2"), inputs) != stage_key(ctx, segment, inputs)
+    assert stage_key(ctx, replace(segment, code_version=segment.code_version + ".1"), inputs) != stage_key(ctx, segment, inputs)
     assert code_versions((EVAL_BUILD,), bumped) != code_versions((EVAL_BUILD,), TREE_PIPELINE)
 
 

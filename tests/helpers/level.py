@@ -1,4 +1,4 @@
-"""Fixtures of the LevelRAG tests (tests/level): a small two-level snapshot with a FAKE
+"""Fixtures of the LevelRAG tests (tests/query/level): a small two-level snapshot with a FAKE
 word-hash embedder, and a FAKE chat LLM that answers per prompt (by the prompt's name).
 
 Nothing here is a language model: :class:`RoutedFakeChat` replies from a script keyed by the

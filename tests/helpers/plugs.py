@@ -1,4 +1,5 @@
-"""Shared settings of tests/plugs: the key the fake embeddings server receives and a tiny corpus."""
+"""Shared settings of the tests over an OpenAI-compatible embeddings server (tests/embed,
+tests/mcpserver, tests/query/test_front_doors.py): the key the fake server receives and a tiny corpus."""
 
 from __future__ import annotations
 

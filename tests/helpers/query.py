@@ -84,3 +84,24 @@ def publish_snapshot(
     if sparse is not None:
         build_sparse_index(nodes, partial / "sparse", sparse, snapshot_id=snapshot_id)
     return corpus.publish(partial, snapshot_id, {"build_key": "k", "corpus_name": "c", **(info or {})})
+
+
+LABELLED_TEXTS = {"a": "apple orchards", "b": "apples and pears", "c": "the apple harvest", "d": "a ship in harbour", "e": "the ship sails",
+                  "f": "harbour lights", "s1": "About fruit.", "s2": "About ships.", "r": "Fruit and ships."}
+
+
+def publish_labelled(corpus: Corpus, sid: str) -> None:
+    """Publish the nine-node tree of NODES_SPEC/EDGES_SPEC as snapshot ``sid``, labelled by
+    :func:`label_nodes` over word texts (fruit under s1, ships under s2)."""
+    from arborag.tasks.summarize.labels import label_nodes
+
+    nodes = pa.Table.from_pylist(
+        [{"node_id": i, "level": lvl, "text": LABELLED_TEXTS[i], "n_tokens": nt, "doc_ids": docs, "summarizer": "leaf" if lvl == 0 else "x",
+          "summary_status": "leaf" if lvl == 0 else "ok", "created_by_run": "t"} for i, lvl, _, nt, docs in NODES_SPEC], schema=NODES)
+    edges = pa.Table.from_pylist([{"parent_id": p, "child_id": c, "probability": pr, "level": lv} for p, c, pr, lv in EDGES_SPEC], schema=EDGES)
+    nodes = label_nodes(nodes, edges)
+    partial = corpus.partial_dir(sid)
+    write_table("nodes", nodes, partial / "nodes.parquet")
+    write_table("edges", edges, partial / "edges.parquet")
+    write_vectors(partial / "vectors.lance", nodes, np.stack([v for _, _, v, _, _ in NODES_SPEC]))
+    corpus.publish(partial, sid, {"build_key": "k", "corpus_name": "c"})

@@ -1,5 +1,5 @@
-"""Fixtures of the searcher tests (tests/searchers): a small word-level snapshot with a fake
-embedder, and the demo corpus built once per session with the real embedder."""
+"""Data of the searcher tests: a small word-level snapshot with a fake embedder (``hops_index`` in
+tests/conftest.py), and the demo corpus built with the real embedder (``demo_corpus``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pytest
 
 from arborag.config import SparseConfig
 from arborag.storage.corpus import Corpus
@@ -70,33 +69,14 @@ def publish_texts(corpus_dir: Path, texts: dict[str, str], snapshot_id: str = "s
     return corpus
 
 
-@pytest.fixture
-def hops_index(tmp_path, monkeypatch):
-    """The two-hop snapshot, opened with the fake embedder and no LLM configured."""
-    from arborag.config import load_config
-    from arborag.query import open_index
-
-    for var in ("ARBORAG_LLM_BASE_URL", "ARBORAG_LLM_MODEL", "ARBORAG_SUMMARIZE__BACKEND", "ARBORAG_SUMMARIZE__BASE_URL"):
-        monkeypatch.delenv(var, raising=False)
-    publish_texts(tmp_path / "hops", HOP_TEXTS)
-    index = open_index(tmp_path / "hops", config=load_config(), embed_query=fake_embed)
-    yield index
-    index.close()
-
-
 DEMO_DIR = Path(os.environ.get("ARBORAG_TEST_DEMO_DIR", "")) if os.environ.get("ARBORAG_TEST_DEMO_DIR") else None
 
 
-@pytest.fixture(scope="session")
-def demo_corpus(tmp_path_factory) -> Path:
-    """The demo corpus (examples/corpus/cinderella.txt) built once per session in-process with
-    the real embedder and the extractive summarizer (~25 s idle). ``ARBORAG_TEST_DEMO_DIR``
-    reuses a corpus built before (e.g. ``arborag build examples/corpus --corpus DIR``)."""
-    if DEMO_DIR is not None and (DEMO_DIR / "manifest.json").exists():
-        return DEMO_DIR
+def build_demo_corpus(out: Path) -> Path:
+    """Build the demo corpus (examples/corpus/cinderella.txt) into ``out`` in-process with the real
+    embedder and the extractive summarizer (~25 s idle)."""
     from arborag.config import ArboragConfig
     from arborag.flows.build import run_build
 
-    out = tmp_path_factory.mktemp("demo") / "corpus"
     run_build([str(REPO / "examples" / "corpus" / "cinderella.txt")], out, ArboragConfig(), use_prefect=False, progress=False)
     return out

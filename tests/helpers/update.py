@@ -1,4 +1,4 @@
-"""Shared pieces of the update tests (tests/update): a small multi-level corpus and probes.
+"""Shared pieces of the update tests (tests/flows/update): a small multi-level corpus and probes.
 
 The sources are the Cinderella text cut into six files plus one file of sentences found nowhere
 else (``zebra.txt``), so a test can delete or change it and look for its words at every level.
@@ -123,3 +123,14 @@ class CountingSummaries:
 def iter_texts(corpus: Path) -> Iterator[tuple[int, str]]:
     for r in nodes_of(corpus):
         yield int(r["level"]), r["text"]
+
+
+#: Five small documents that name each other by title (links: titles and mentions).
+LINKED_SOURCES = {
+    "Lowmere_Ferry.txt": "Lowmere Ferry\nThe ferryman of Lowmere rowed the ashen barge to the Quillon Lighthouse every dawn.\n\n"
+                         "He carried pears and a letter for Ada Brimble.\n",
+    "Quillon_Lighthouse.txt": "Quillon Lighthouse\nThe Quillon Lighthouse stands on the salt marsh.\n\nIt was built by Ada Brimble in 1802.\n",
+    "Ada_Brimble.txt": "Ada Brimble\nAda Brimble was an engineer who built lighthouses and mills.\n\nShe was born in Tern Harbour.\n",
+    "Tern_Harbour.txt": "Tern Harbour\nTern Harbour is a fishing village.\n\nSeabirds nest on its cliffs all summer.\n",
+    "Salt_Marsh.txt": "Salt Marsh\nThe marsh floods twice a day.\n\nHerons fish in its channels.\n",
+}

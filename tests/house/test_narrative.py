@@ -34,7 +34,7 @@ ALLOW: dict[tuple[str, str, str], str] = {
     ("the owner", "storage/lock.py", ""): "the lock owner record (storage.lock.LockOwner)",
     ("the owner", "tests/ops/test_ops_concurrent.py", "the owner it names"): "the lock owner record",
     # a sentence of the demo text used as input
-    ("the owner", "tests/plugs/test_embed_real_server.py", "owner of the slipper"): "input text (Cinderella)",
+    ("the owner", "tests/embed/test_embed_real_server.py", "owner of the slipper"): "input text (Cinderella)",
     # the evaluation data's default location: ARBORAG_DATA_DIR / --data-dir override it
     ("path outside the repository", "arborag/cli/evaluate.py", "../shared/data"): "the --data-dir default, stated in its help",
     ("path outside the repository", "tasks/evaluation/datasets.py", "../shared/data"): "the data-dir default it implements",

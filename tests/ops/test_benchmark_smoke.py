@@ -32,6 +32,7 @@ SMOKE: dict[str, tuple[str, tuple[str, ...], bool]] = {
     "eval_tables": ("eval_tables.md", (), True),
     "hop_latency": ("hop_latency.md", ("hop_latency.json",), True),
     "labels": ("labels.md", ("labels.json",), True),
+    "pdf_extractors": ("pdf_extractors.md", (), False),
     "readable": ("readable.md", ("readable.json",), True),
     "retention": ("retention.md", ("retention.json",), True),
     "scale": ("scale.md", ("scale.json",), True),
@@ -41,7 +42,7 @@ SMOKE: dict[str, tuple[str, tuple[str, ...], bool]] = {
     "update": ("update.md", ("update.json",), True),
 }
 #: smoke runs that load no embedding model
-FAST = {"chunking", "eval_compare", "sparse"}
+FAST = {"chunking", "eval_compare", "pdf_extractors", "sparse"}
 #: the --work flag's spelling where it differs
 WORK_FLAG = {"build_scaling": "--workdir", "scale": "--workdir", "build_vs_raptor": "--workdir"}
 #: the RAPTOR reference code, as build_vs_raptor.py reads it (never part of this repository)

@@ -176,6 +176,15 @@ def test_ops_lock_unreadable_record_is_stale_once_old(tmp_path: Path) -> None:
         assert read_lock(corpus).token == me.token
 
 
+@pytest.mark.parametrize("record", ["[1, 2]", '"build"', "7", '{"host": "h"}', '{"pid": null}'])
+def test_ops_lock_record_of_another_shape_reads_as_unreadable(tmp_path: Path, record: str) -> None:
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / LOCK_NAME).write_text(record)
+    owner = read_lock(corpus)
+    assert owner is not None and owner.pid == -1 and owner.purpose == "unreadable lock record"
+
+
 def test_ops_lock_cli_build_and_ingest_no_wait(tmp_path: Path) -> None:
     corpus = tmp_path / "c"
     src = tmp_path / "src"

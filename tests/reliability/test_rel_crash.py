@@ -37,7 +37,7 @@ import json, sys, time, traceback
 from pathlib import Path
 from arborag.config import load_config
 from arborag.query import open_index
-from arborag.tasks.embedding.cached import Embedder
+from arborag.embed.model import Embedder
 
 corpus, stop, result = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
 embedder = Embedder(load_config().embed)

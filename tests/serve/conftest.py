@@ -36,11 +36,10 @@ def build(sources: list[Path], corpus: Path) -> str:
 
 
 @pytest.fixture(scope="session")
-def built_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A corpus with one published build of examples/corpus/cinderella.txt (~25 s once)."""
-    corpus = tmp_path_factory.mktemp("serve") / "corpus"
-    build([CINDERELLA], corpus)
-    return corpus
+def built_corpus(demo_corpus: Path) -> Path:
+    """A corpus with one published build of examples/corpus/cinderella.txt: the session's demo
+    corpus (tests/conftest.py), read-only — tests that publish use ``corpus_copy``."""
+    return demo_corpus
 
 
 @pytest.fixture()

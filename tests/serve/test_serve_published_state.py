@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from fastapi.testclient import TestClient
-from helpers.update import CONFIG, make_sources
+from helpers.update import CONFIG
 from typer.testing import CliRunner
 
 from arborag.serve import create_app
@@ -29,29 +29,16 @@ def _doc_ids(path: Path) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def history(tmp_path_factory: pytest.TempPathFactory, examples_dir: Path) -> dict[str, Any]:
-    """A corpus with two snapshots (a build, then an update that adds zebra2.txt), rolled back to the first."""
-    from arborag.flows.build import run_build
-    from arborag.flows.update import run_update
-    from arborag.storage.corpus import Corpus
-    from arborag.storage.snapshots import rollback
-
-    root = tmp_path_factory.mktemp("published")
-    src = make_sources(root, examples_dir)
-    corpus = root / "c"
-    first = run_build([src], corpus, NO_AUTO, use_prefect=False, progress=False)
-    (src / "zebra2.txt").write_text("The zebra king counted his seventeen silver spoons at dawn.\n", encoding="utf-8")
-    second = run_update([src], corpus, NO_AUTO)
-    assert first["status"] == second["status"] == "ok" and first["snapshot"] != second["snapshot"]
-    rollback(Corpus(corpus), first["snapshot"], policy=NO_AUTO.retention)
-    first_docs = _doc_ids(corpus / "snapshots" / first["snapshot"] / "documents.parquet")
-    second_docs = _doc_ids(corpus / "snapshots" / second["snapshot"] / "documents.parquet")
+def history(rolled_back_history: dict[str, Any]) -> dict[str, Any]:
+    """The session's build + update (adds zebra2.txt) + rollback, with the documents of each state."""
+    corpus, first, second = rolled_back_history["corpus"], rolled_back_history["first"], rolled_back_history["second"]
+    first_docs = _doc_ids(corpus / "snapshots" / first / "documents.parquet")
+    second_docs = _doc_ids(corpus / "snapshots" / second / "documents.parquet")
     working_docs = _doc_ids(corpus / "tables" / "documents.parquet")
     added = second_docs - first_docs
     # the state under test: the working tables hold a document the published snapshot does not
     assert len(added) == 1 and added <= working_docs
-    return {"corpus": corpus, "first": first["snapshot"], "second": second["snapshot"], "first_docs": first_docs,
-            "added": added.pop()}
+    return {"corpus": corpus, "first": first, "second": second, "first_docs": first_docs, "added": added.pop()}
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,13 +17,12 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from helpers.update import CONFIG, make_sources
+from helpers.update import CONFIG
 from typer.testing import CliRunner
 
 from arborag.flows.build import run_build
 from arborag.flows.update import run_update
-from arborag.storage.corpus import Corpus
-from arborag.storage.snapshots import rollback
+from arborag.storage.leases import LEASES_DIR
 from arborag.storage.sql import CATALOG_FILE, run_sql, run_sql_state
 
 pytestmark = pytest.mark.slow
@@ -49,10 +49,12 @@ def _snapshot_counts(corpus: Path, sid: str) -> tuple[int, int, int]:
     return rows[0], rows[1], rows[2]
 
 
-def _catalog_counts(corpus: Path) -> tuple[Any, ...]:
+def _catalog_counts(corpus_or_catalog: Path) -> tuple[Any, ...]:
+    """(docs, chunks, nodes, snapshot) as a catalog file (or a corpus's) answers them."""
     import duckdb
 
-    con = duckdb.connect(str(corpus / CATALOG_FILE), read_only=True)
+    path = corpus_or_catalog / CATALOG_FILE if corpus_or_catalog.is_dir() else corpus_or_catalog
+    con = duckdb.connect(str(path), read_only=True)
     try:
         got = con.execute(COUNTS).fetchone()
         assert got is not None
@@ -62,20 +64,10 @@ def _catalog_counts(corpus: Path) -> tuple[Any, ...]:
 
 
 @pytest.fixture(scope="module")
-def history(tmp_path_factory: pytest.TempPathFactory, examples_dir: Path) -> dict[str, Any]:
-    """A corpus with two snapshots (a build, then an update that adds a document), rolled back to the first."""
-    root = tmp_path_factory.mktemp("state")
-    src = make_sources(root, examples_dir)
-    corpus = root / "c"
-    first = run_build([src], corpus, NO_AUTO, use_prefect=False, progress=False)
-    catalog_first = _catalog_counts(corpus)
-    (src / "zebra2.txt").write_text("The zebra king counted his seventeen silver spoons at dawn.\n", encoding="utf-8")
-    second = run_update([src], corpus, NO_AUTO)
-    assert first["status"] == second["status"] == "ok" and first["snapshot"] != second["snapshot"]
-    catalog_second = _catalog_counts(corpus)
-    rollback(Corpus(corpus), first["snapshot"], policy=NO_AUTO.retention)
-    return {"corpus": corpus, "src": src, "first": first["snapshot"], "second": second["snapshot"],
-            "catalog_first": catalog_first, "catalog_second": catalog_second}
+def history(rolled_back_history: dict[str, Any]) -> dict[str, Any]:
+    """The session's build + update (adds a document) + rollback, with the catalog's counts after each publish."""
+    after_build, after_update = rolled_back_history["catalogs"]
+    return {**rolled_back_history, "catalog_first": _catalog_counts(after_build), "catalog_second": _catalog_counts(after_update)}
 
 
 def test_after_a_rollback_every_view_is_the_published_snapshots(history: dict[str, Any]) -> None:
@@ -165,10 +157,11 @@ def test_cli_sql_says_which_state_it_read(history: dict[str, Any]) -> None:
     assert res.exit_code != 0 and "not both" in res.output
 
 
-def test_snapshots_catalog_rewrites_a_missing_catalog(history: dict[str, Any]) -> None:
+def test_snapshots_catalog_rewrites_a_missing_catalog(history: dict[str, Any], tmp_path: Path) -> None:
     from arborag.cli.app import app
 
-    corpus, first = history["corpus"], history["first"]
+    corpus, first = tmp_path / "c", history["first"]  # a copy: the session's corpus stays as it is
+    shutil.copytree(history["corpus"], corpus, symlinks=True, ignore=shutil.ignore_patterns(LEASES_DIR))
     (corpus / CATALOG_FILE).unlink()
     res = CliRunner().invoke(app, ["snapshots", "catalog", "--corpus", str(corpus)])
     assert res.exit_code == 0, res.output

@@ -38,7 +38,7 @@ def test_runners_build_and_publish_a_small_tree(tmp_path: Path) -> None:
     embedder = ctx.resources["embedder"] = FakeEmbedder()
 
     docs = run_documents(ctx, sorted(str(p) for p in src.iterdir()))
-    assert docs["documents"] == 2 and docs["errors"] == 0 and ctx.counters.stages["ingest"]["added"] == 2
+    assert docs["documents"] == 2 and docs["errors"] == 0 and docs.counts()["added"] == 2
     seg = run_chunks(ctx, "sentence")
     leaves = load_leaves(ctx)
     assert seg["chunks"] == leaves.num_rows > 0

@@ -19,6 +19,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers.tables import first_difference
 
 from arborag.config import ArboragConfig
 from arborag.storage.corpus import Corpus
@@ -72,21 +73,6 @@ def _run_stages(tmp_path: Path) -> dict[str, pa.Table]:
     }
 
 
-def _first_difference(name: str, fresh: pl.DataFrame, saved: pl.DataFrame) -> str:
-    if fresh.schema != saved.schema:
-        return f"{name}: schema {dict(fresh.schema)} != saved {dict(saved.schema)}"
-    if fresh.height != saved.height:
-        return f"{name}: {fresh.height} rows, the fixture has {saved.height}"
-    for col in fresh.columns:
-        diff = (fresh[col].cast(pl.Utf8, strict=False) != saved[col].cast(pl.Utf8, strict=False)).fill_null(True)
-        both_null = fresh[col].is_null() & saved[col].is_null()
-        rows = (diff & ~both_null).arg_true()
-        if len(rows):
-            i = int(rows[0])
-            return f"{name}.{col}: {len(rows)} row(s) differ; row {i}: fresh {fresh[col][i]!r} != saved {saved[col][i]!r}"
-    return ""
-
-
 @pytest.mark.parametrize("name", ["documents", "sections", "doc_context", "chunks"])
 def test_table_stages_match_their_saved_fixtures(name: str, tmp_path: Path) -> None:
     fresh = _run_stages(tmp_path)[name]
@@ -98,5 +84,5 @@ def test_table_stages_match_their_saved_fixtures(name: str, tmp_path: Path) -> N
     assert path.exists(), f"no fixture {path}; {HOW}"
     saved = pl.from_arrow(pq.read_table(path))
     assert fresh.num_rows > 0, f"{name}: the stage wrote no rows over the tiny corpus"
-    problem = _first_difference(name, pl.from_arrow(fresh), saved)
+    problem = first_difference(name, pl.from_arrow(fresh), saved)
     assert not problem, f"the {name} stage's output changed — {problem}; {HOW}"

@@ -47,7 +47,7 @@ def test_parentless_nodes_of_a_level_are_siblings() -> None:
 
 
 def test_eval_chunk_stats_carry_label_precision_and_the_report_shows_it(tmp_path) -> None:
-    from test_views import publish_labelled
+    from helpers.query import publish_labelled
 
     from arborag.storage.corpus import Corpus
     from arborag.tasks.evaluation.report import _label_text

@@ -4,7 +4,7 @@ Equality figure: ``LightEmbedder.embed(texts)`` == ``Embedder.embed(texts)`` exa
 equal), for the same batches: real texts of the shared corpora in several padded batches and
 groups, long texts over the model's 256-token window with and without a repeated prefix, a single
 text (one thread, as a query), bfloat16 (the default) and float32. The embedding worker of a cold
-CLI run uses it (tests/foundation/test_embed_worker.py compares the worker with the in-process
+CLI run uses it (tests/embed/test_embed_worker.py compares the worker with the in-process
 sentence-transformers model).
 """
 

@@ -6,36 +6,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-from helpers.query import EDGES_SPEC, NODES_SPEC, publish_snapshot
+from helpers.query import publish_labelled, publish_snapshot
 from typer.testing import CliRunner
 
 from arborag.cli import app
 from arborag.cli.common import EXIT_OK
 from arborag.query.treeview import render_tree_html, topics, tree_outline
 from arborag.storage.corpus import Corpus
-from arborag.storage.schemas import EDGES, NODES
-from arborag.storage.tables import write_table
-from arborag.storage.vectors import write_vectors
-from arborag.tasks.summarize.labels import label_nodes
 
-TEXTS = {"a": "apple orchards", "b": "apples and pears", "c": "the apple harvest", "d": "a ship in harbour", "e": "the ship sails",
-         "f": "harbour lights", "s1": "About fruit.", "s2": "About ships.", "r": "Fruit and ships."}
 runner = CliRunner()
-
-
-def publish_labelled(corpus: Corpus, sid: str) -> None:
-    nodes = pa.Table.from_pylist(
-        [{"node_id": i, "level": lvl, "text": TEXTS[i], "n_tokens": nt, "doc_ids": docs, "summarizer": "leaf" if lvl == 0 else "x",
-          "summary_status": "leaf" if lvl == 0 else "ok", "created_by_run": "t"} for i, lvl, _, nt, docs in NODES_SPEC], schema=NODES)
-    edges = pa.Table.from_pylist([{"parent_id": p, "child_id": c, "probability": pr, "level": lv} for p, c, pr, lv in EDGES_SPEC], schema=EDGES)
-    nodes = label_nodes(nodes, edges)
-    partial = corpus.partial_dir(sid)
-    write_table("nodes", nodes, partial / "nodes.parquet")
-    write_table("edges", edges, partial / "edges.parquet")
-    write_vectors(partial / "vectors.lance", nodes, np.stack([v for _, _, v, _, _ in NODES_SPEC]))
-    corpus.publish(partial, sid, {"build_key": "k", "corpus_name": "c"})
 
 
 def test_outline_shows_titles_sizes_and_keywords_depth_limited(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from arborag.tasks.stages.plan import run_update_documents
 from arborag.tasks.stages.sections import run_sections
 from arborag.tasks.stages.chunks import run_chunks
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "corpus" / "cinderella.txt"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "corpus" / "cinderella.txt"
 
 GUIDE = """# Harvest guide
 

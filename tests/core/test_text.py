@@ -23,11 +23,13 @@ def test_abbreviations_and_initials_are_glued_back() -> None:
     ]
 
 
-def test_the_chunkers_sentence_ends_skip_abbreviations_and_initials_but_not_line_breaks() -> None:
+def test_the_chunkers_sentence_ends_skip_abbreviations_and_initials_also_across_one_line_break() -> None:
     text = "Dr. Smith met J. K. Rowling, e.g. in 1999. It rained.\nSee Apple Inc.\nNext"
     # the pattern cuts after "Dr.", "J.", "K.", "e.g." and "Inc." too
     assert _cuts(SENTENCE_PATTERN, text) == [3, 16, 19, 33, 42, 53, 54, 68, 69]
-    assert sentence_ends(text) == [42, 53, 54, 69]  # "... 1999." | " It rained." | "\n" | "See Apple Inc.\n"
+    assert sentence_ends(text) == [42, 53, 54]  # "... 1999." | " It rained." | "\n" | "See Apple Inc.\nNext"
+    # a blank line after an abbreviation still ends the sentence
+    assert sentence_ends("See Apple Inc.\n\nNext") == [15, 16]  # "See Apple Inc.\n" | "\n" | "Next"
     assert sentence_ends("Why? Because! Done.") == [4, 13]  # (the text's end is no cut)
 
 

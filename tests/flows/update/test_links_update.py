@@ -18,19 +18,12 @@ from arborag.config import ArboragConfig
 from arborag.flows.build import run_build
 from arborag.flows.update import run_update
 from arborag.storage.sql import run_sql
-from tests.helpers.update import published
+from tests.helpers.update import LINKED_SOURCES, published
 
 pytestmark = pytest.mark.slow
 
 CONFIG = ArboragConfig().with_overrides(tree={"scope": "document"}, cluster={"dims": 2})
-SOURCES = {
-    "Lowmere_Ferry.txt": "Lowmere Ferry\nThe ferryman of Lowmere rowed the ashen barge to the Quillon Lighthouse every dawn.\n\n"
-                         "He carried pears and a letter for Ada Brimble.\n",
-    "Quillon_Lighthouse.txt": "Quillon Lighthouse\nThe Quillon Lighthouse stands on the salt marsh.\n\nIt was built by Ada Brimble in 1802.\n",
-    "Ada_Brimble.txt": "Ada Brimble\nAda Brimble was an engineer who built lighthouses and mills.\n\nShe was born in Tern Harbour.\n",
-    "Tern_Harbour.txt": "Tern Harbour\nTern Harbour is a fishing village.\n\nSeabirds nest on its cliffs all summer.\n",
-    "Salt_Marsh.txt": "Salt Marsh\nThe marsh floods twice a day.\n\nHerons fish in its channels.\n",
-}
+SOURCES = LINKED_SOURCES
 
 
 def _links(corpus: Path) -> list[dict]:

@@ -73,7 +73,7 @@ def _check(nodes: pa.Table, edges: pa.Table, name: str) -> None:
 @pytest.fixture(scope="module", autouse=True)
 def pca_for_umap() -> Iterator[None]:
     """PCA stands in for UMAP here (the update logic is under test, and this file stays fast
-    without numba's JIT); tests/update/test_update_incremental.py runs the real UMAP."""
+    without numba's JIT); tests/flows/update/test_update_incremental.py runs the real UMAP."""
     from arborag.tasks.cluster import fit
     from arborag.tasks.cluster.reduction import pca
 

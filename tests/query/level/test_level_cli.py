@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from fake_llm_server import FakeLLMServer, reply
-from helpers.level import LLM_VARS, QUESTION, fake_embed, publish_level_snapshot
+from helpers.level import QUESTION
 from helpers.llm import KEY_ENV
 from typer.testing import CliRunner
 
@@ -21,40 +21,28 @@ from arborag.query.level.web import SearxngProvider
 runner = CliRunner()
 
 
-@pytest.fixture
-def corpus(tmp_path, monkeypatch):
-    import arborag.query as q
-
-    for var in LLM_VARS:
-        monkeypatch.delenv(var, raising=False)
-    publish_level_snapshot(tmp_path / "c")
-    real = q.open_index
-    monkeypatch.setattr(q, "open_index", lambda *a, **kw: real(*a, **{**kw, "embed_query": fake_embed, "light": False}))
-    return tmp_path / "c"
-
-
-def _run(corpus, *args, env=None):
-    result = runner.invoke(app, ["query", QUESTION, "--corpus", str(corpus), "--mode", "level", *args], env=env)
+def _run(level_corpus, *args, env=None):
+    result = runner.invoke(app, ["query", QUESTION, "--corpus", str(level_corpus), "--mode", "level", *args], env=env)
     assert result.exit_code == 0, result.output
     return result.output
 
 
-def test_level_cli_trace_tree_offline(corpus):
-    out = " ".join(_run(corpus, "--trace", "--budget", "100").split())
+def test_level_cli_trace_tree_offline(level_corpus):
+    out = " ".join(_run(level_corpus, "--trace", "--budget", "100").split())
     assert "mode level" in out and "plan offline" in out
     assert "round 1" in out and f"sub-question {QUESTION}" in out
     assert "r1 offline [lucene]" in out and "r1 question [text]" in out
     assert "found:" in out and "ARBORAG_LLM_BASE_URL" in out
 
 
-def test_level_cli_json_includes_the_trace(corpus):
-    data = json.loads(_run(corpus, "--json", "--budget", "100"))
+def test_level_cli_json_includes_the_trace(level_corpus):
+    data = json.loads(_run(level_corpus, "--json", "--budget", "100"))
     assert data["mode"] == "level" and data["hits"]
     assert data["trace"]["plan"] == "offline" and data["trace"]["sub_questions"][0]["text"] == QUESTION
     assert sum(h["n_tokens"] for h in data["hits"]) <= 100
 
 
-def test_level_cli_trace_with_the_fake_llm_server(corpus):
+def test_level_cli_trace_with_the_fake_llm_server(level_corpus):
     with FakeLLMServer(model="fake-model") as srv:
         srv.script("atomic sub-questions", reply('{"questions": ["Who wrote the novel Xanadu?", "Where was Mira Solberg born?"]}'))
         srv.script("Lucene query", reply('{"query": "\\"Mira Solberg AND (born"}'))  # invalid: reported, retried plain
@@ -65,7 +53,7 @@ def test_level_cli_trace_with_the_fake_llm_server(corpus):
         srv.script("Facts found so far", reply('{"sufficient": true, "questions": []}'))
         env = {"ARBORAG_LLM_BASE_URL": srv.base_url, "ARBORAG_LLM_MODEL": "fake-model", "ARBORAG_SUMMARIZE__API_KEY_ENV": KEY_ENV,
                KEY_ENV: "sk-fake"}
-        out = " ".join(_run(corpus, "--trace", "--budget", "100", env=env).split())
+        out = " ".join(_run(level_corpus, "--trace", "--budget", "100", env=env).split())
     assert "plan llm" in out and "sub-question Where was Mira Solberg born?" in out
     assert "error at" in out and "retry-plain [plain]" in out
     assert "verdict enough" in out and "LLM calls" in out and "level-decompose@v1" in out
