@@ -10,6 +10,7 @@ summarizer's counters.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,16 +19,16 @@ import pyarrow as pa
 
 from arborag.progress import progress_bar
 from arborag.storage.tables import write_table
-from arborag.tasks.stage_context import StageContext
+from arborag.tasks.stage_context import StageContext, StageSummary
 from arborag.tasks.embedding.embedder import embed_function, embedder_of
 from arborag.tasks.embedding.vector_files import read_vectors_file, write_vectors_file
 from arborag.tasks.build.leaves import load_leaves
 from arborag.tasks.summarize import make_summarizer
 from arborag.tasks.tree.build import build_tree
 from arborag.tasks.tree.model import LevelModel, save_models
-from arborag.tasks.tree.stats import TreeStageSummary, fallback_summary
+from arborag.tasks.tree.stats import LevelStats, fallback_summary
 
-__all__ = ["CLUSTERS_DIR", "OUTPUTS", "fallback_nodes", "labelled", "level_counts", "run_tree", "write_tree_info"]
+__all__ = ["CLUSTERS_DIR", "OUTPUTS", "TreeSummary", "fallback_nodes", "labelled", "level_counts", "run_tree", "write_tree_info"]
 
 OUTPUTS = ("nodes.parquet", "edges.parquet", "node_vectors.parquet", "tree_info.json")
 #: The fitted clustering per level (``tasks/tree/model.py``), beside the tables; published into the snapshot.
@@ -62,7 +63,27 @@ def write_tree_info(stage_dir: Path, ctx: StageContext, models: list[LevelModel]
     atomic_write_json(stage_dir / "tree_info.json", info)
 
 
-def run_tree(ctx: StageContext, key: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class TreeSummary(StageSummary):
+    """The staged tree (``runs.counts`` key ``tree``): nodes and edges, nodes per level, summaries
+    written, how many fell back to the extractive summarizer and why, and each level's statistics."""
+
+    nodes: int
+    edges: int
+    levels: dict[int, int]
+    summaries: int
+    fallbacks: int
+    fallback_reasons: dict[str, int]
+    stats: list[LevelStats]
+
+    def counts(self) -> dict[str, Any]:
+        return {**self.fields(), "stats": [s.counts() for s in self.stats]}
+
+    def report(self) -> dict[str, Any]:
+        return {"nodes": self.nodes, "edges": self.edges, "fallbacks": self.fallbacks, "fallback_reasons": self.fallback_reasons}
+
+
+def run_tree(ctx: StageContext, key: str) -> TreeSummary:
     """Cluster, summarize and embed level by level over the staged leaves of build ``key``."""
     stage_dir = ctx.staging_dir(key)
     _, leaf_vectors = read_vectors_file(stage_dir / "leaf_vectors.parquet")
@@ -92,10 +113,8 @@ def run_tree(ctx: StageContext, key: str) -> dict[str, Any]:
     write_vectors_file(stage_dir / "node_vectors.parquet", result.nodes.column("node_id"), result.vectors)
     fallbacks, reasons = fallback_summary(result.stats)
     write_tree_info(stage_dir, ctx, result.models, fitted=leaves.num_rows, changed=0, fallbacks=fallback_nodes(result.nodes))
-    summary = TreeStageSummary(nodes=result.nodes.num_rows, edges=result.edges.num_rows, levels=level_counts(result.nodes),
-                               summaries=summaries, fallbacks=fallbacks, fallback_reasons=reasons, stats=result.stats)
-    ctx.counters.stages["tree"] = summary.counts()
-    return summary.result()
+    return TreeSummary(nodes=result.nodes.num_rows, edges=result.edges.num_rows, levels=level_counts(result.nodes), summaries=summaries,
+                       fallbacks=fallbacks, fallback_reasons=reasons, stats=result.stats)
 
 
 def labelled(nodes: pa.Table, edges: pa.Table, summarizer: object, previous: pa.Table | None = None, *, per_document: bool = False) -> pa.Table:

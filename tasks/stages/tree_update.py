@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +25,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from arborag.errors import SchemaError
-from arborag.tasks.stage_context import StageContext
-from arborag.tasks.tree.stats import TreeStageSummary, fallback_summary
+from arborag.tasks.stage_context import StageContext, StageSummary
+from arborag.tasks.tree.stats import UpdateLevelStats, fallback_summary
 
-__all__ = ["CLUSTERS_DIR", "OUTPUTS", "drift_after", "leaf_delta", "run_tree_update", "same_leaves"]
+__all__ = ["CLUSTERS_DIR", "OUTPUTS", "TreeUpdateSummary", "drift_after", "leaf_delta", "run_tree_update", "same_leaves"]
 
 CLUSTERS_DIR = "clusters"
 OUTPUTS = ("nodes.parquet", "edges.parquet", "node_vectors.parquet", "tree_info.json")
@@ -68,7 +69,32 @@ def drift_after(snap: Path, info: dict[str, Any], leaves: pa.Table) -> dict[str,
 
 
 # -- the stage runner -------------------------------------------------------------------------------
-def run_tree_update(ctx: StageContext, key: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class TreeUpdateSummary(StageSummary):
+    """The updated tree (``runs.counts`` key ``tree-update``): as the build's tree stage, plus the
+    leaves added and removed, the summaries rewritten per level, the drift since the last full fit
+    and each level's statistics."""
+
+    nodes: int
+    edges: int
+    levels: dict[int, int]
+    leaves_added: int
+    leaves_removed: int
+    clusters_touched: dict[str, int]  # level -> summaries rewritten
+    summaries: int
+    fallbacks: int
+    fallback_reasons: dict[str, int]
+    drift: dict[str, Any]  # fitted, changed, share
+    stats: list[UpdateLevelStats]
+
+    def counts(self) -> dict[str, Any]:
+        return {**self.fields(), "stats": [s.counts() for s in self.stats]}
+
+    def report(self) -> dict[str, Any]:
+        return {k: v for k, v in self.fields().items() if k not in ("levels", "drift", "stats")}
+
+
+def run_tree_update(ctx: StageContext, key: str) -> TreeUpdateSummary:
     """Update the published tree to the run's leaves and stage it under ``key`` (as the build's tree stage)."""
     from arborag.tasks.embedding.embedder import embed_function, embedder_of
     from arborag.tasks.embedding.vector_files import read_vectors_file, write_vectors_file
@@ -121,10 +147,8 @@ def run_tree_update(ctx: StageContext, key: str) -> dict[str, Any]:
     fallbacks, reasons = fallback_summary(result.stats)
     write_tree_info(stage_dir, ctx, result.models, fitted=drift["fitted"], changed=drift["changed"], fallbacks=fallback_nodes(result.nodes),
                     updated_from=prev, update={"leaves_added": drift["added"], "leaves_removed": drift["removed"], "clusters_touched": touched})
-    summary = TreeStageSummary(
-        nodes=result.nodes.num_rows, edges=result.edges.num_rows, levels=level_counts(result.nodes), summaries=result.summaries,
-        fallbacks=fallbacks, fallback_reasons=reasons, stats=result.stats, leaves_added=drift["added"], leaves_removed=drift["removed"],
-        clusters_touched=touched, drift={k: drift[k] for k in ("fitted", "changed", "share")},
+    return TreeUpdateSummary(
+        nodes=result.nodes.num_rows, edges=result.edges.num_rows, levels=level_counts(result.nodes), leaves_added=drift["added"],
+        leaves_removed=drift["removed"], clusters_touched=touched, summaries=result.summaries, fallbacks=fallbacks, fallback_reasons=reasons,
+        drift={k: drift[k] for k in ("fitted", "changed", "share")}, stats=result.stats,
     )
-    ctx.counters.stages["tree-update"] = summary.counts()
-    return summary.result()

@@ -1,5 +1,7 @@
-"""What the tree stages did, typed: per level (:class:`LevelStats`, :class:`UpdateLevelStats`) and
-per stage (:class:`TreeStageSummary`).
+"""What the tree stages did per level, typed: :class:`LevelStats` (a build level) and
+:class:`UpdateLevelStats` (an update level); the stages' summaries
+(:class:`arborag.tasks.stages.tree.TreeSummary`, :class:`arborag.tasks.stages.tree_update.TreeUpdateSummary`)
+hold them.
 
 Each is made once, frozen, and turned into the plain JSON the run records (``runs.counts``, which
 users query with DuckDB) by :meth:`counts`: a field left ``None`` did not apply to that level (a
@@ -12,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-__all__ = ["LevelStats", "TreeStageSummary", "UpdateLevelStats", "fallback_summary"]
+__all__ = ["LevelStats", "UpdateLevelStats", "fallback_summary"]
 
 
 def _present(obj: Any) -> dict[str, Any]:
@@ -108,39 +110,3 @@ def fallback_summary(stats: list[LevelStats] | list[UpdateLevelStats]) -> tuple[
         for reason, n in (st.fallback_reasons or {}).items():
             reasons[reason] = reasons.get(reason, 0) + int(n)
     return sum(reasons.values()), dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
-
-
-@dataclass(frozen=True)
-class TreeStageSummary:
-    """What the ``tree`` or ``tree-update`` stage staged: recorded in ``runs.counts`` under the
-    stage's name (:meth:`counts`); the stage returns the short form (:meth:`result`)."""
-
-    nodes: int
-    edges: int
-    levels: dict[int, int]  # nodes per level
-    summaries: int
-    fallbacks: int
-    fallback_reasons: dict[str, int]
-    stats: list[LevelStats] | list[UpdateLevelStats]
-    # tree-update only
-    leaves_added: int | None = None
-    leaves_removed: int | None = None
-    clusters_touched: dict[str, int] | None = None  # level -> summaries rewritten
-    drift: dict[str, Any] | None = None  # fitted, changed, share
-
-    @property
-    def is_update(self) -> bool:
-        return self.leaves_added is not None
-
-    def counts(self) -> dict[str, Any]:
-        """The stage's entry of ``runs.counts``."""
-        out = _present(self)
-        out["stats"] = [s.counts() for s in self.stats]
-        return out
-
-    def result(self) -> dict[str, Any]:
-        """What the stage returns (its cache entry's summary)."""
-        keys = ("nodes", "edges", "leaves_added", "leaves_removed", "clusters_touched", "summaries") if self.is_update else ("nodes", "edges")
-        out = {k: getattr(self, k) for k in keys}
-        out.update(fallbacks=self.fallbacks, fallback_reasons=self.fallback_reasons)
-        return out
