@@ -10,7 +10,7 @@ its outputs there and returns a small summary.
 
 The build is content-addressed: ``build_key = hash(leaf chunk ids + headers, embed, cluster,
 summarize, tree and sparse config, the declared code versions of TREE_PIPELINE's stages)``
-(:func:`arborag.tasks.build.key.build_key`, :func:`arborag.flows.stage.code_versions`): editing a
+(:func:`arborag.tasks.build.key.build_key`, :func:`arborag.flows.fingerprints.code_versions`): editing a
 comment or upgrading arborag keeps the tree unless a stage's version was bumped. A build whose
 key equals the published snapshot's is a no-op — no embedding, no summarizing — unless that snapshot holds LLM summaries
 that fell back to extractive text: then it is not final, and the build runs again under
@@ -48,10 +48,12 @@ from arborag.errors import ConfigError, IngestError
 from arborag.hashing import hash_json
 from arborag.flows.common import RUNNERS, config_overrides, current_flow_run_id, dask_task_runner, install_fanout, new_run_id, plain_json, warm_imports
 from arborag.flows.ingest import discover
-from arborag.flows.lazy import lazy_flow
+from arborag.flows.lazy import flow_getattr, lazy_flow
 from arborag.flows.noop import remember
-from arborag.flows.pipelines import BUILD_PIPELINE, INGEST_PIPELINE, TREE_PIPELINE
-from arborag.flows.stage import code_versions, finish_run, run_pipeline
+from arborag.flows.pipelines import BUILD_PIPELINE, INGEST, INGEST_PIPELINE, PUBLISH, TREE_PIPELINE
+from arborag.flows.fingerprints import code_versions
+from arborag.flows.runs import finish_run
+from arborag.flows.stage import Stage, run_pipeline
 from arborag.storage.corpus import Corpus
 from arborag.storage.lock import corpus_lock
 from arborag.storage.vectors import LANCEDB_IMPORT
@@ -119,20 +121,23 @@ def _warm_clustering() -> None:
     import sklearn.mixture  # noqa: F401
 
 
-def build_tree(ctx: StageContext, leaves: Any, *, use_prefect: bool, out: dict[str, Any]) -> None:
-    """Build (or reuse) the tree of ``leaves``: :data:`TREE_PIPELINE` under the build key, unless a
-    settled snapshot of that key exists (then ``out["snapshot"]`` names it and ``out["reused"]`` says why).
+def build_tree(ctx: StageContext, leaves: Any, *, use_prefect: bool, out: dict[str, Any],
+               pipeline: tuple[Stage, ...] | None = None) -> None:
+    """Build (or reuse) the tree of ``leaves``: ``pipeline`` (:data:`TREE_PIPELINE`) under the build
+    key, unless a settled snapshot of that key exists (then ``out["snapshot"]`` names it and
+    ``out["reused"]`` says why).
 
-    The build flow and an update that falls back to a full rebuild both end here.
+    The build flow and an update that falls back to a full rebuild (the update's ``full`` route) both end here.
     """
-    key = out["build_key"] = build_key(leaves, ctx.config, code_versions(TREE_PIPELINE))
+    pipeline = TREE_PIPELINE if pipeline is None else pipeline
+    key = out["build_key"] = build_key(leaves, ctx.config, code_versions(pipeline))
     key, reused = _settle(ctx, key, out)
     if reused is not None:
         out["snapshot"], out["reused"] = reused
         return
-    run_pipeline(ctx, TREE_PIPELINE, use_prefect=use_prefect, out=out, key=key)
-    out["snapshot"] = out["publish"]["snapshot"]
-    if out["publish"].get("unchanged"):
+    run_pipeline(ctx, pipeline, use_prefect=use_prefect, out=out, key=key)
+    out["snapshot"] = out[PUBLISH.name]["snapshot"]
+    if out[PUBLISH.name].get("unchanged"):
         out["reused"] = "unchanged: the build's tree is the published snapshot's content; nothing was published"
 
 
@@ -163,7 +168,7 @@ def build_pipeline(ctx: StageContext, files: list[str] | None, *, use_prefect: b
         build_tree(ctx, leaves, use_prefect=use_prefect, out=out)
         out["noop"] = "reused" in out
         message = out.pop("reused", "")
-        failed = int((out.get("ingest") or {}).get("failed", 0) or 0)
+        failed = int((out.get(INGEST.name) or {}).get("failed", 0) or 0)
         if failed:
             status = "partial"
             message = f"{failed} document(s) could not be read; see `arborag sql --working \"select uri, error from documents where status = 'error'\"`"
@@ -176,13 +181,6 @@ def build_pipeline(ctx: StageContext, files: list[str] | None, *, use_prefect: b
     finally:
         finish_run(ctx, "build", out, started=started, status=status, message=message, record=not dry_run,
                    counts={"phases": phases.since(before), "process_age_at_start": age})
-
-
-def __getattr__(name: str) -> Any:
-    """``build``: the Prefect flow, made on first use (flows/lazy.py): a run without Prefect never imports it."""
-    if name == "build":
-        return _build_flow()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _build(
@@ -213,6 +211,7 @@ def _build(
 
 
 _build_flow = lazy_flow(_build, attr="build", name=FLOW_NAME)
+__getattr__ = flow_getattr(__name__, "build", _build_flow)
 
 
 def run_build(

@@ -7,7 +7,7 @@ Caching across runs: a task is skipped when its cache key was seen
 before and its persisted result is still in ``CORPUS/prefect/results``. Keys are made of content
 hashes (:func:`cache_key_from_stats`, :func:`table_fingerprint`, :func:`file_fingerprint`)
 plus the config the stage depends on plus the code version
-(:func:`arborag.flows.stage.pipeline_fingerprint`) — never of whole tables. Tasks return small
+(:func:`arborag.flows.fingerprints.pipeline_fingerprint`) — never of whole tables. Tasks return small
 JSON summaries (paths, counts, fingerprints), so results are persisted as JSON. The one wrapper
 that runs a stage with these options is :func:`arborag.flows.stage.run_stage`.
 

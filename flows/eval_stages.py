@@ -25,7 +25,8 @@ from arborag.config import ArboragConfig
 from arborag.env import offline_env
 from arborag.errors import ConfigError
 from arborag.flows.build import BUILD_PIPELINE
-from arborag.flows.stage import Stage, code_versions, pipeline_fingerprint
+from arborag.flows.fingerprints import code_versions, pipeline_fingerprint
+from arborag.flows.stage import Stage
 from arborag.hashing import hash_json
 from arborag.tasks.stage_context import StageContext
 from arborag.tasks.evaluation.datasets import PreparedDataset
@@ -215,7 +216,7 @@ retrieve_strategy = task(name="eval-retrieve", log_prints=False)(_retrieve_strat
 def retrieve_code() -> tuple[str, ...]:
     """The modules whose source keys cached retrieval: the runner, the index, the mode registry and
     every mode it loads *by name* (``arborag.query.modes.mode_modules``), which the static import
-    walk of :func:`~arborag.flows.stage.module_closure` cannot see; their own imports follow."""
+    walk of :func:`~arborag.flows.fingerprints.module_closure` cannot see; their own imports follow."""
     from arborag.query.modes import mode_modules
 
     return ("arborag.tasks.evaluation.retrieve", "arborag.query.index", "arborag.query.modes", *mode_modules())

@@ -10,7 +10,7 @@ by the config (``sections.strategy``, ``context.headers``); while off they are s
 the table an earlier run wrote. Under Prefect each stage is cached on the key its declaration
 derives — the source files' size and modification time for ingest, the bytes of the tables a
 stage reads otherwise — plus its declared config keys and the code fingerprint of its runner
-modules (:func:`arborag.flows.stage.pipeline_fingerprint`). A cache hit counts only while the
+modules (:func:`arborag.flows.fingerprints.pipeline_fingerprint`). A cache hit counts only while the
 table it produced is still the one on disk.
 
 Entry points:
@@ -37,9 +37,10 @@ from arborag.config import ArboragConfig, Strategy, load_config
 from arborag.env import offline_env
 from arborag.errors import IngestError
 from arborag.flows.common import config_overrides, current_flow_run_id, new_run_id, plain_json
-from arborag.flows.lazy import lazy_flow
-from arborag.flows.pipelines import INGEST_PIPELINE
-from arborag.flows.stage import record_run, run_pipeline
+from arborag.flows.lazy import flow_getattr, lazy_flow
+from arborag.flows.pipelines import INGEST, INGEST_PIPELINE, SEGMENT
+from arborag.flows.runs import record_run
+from arborag.flows.stage import run_pipeline
 from arborag.storage.corpus import Corpus
 from arborag.storage.lock import corpus_lock
 from arborag.tasks.stage_context import StageContext
@@ -48,7 +49,7 @@ from arborag.tasks.stages.documents import discover_sources
 
 offline_env()  # the offline settings (HF, numba's cache, Prefect's) before anything reads them
 
-__all__ = ["FLOW_NAME", "INGEST_PIPELINE", "discover", "ingest_and_segment", "ingest_pipeline", "run_ingest_and_segment"]  # noqa: F822 - the flow objects come from the module __getattr__ (flows/lazy.py)
+__all__ = ["FLOW_NAME", "INGEST_PIPELINE", "count_skipped", "discover", "ingest_and_segment", "ingest_pipeline", "run_ingest_and_segment"]  # noqa: F822 - the flow objects come from the module __getattr__ (flows/lazy.py)
 
 FLOW_NAME = "ingest_and_segment"
 
@@ -58,21 +59,26 @@ def discover(ctx: StageContext, sources: Sequence[str]) -> list[str]:
     Symlinks leading out of a source's root are skipped, logged and counted in the run (``discover``)."""
     skipped: list[Any] = []
     files = [s.uri for s in discover_sources(list(sources), ctx.config.ingest, skip=[ctx.corpus.root], skipped=skipped)]
+    count_skipped(ctx, skipped)
+    return files
+
+
+def count_skipped(ctx: StageContext, skipped: Sequence[Any]) -> None:
+    """Count the sources discovery skipped in the run (``discover``: how many, the first 20 with why)."""
     if skipped:
         ctx.counters.stages["discover"] = {"skipped": len(skipped), "skipped_list": [{"uri": s.uri, "reason": s.reason} for s in skipped[:20]]}
-    return files
 
 
 def ingest_pipeline(ctx: StageContext, files: list[str] | None, *, strategy: str | None, use_prefect: bool) -> dict[str, Any]:
     """Run the ingest pipeline over discovered ``files``, record the run, return the summary."""
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
-    out: dict[str, Any] = {"run_id": ctx.run_id, "corpus": str(ctx.corpus.root), "ingest": None, "segment": None, "cached": []}
-    flow_name = "+".join(n for n, on in (("ingest", files is not None), ("segment", strategy is not None)) if on) or "noop"
+    out: dict[str, Any] = {"run_id": ctx.run_id, "corpus": str(ctx.corpus.root), INGEST.name: None, SEGMENT.name: None, "cached": []}
+    flow_name = "+".join(n for n, on in ((INGEST.name, files is not None), (SEGMENT.name, strategy is not None)) if on) or "noop"
     status, message = "ok", ""
     try:
         run_pipeline(ctx, INGEST_PIPELINE, use_prefect=use_prefect, out=out, files=files, strategy=strategy)
-        failed = int((out["ingest"] or {}).get("failed", 0))
+        failed = int((out[INGEST.name] or {}).get("failed", 0))
         if failed:
             status = "partial"
             message = f"{failed} source(s) could not be read; see: SELECT uri, error FROM documents WHERE status = 'error'"
@@ -94,13 +100,6 @@ def _check_inputs(corpus: Corpus, ingest: bool, segment: bool) -> None:
         raise IngestError(str(corpus.root), "nothing to do: give SOURCES to ingest, or ask to segment")
     if not ingest and not corpus.table_path("documents").exists():
         raise IngestError(str(corpus.root), f"no documents to segment; run `arborag ingest SOURCE... --corpus {corpus.root}` first")
-
-
-def __getattr__(name: str) -> Any:
-    """``ingest_and_segment``: the Prefect flow, made on first use (flows/lazy.py)."""
-    if name == "ingest_and_segment":
-        return _ingest_flow()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _ingest_and_segment(
@@ -131,6 +130,7 @@ def _ingest_and_segment(
 
 
 _ingest_flow = lazy_flow(_ingest_and_segment, attr="ingest_and_segment", name=FLOW_NAME)
+__getattr__ = flow_getattr(__name__, "ingest_and_segment", _ingest_flow)
 
 
 def run_ingest_and_segment(

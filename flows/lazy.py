@@ -22,7 +22,7 @@ from typing import Any
 
 from arborag.env import offline_env
 
-__all__ = ["LazyTask", "lazy_flow"]
+__all__ = ["LazyTask", "flow_getattr", "lazy_flow"]
 
 _LOCK = threading.RLock()
 
@@ -76,3 +76,15 @@ def lazy_flow(fn: Callable[..., Any], *, attr: str, name: str) -> Callable[[], A
         return made[0]
 
     return get
+
+
+def flow_getattr(module: str, attr: str, get: Callable[[], Any]) -> Callable[[str], Any]:
+    """A flow module's ``__getattr__`` (PEP 562): ``attr`` is the Prefect flow ``get`` makes on first
+    use (:func:`lazy_flow`); a run without Prefect never imports it."""
+
+    def __getattr__(name: str) -> Any:
+        if name == attr:
+            return get()
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__

@@ -5,8 +5,10 @@ shape it, which run inputs it takes and when it is on; :func:`arborag.flows.stag
 derives cache keys, proofs and skips from that. The flows (``flows/ingest.py``, ``flows/build.py``,
 ``flows/update.py``) run these tuples; ``arborag pipeline`` prints them.
 
-Adding a stage is one module (``tasks/stages/<name>.py`` with ``run_<name>(ctx, **params) -> dict``
-beside its pure function) plus one entry here (see docs/ARCHITECTURE.md, "Adding a stage").
+Adding a stage is one module (``tasks/stages/<table>.py`` with ``run_<table>(ctx, **params)`` beside
+its pure function, returning its frozen :class:`~arborag.tasks.stage_context.StageSummary`) plus one
+entry here (see docs/ARCHITECTURE.md, "Adding a stage"). A stage's name is written only here;
+other code names it through its object (``PUBLISH.name``).
 
 Every stage declares ``code_version``: the version of what it produces. Its cache key and the build
 key hold that string, not the source text: bump it (``"1"`` -> ``"2"``) in the same change that
@@ -18,12 +20,12 @@ from __future__ import annotations
 
 from arborag.config import ArboragConfig
 from arborag.flows.lazy import LazyTask
-from arborag.flows.stage import SNAPSHOT, SOURCES, Stage, staged, table
+from arborag.flows.stage import SNAPSHOT, SOURCES, Branch, Stage, staged, table
 from arborag.tasks.stages import chunks, doc_context, documents, leaf_vectors, links, plan, publish, sections, sparse, tree, tree_update, vectors
 
 __all__ = [
-    "BUILD_PIPELINE", "CONTEXT", "EMBED", "INGEST", "INGEST_PIPELINE", "LINKS", "PIPELINES", "PLAN", "PUBLISH", "SECTIONS", "SEGMENT",
-    "SPARSE", "TREE", "TREE_PIPELINE", "TREE_UPDATE", "UPDATE_PIPELINE", "VECTORS",
+    "BRANCHES", "BUILD_PIPELINE", "CONTEXT", "EMBED", "INGEST", "INGEST_PIPELINE", "LINKS", "PIPELINES", "PLAN", "PUBLISH", "SECTIONS", "SEGMENT",
+    "SPARSE", "TREE", "TREE_PIPELINE", "TREE_UPDATE", "UPDATE_BRANCH", "UPDATE_PIPELINE", "VECTORS",
 ]
 
 
@@ -121,8 +123,14 @@ BUILD_PIPELINE: tuple[Stage, ...] = INGEST_PIPELINE + TREE_PIPELINE
 #: vector table (written by a helper process that imported lancedb meanwhile: flows/update.py)
 #: and the sparse index side by side (``beside``: flows/stage.py), both joined before publish
 UPDATE_PIPELINE: tuple[Stage, ...] = (LINKS, EMBED, TREE_UPDATE, VECTORS, SPARSE, PUBLISH)
-#: What ``arborag update`` may run, in order: the plan, the ingest stages after ingest, then the
-#: incremental tree (or TREE_PIPELINE when it falls back to a full rebuild).
-UPDATE_RUN: tuple[Stage, ...] = (PLAN, SECTIONS, CONTEXT, SEGMENT) + UPDATE_PIPELINE
+#: What ``arborag update`` runs: the plan and the ingest stages after ingest, then the route
+#: ``decide`` names — the incremental tree update, or a full rebuild of the tree (``noop``: none).
+UPDATE_BRANCH = Branch(
+    "update", before=(PLAN, SECTIONS, CONTEXT, SEGMENT), choose=plan.decide,
+    routes=(("incremental", UPDATE_PIPELINE), ("full", TREE_PIPELINE)),
+    describe="noop when the published tree holds these leaves; full when there is no tree, a new tree config or drift past update.max_drift; else incremental",
+)
 
-PIPELINES: dict[str, tuple[Stage, ...]] = {"ingest": INGEST_PIPELINE, "build": BUILD_PIPELINE, "update": UPDATE_RUN}
+PIPELINES: dict[str, tuple[Stage, ...]] = {"ingest": INGEST_PIPELINE, "build": BUILD_PIPELINE, "update": UPDATE_BRANCH.stages}
+#: The pipelines that fork (``arborag pipeline`` prints their routes).
+BRANCHES: dict[str, Branch] = {"update": UPDATE_BRANCH}

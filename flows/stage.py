@@ -19,47 +19,32 @@ is **enabled** (a predicate over the config). From that alone:
 
 Lower level, kept for the evaluation stages: :func:`run_stage` runs one stage — as a Prefect task
 cached on a key, or directly (``use_prefect=False``) — and trusts a cache hit only while
-``done(summary)`` holds; :func:`record_run` appends the run to the ``runs`` table;
-:func:`finish_run` is the common end of the build and update flows.
-
-Code versions: a stage declares ``code_version``, the version of what its code produces (like
-Dagster's ``code_version``). :func:`code_versions` hashes the declared versions of a pipeline;
-the stage keys and the build key hold it, not the source text, so a comment, a docstring, a
-refactor or an upgrade that leaves the output alone keeps the caches and the published tree, and
-a change to a stage's output is made by bumping its version (docs/ARCHITECTURE.md, "Code
-versions"). :func:`normalized_code` is the development check beside it: per module of a stage's
-closure, a hash of its code without comments, docstrings and formatting.
-:func:`pipeline_fingerprint` hashes the source of the runner modules and every module of ours
-they import (at any depth, lazy imports included); it keys what declares no version (the
-evaluation's retrieval).
+``done(summary)`` holds. Run records are :mod:`arborag.flows.runs`; the code versions and
+fingerprints in the keys are :mod:`arborag.flows.fingerprints`.
 """
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import functools
-import importlib.util
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from arborag.config import ArboragConfig
 from arborag.flows.common import cache_key_from_stats, task_options, was_cached
+from arborag.flows.fingerprints import code_versions
 from arborag.hashing import hash_json
+from arborag.storage.snapshots.sweeps import build_record_key
 from arborag.tasks.build.key import snapshot_id_for
 from arborag.tasks.stage_context import StageContext, StageSummary, table_fingerprint
 
 __all__ = [
-    "SOURCES", "SNAPSHOT", "Stage", "code_versions", "declared_config", "describe_pipeline", "finish_run", "module_closure", "must_wait",
-    "normalized_code", "normalized_source", "pipeline_fingerprint", "record_run", "run_pipeline", "run_stage", "snapshot_files", "stage_done", "stage_key", "staged", "table",
+    "SOURCES", "SNAPSHOT", "Branch", "Stage", "declared_config", "describe_branch", "describe_pipeline", "must_wait", "run_pipeline", "run_stage", "snapshot_files",
+    "stage_done", "stage_key", "staged", "table",
 ]
 
 Done = Callable[[dict[str, Any] | None], bool]
@@ -104,10 +89,8 @@ class Stage:
     """
 
     name: str
-    task: Any  # prefect Task; ``task.fn`` is ``run_<stage>(ctx, **params) -> dict``
+    task: Any  # prefect Task; ``task.fn`` is ``run_<stage>(ctx, **params)``, returning its summary
     retries: int = 0
-    outputs: tuple[str, ...] = ()  # legacy: staged files that prove it done (derived from ``writes`` when declared)
-    resume: bool = False  # legacy: without Prefect, skip when the outputs exist (derived: every write is staged)
     code: tuple[str, ...] | None = None  # modules of the stage's code (default: the runner's module)
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
@@ -124,7 +107,7 @@ class Stage:
     code_version: str = ""
 
     @property
-    def runner(self) -> Callable[..., dict[str, Any]]:
+    def runner(self) -> Callable[..., Any]:
         return self.task.fn  # type: ignore[no-any-return]
 
     @property
@@ -133,16 +116,13 @@ class Stage:
 
     @property
     def staged_outputs(self) -> tuple[str, ...]:
-        """The staged files that prove the stage done (``writes`` of kind ``staged:``, else ``outputs``)."""
-        declared = tuple(w.split(":", 1)[1] for w in self.writes if w.startswith("staged:"))
-        return declared or self.outputs
+        """The staged files that prove the stage done (its ``writes`` of kind ``staged:``)."""
+        return tuple(w.split(":", 1)[1] for w in self.writes if w.startswith("staged:"))
 
     @property
     def resumable(self) -> bool:
-        """Without Prefect, skip the stage when its outputs exist: every write is staged (or ``resume``)."""
-        if self.writes:
-            return all(w.startswith("staged:") for w in self.writes)
-        return self.resume
+        """Without Prefect, skip the stage when its outputs exist: it writes, and every write is staged."""
+        return bool(self.writes) and all(w.startswith("staged:") for w in self.writes)
 
     @property
     def tables_written(self) -> tuple[str, ...]:
@@ -156,6 +136,32 @@ class Stage:
     def keyed_by_build(self) -> bool:
         """Stages inside a content-addressed build take its ``key``: that key already holds their inputs."""
         return "key" in self.params
+
+
+@dataclass(frozen=True)
+class Branch:
+    """A pipeline that forks, declared as data: every run takes the stages ``before``; then the
+    named predicate ``choose(ctx, leaves) -> (route, why)`` picks one of ``routes`` by name
+    (``(name, stages)`` pairs, in the order they print); a name without a route runs nothing more
+    (``noop``: nothing changed)."""
+
+    name: str
+    before: tuple[Stage, ...]
+    choose: Callable[..., tuple[str, str]]
+    routes: tuple[tuple[str, tuple[Stage, ...]], ...]
+    describe: str = ""
+
+    def route(self, name: str) -> tuple[Stage, ...]:
+        """The stages of route ``name`` (none for a name without a route)."""
+        return dict(self.routes).get(name, ())
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        """Every stage the branch may run, each once, in order: ``before``, then the routes'."""
+        seen: dict[str, Stage] = {}
+        for stage in (*self.before, *(s for _, route in self.routes for s in route)):
+            seen.setdefault(stage.name, stage)
+        return tuple(seen.values())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,8 +184,8 @@ def stage_key(ctx: StageContext, stage: Stage, inputs: dict[str, Any]) -> str:
         return hash_json([stage.name, ctx.run_id])
     if stage.keyed_by_build:
         # the build (or update) key already holds the leaves, the tree config and the code; the
-        # Prefect record is then ``<stage>-<build key>``, which retention keeps while a kept
-        # snapshot has that key (storage/snapshots._sweep_prefect)
+        # Prefect record is then ``<stage>@<build key>`` (_record_key), which gc keeps while a
+        # kept snapshot has that key
         return str(inputs["key"])
     reads: list[Any] = []
     for name in stage.tables_read:
@@ -337,7 +343,7 @@ def run_stage(
 
     Under Prefect the task is cached on ``cache_key`` (results as JSON under the corpus's
     ``prefect/results``); a hit counts only while ``done(summary)`` holds, otherwise the stage
-    runs again with ``refresh_cache``. Without Prefect a ``resume`` stage whose ``done(None)``
+    runs again with ``refresh_cache``. Without Prefect a resumable stage whose ``done(None)``
     holds is skipped (a retry after a failure resumes there); any other stage runs.
     """
     t0 = time.perf_counter()
@@ -354,248 +360,26 @@ def run_stage(
         ctx.counters.seconds[stage.name] = round(ctx.counters.seconds.get(stage.name, 0.0) + time.perf_counter() - t0, 3)
 
 
+def _record_key(stage: Stage, key: str) -> str:
+    """The Prefect record name of ``stage`` cached on ``key``: ``<stage>@<build key>`` for a stage
+    keyed by the build (gc keeps it while a kept snapshot has that key:
+    :func:`arborag.storage.snapshots.build_record_key`), else ``<stage>-<key>``."""
+    return build_record_key(stage.name, key) if stage.keyed_by_build else f"{stage.name}-{key}"
+
+
 def _prefect_call(ctx: StageContext, stage: Stage, key: str, refresh: bool, params: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-    opts = task_options(ctx.corpus, retries=stage.retries, cache_key=f"{stage.name}-{key}", refresh_cache=refresh)
+    opts = task_options(ctx.corpus, retries=stage.retries, cache_key=_record_key(stage, key), refresh_cache=refresh)
     state = stage.task.with_options(name=stage.name, **opts)(ctx, **params, return_state=True)
     return state.result(), was_cached(state)
 
 
-def record_run(
-    ctx: StageContext,
-    flow: str,
-    *,
-    started: datetime,
-    finished: datetime,
-    status: str,
-    message: str | None,
-    counts: dict[str, Any],
-) -> None:
-    """Append this run to the corpus's ``runs`` table (counts as JSON, tokens from the counters)."""
-    ctx.corpus.ensure().append_run(
-        {
-            "run_id": ctx.run_id,
-            "flow": flow,
-            "config_hash": ctx.config.config_hash(),
-            "started_at": started,
-            "finished_at": finished,
-            "status": status,
-            "counts": json.dumps(counts, sort_keys=True, default=str),
-            "tokens_in": ctx.counters.tokens_in,
-            "tokens_out": ctx.counters.tokens_out,
-            "message": message or None,
-        }
-    )
-
-
-def finish_run(
-    ctx: StageContext,
-    flow: str,
-    out: dict[str, Any],
-    *,
-    started: datetime,
-    status: str,
-    message: str | None,
-    record: bool = True,
-    counts: dict[str, Any] | None = None,
-) -> None:
-    """The common end of a tree flow (build, update): stamp ``out`` with the counters
-    (``calls``, ``status``, ``stage_seconds``) and, unless ``record`` is off (a dry run),
-    append the run — stage counts, ``counts`` and the counters — to the ``runs`` table."""
-    out["calls"] = ctx.counters.as_dict()
-    out["status"] = status
-    out["stage_seconds"] = dict(ctx.counters.seconds)
-    if record:
-        merged = {**ctx.counters.stages, **(counts or {}), "calls": out["calls"], "cached": out.get("cached", []),
-                  "seconds": out["stage_seconds"]}
-        record_run(ctx, flow, started=started, finished=datetime.now(timezone.utc), status=status, message=message, counts=merged)
-
-
-# ---------------------------------------------------------------------------------------------
-# Code fingerprints
-# ---------------------------------------------------------------------------------------------
-def _resolve(name: str) -> tuple[str, Path] | None:
-    """The module of ours that ``name`` denotes and its source file (``a.b.func`` -> ``a.b``).
-
-    Walks the dotted name from the left and stops at the first plain module, so only package
-    ``__init__`` files are ever imported to find a child (``find_spec`` needs the parent).
-    """
-    parts = name.split(".")
-    found: tuple[str, Path] | None = None
-    for i in range(1, len(parts) + 1):
-        prefix = ".".join(parts[:i])
-        try:
-            spec = importlib.util.find_spec(prefix)
-        except (ImportError, ValueError):
-            break
-        if spec is None:
-            break
-        if spec.origin and spec.origin.endswith(".py"):
-            found = (prefix, Path(spec.origin))
-        if spec.submodule_search_locations is None:
-            break
-    return found
-
-
-_AST_LOCK = threading.Lock()
-
-
-def _parse(path: Path) -> ast.Module:
-    """``ast.parse`` of a file, serialized and retried: CPython 3.11's AST builder keeps its
-    recursion counter per interpreter, so a parse racing another thread's (Prefect parses too)
-    can fail with a spurious ``SystemError: AST constructor recursion depth mismatch``."""
-    source = path.read_text(encoding="utf-8")
-    for attempt in range(5):
-        try:
-            with _AST_LOCK:
-                return ast.parse(source, filename=str(path))
-        except SystemError:
-            if attempt == 4:
-                raise
-            time.sleep(0.05 * (attempt + 1))
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-#: The import lists of our modules, kept across processes by file (path, mtime, size): an update's
-#: code fingerprint otherwise parses ~80 modules with ``ast`` in every new process (0.6-2 s of a
-#: small update). ``ARBORAG_CODE_CACHE=0`` switches it off.
-_DISK_NAME = "code_imports.json"
-_disk: dict[str, list[str]] | None = None
-_disk_dirty = False
-
-
-def _disk_path() -> Path | None:
-    from arborag.env import user_cache_path
-
-    return user_cache_path(_DISK_NAME, "ARBORAG_CODE_CACHE")
-
-
-def _disk_cache() -> dict[str, list[str]]:
-    global _disk
-    if _disk is None:
-        _disk = {}
-        path = _disk_path()
-        if path is not None:
-            try:
-                found = json.loads(path.read_text(encoding="utf-8"))
-                if isinstance(found, dict):
-                    _disk = {k: v for k, v in found.items() if isinstance(v, list)}
-            except (OSError, ValueError):
-                pass
-    return _disk
-
-
-def _save_disk_cache() -> None:
-    """Write the import lists learnt in this process (never fails: it only saves the next process time)."""
-    global _disk_dirty
-    path = _disk_path()
-    if not _disk_dirty or path is None or _disk is None:
-        return
-    try:
-        from arborag.storage.tables import atomic_write_json
-
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(path, {k: v for k, v in sorted(_disk.items()) if _current(k)})
-        _disk_dirty = False
-    except Exception:  # noqa: BLE001 - a cache
-        pass
-
-
-def _current(key: str) -> bool:
-    """Whether a disk entry ``module|path|mtime_ns|size`` still describes its file (older versions
-    of an edited file, and files gone, are dropped when the cache is written)."""
-    _, path, mtime_ns, size = key.rsplit("|", 3)
-    try:
-        st = Path(path).stat()
-    except OSError:
-        return False
-    return str(st.st_mtime_ns) == mtime_ns and str(st.st_size) == size
-
-
-@lru_cache(maxsize=1024)
-def _imports(module: str, path: Path, mtime_ns: int, size: int) -> tuple[str, ...]:
-    """Modules of ours imported anywhere in ``path`` (module level or inside functions, relative too);
-    from the on-disk cache when this file (same path, mtime and size) was parsed before."""
-    global _disk_dirty
-    disk = _disk_cache()
-    key = f"{module}|{path}|{mtime_ns}|{size}"
-    if key in disk:
-        return tuple(disk[key])
-    found = _parse_imports(module, path)
-    disk[key] = list(found)
-    _disk_dirty = True
-    return found
-
-
-def _parse_imports(module: str, path: Path) -> tuple[str, ...]:
-    tree = _parse(path)
-    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = ".".join(package[: len(package) - node.level + 1]) if node.level else ""
-            target = ".".join(p for p in (base, node.module or "") if p)
-            found.add(target)
-            found.update(f"{target}.{a.name}" for a in node.names)
-    return tuple(sorted(m for m in found if m == "arborag" or m.startswith("arborag.")))
-
-
-def module_closure(modules: Iterable[str]) -> dict[str, Path]:
-    """``modules`` and every module of ours they import, transitively, with their source files."""
-    seen: dict[str, Path] = {}
-    todo = list(modules)
-    while todo:
-        found = _resolve(todo.pop())
-        if found is None or found[0] in seen:
-            continue
-        name, path = found
-        seen[name] = path
-        st = path.stat()
-        todo.extend(_imports(name, path, st.st_mtime_ns, st.st_size))
-    _save_disk_cache()
-    return dict(sorted(seen.items()))
-
-
-def pipeline_fingerprint(*pipelines: Iterable[Stage]) -> str:
-    """Hash of the source of every stage runner module of ``pipelines`` and of what they import of ours."""
-    closure = module_closure(m for pipeline in pipelines for stage in pipeline for m in stage.modules)
-    return hash_json([[name, path.read_text(encoding="utf-8")] for name, path in closure.items()])
-
-
-def code_versions(*pipelines: Iterable[Stage]) -> str:
-    """Hash of the declared ``code_version`` of every stage of ``pipelines`` (with its name); a stage
-    that declares none counts with :func:`pipeline_fingerprint` of its own modules instead."""
-    return hash_json([[stage.name, stage.code_version or f"source:{pipeline_fingerprint((stage,))}"]
-                      for pipeline in pipelines for stage in pipeline])
-
-
-class _StripDocstrings(ast.NodeTransformer):
-    """Drops the docstring of every module, class and function (a lone string expression first in a body)."""
-
-    def _strip(self, node: Any) -> Any:
-        self.generic_visit(node)
-        body = node.body
-        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
-            node.body = body[1:] or [ast.Pass()]
-        return node
-
-    visit_Module = visit_ClassDef = visit_FunctionDef = visit_AsyncFunctionDef = _strip
-
-
-def normalized_source(source: str) -> str:
-    """``source`` without comments, docstrings and formatting: the code that runs, as
-    :func:`ast.unparse` writes it (the same for the same code whatever its layout)."""
-    with _AST_LOCK:
-        tree = ast.parse(source)
-    return ast.unparse(_StripDocstrings().visit(tree))
-
-
-def normalized_code(*pipelines: Iterable[Stage]) -> dict[str, str]:
-    """Per module of the stages' closure, a hash of its :func:`normalized_source`: what changes
-    when the code changes, and only then (comments, docstrings and layout do not count)."""
-    closure = module_closure(m for pipeline in pipelines for stage in pipeline for m in stage.modules)
-    return {name: hash_json(normalized_source(path.read_text(encoding="utf-8"))) for name, path in closure.items()}
+def describe_branch(branch: Branch, config: ArboragConfig) -> list[dict[str, Any]]:
+    """The rows of :func:`describe_pipeline` for ``branch``: its stages ``before`` (``route``
+    empty), then each route's stages with ``route`` naming it; the chooser in ``does`` of none."""
+    rows = [{**row, "route": ""} for row in describe_pipeline(branch.before, config)]
+    for name, stages in branch.routes:
+        rows += [{**row, "route": name} for row in describe_pipeline(stages, config)]
+    return rows
 
 
 def describe_pipeline(pipeline: Sequence[Stage], config: ArboragConfig) -> list[dict[str, Any]]:

@@ -10,12 +10,14 @@ Orchestration only. Inside the corpus writer lock:
    stops here too, with :class:`~arborag.tasks.stages.plan.DeletesRefused`: nothing is written
    and no run is recorded.
 2. ``sections``, ``context``, ``segment`` (the same stage objects as the ingest flow's, run by
-   the same :func:`~arborag.flows.stage.run_pipeline`; ingest itself has no files to take): the
+   the same :func:`~arborag.flows.stage.run_pipeline`, in the same call as the plan): the
    chunks (and headers) of the documents now held.
-3. Decide (:func:`arborag.tasks.stages.plan.decide`, reading the published ``info.json``):
-   nothing changed → no-op; no published tree, a tree without fitted clusters, a changed tree config, or drift past ``update.max_drift`` → a full rebuild
+3. The branch (:data:`~arborag.flows.pipelines.UPDATE_BRANCH`, declared beside the stages): its
+   predicate :func:`arborag.tasks.stages.plan.decide` (reading the published ``info.json``) names
+   the route: nothing changed → ``noop``; no published tree, a tree without fitted clusters, a
+   changed tree config, or drift past ``update.max_drift`` → ``full``, a rebuild
    (:func:`arborag.flows.build.build_tree`, as a build), saying why; otherwise
-4. :data:`UPDATE_PIPELINE` = (links, embed, tree-update, sparse, vectors, publish), the build's
+4. ``incremental``: :data:`UPDATE_PIPELINE` = (links, embed, tree-update, vectors, sparse, publish), the build's
    stage objects but for tree-update (:mod:`arborag.flows.pipelines`): the leaves' links (they need
    no vectors: first, while a cold run's embedding worker is still loading), the leaves' vectors
    (the embedding cache holds every unchanged one), the local tree update
@@ -46,23 +48,25 @@ from arborag.env import offline_env
 from arborag.errors import IngestError
 from arborag.flows.build import build_tree
 from arborag.flows.common import config_overrides, current_flow_run_id, new_run_id, plain_json, warm_imports
-from arborag.flows.ingest import discover
-from arborag.flows.lazy import lazy_flow
+from arborag.flows.ingest import count_skipped, discover
+from arborag.flows.lazy import flow_getattr, lazy_flow
 from arborag.flows.noop import quick_noop, remember
-from arborag.flows.pipelines import INGEST_PIPELINE, PLAN, UPDATE_PIPELINE
-from arborag.flows.stage import code_versions, finish_run, run_pipeline
+from arborag.flows.pipelines import PLAN, PUBLISH, TREE_UPDATE, UPDATE_BRANCH, UPDATE_PIPELINE
+from arborag.flows.fingerprints import code_versions
+from arborag.flows.runs import finish_run
+from arborag.flows.stage import run_pipeline
 from arborag.hashing import hash_json
 from arborag.storage.corpus import Corpus
 from arborag.storage.vectors import LANCEDB_IMPORT
 from arborag.tasks.build.key import build_key
 from arborag.tasks.build.leaves import leaves_for
 from arborag.tasks.stage_context import StageContext
-from arborag.tasks.stages.plan import DeleteLimit, DeletesRefused, decide
+from arborag.tasks.stages.plan import DeleteLimit, DeletesRefused
 
 
 offline_env()  # the offline settings (HF, numba's cache, Prefect's) before anything reads them
 
-__all__ = ["FLOW_NAME", "UPDATE_PIPELINE", "decide", "run_update", "update", "update_pipeline"]  # noqa: F822 - the flow objects come from the module __getattr__ (flows/lazy.py)
+__all__ = ["FLOW_NAME", "UPDATE_BRANCH", "UPDATE_PIPELINE", "run_update", "update", "update_pipeline"]  # noqa: F822 - the flow objects come from the module __getattr__ (flows/lazy.py)
 
 FLOW_NAME = "arborag-update"
 
@@ -112,32 +116,32 @@ def update_pipeline(
     lock = contextlib.nullcontext() if dry_run else _writer_lock(ctx, lock_wait)
     try:
         with lock:
-            run_pipeline(ctx, (PLAN,), use_prefect=use_prefect, out=out, files=files, prune=prune, dry_run=dry_run)
-            plan = out["plan"]
+            strategy = ctx.config.segment.strategy
+            # the stages before the branch; a dry run has no strategy: the plan alone runs
+            run_pipeline(ctx, UPDATE_BRANCH.before, use_prefect=use_prefect, out=out, files=files, prune=prune, dry_run=dry_run,
+                         strategy=None if dry_run else strategy)
+            plan = out[PLAN.name]
             if dry_run:
                 return out
-            strategy = ctx.config.segment.strategy
-            run_pipeline(ctx, INGEST_PIPELINE, use_prefect=use_prefect, out=out, files=None, strategy=strategy)  # sections, context, segment (no ingest)
             leaves = ctx.shared("leaves", lambda: leaves_for(ctx.corpus.read("chunks"), strategy))
             if leaves.num_rows == 0:
                 raise IngestError(str(ctx.corpus.root), "no chunks left to build a tree from: the sources hold no readable, non-empty document")
-            mode, why = decide(ctx, leaves)
+            mode, why = UPDATE_BRANCH.choose(ctx, leaves)
+            route = UPDATE_BRANCH.route(mode)
             out["mode"], out["reason"] = mode, why
             out["full_rebuild"] = mode == "full"
-            out["noop"] = mode == "noop"
-            if mode == "full":
-                warm_imports(*_VECTOR_IMPORTS)
-            if mode == "noop":
+            out["noop"] = not route
+            if not route:
                 out["snapshot"] = (ctx.corpus.manifest() or {}).get("snapshot")
-            elif mode == "full":
-                build_tree(ctx, leaves, use_prefect=use_prefect, out=out)
-            else:
+            elif mode == "full":  # the build's tree, under the build key (a settled snapshot of it is reused)
+                warm_imports(*_VECTOR_IMPORTS)
+                build_tree(ctx, leaves, use_prefect=use_prefect, out=out, pipeline=route)
+            else:  # under the update key: the published snapshot and the leaves (tree-update reads that snapshot)
                 prev = (ctx.corpus.manifest() or {})["snapshot"]
-                key = out["update_key"] = hash_json(["update", prev, build_key(leaves, ctx.config, code_versions(UPDATE_PIPELINE))])
-                ctx.resources["previous_snapshot"] = prev
+                key = out["update_key"] = hash_json(["update", prev, build_key(leaves, ctx.config, code_versions(route))])
                 _warm_vectors()
-                run_pipeline(ctx, UPDATE_PIPELINE, use_prefect=use_prefect, out=out, key=key)
-                out["snapshot"] = out["publish"]["snapshot"]
+                run_pipeline(ctx, route, use_prefect=use_prefect, out=out, key=key)
+                out["snapshot"] = out[PUBLISH.name]["snapshot"]
             message = why
             failed = int(plan.get("failed", 0) or 0)
             # failures this run met that the documents table did not already record (same uri, same reason)
@@ -154,8 +158,8 @@ def update_pipeline(
         raise
     finally:
         out["tokens"] = {"in": ctx.counters.tokens_in, "out": ctx.counters.tokens_out}
-        plan_counts = {k: v for k, v in (out.get("plan") or {}).items() if k in ("added", "changed", "deleted", "unchanged", "failed", "new_docs", "gone_docs")}
-        tree = ctx.counters.stages.get("tree-update") or {}
+        plan_counts = {k: v for k, v in (out.get(PLAN.name) or {}).items() if k in ("added", "changed", "deleted", "unchanged", "failed", "new_docs", "gone_docs")}
+        tree = ctx.counters.stages.get(TREE_UPDATE.name) or {}
         counts = {
             **plan_counts, "mode": out.get("mode"), "full_rebuild": bool(out.get("full_rebuild")),
             "reason": out.get("reason"), "clusters_touched": tree.get("clusters_touched", {}),
@@ -163,13 +167,6 @@ def update_pipeline(
             "phases": phases.since(before), "process_age_at_start": age,
         }
         finish_run(ctx, "update", out, started=started, status=status, message=message, record=not dry_run and not refused, counts=counts)
-
-
-def __getattr__(name: str) -> Any:
-    """``update``: the Prefect flow, made on first use (flows/lazy.py): a run without Prefect never imports it."""
-    if name == "update":
-        return _update_flow()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _update(
@@ -204,6 +201,7 @@ def _update(
 
 
 _update_flow = lazy_flow(_update, attr="update", name=FLOW_NAME)
+__getattr__ = flow_getattr(__name__, "update", _update_flow)
 
 
 def _files(ctx: StageContext, sources: list[str]) -> list[str]:
@@ -216,8 +214,7 @@ def _files(ctx: StageContext, sources: list[str]) -> list[str]:
     if found is None:
         return discover(ctx, sources)
     files, skipped = found
-    if skipped:  # as discover() reports them
-        ctx.counters.stages["discover"] = {"skipped": len(skipped), "skipped_list": [{"uri": s.uri, "reason": s.reason} for s in skipped[:20]]}
+    count_skipped(ctx, skipped)  # as discover() does
     return files
 
 

@@ -116,8 +116,10 @@ def _print_estimate(out: dict, cfg) -> None:
 
 
 def _print_summary(out: dict, corpus: str) -> None:
-    ing = out.get("ingest") or {}
-    seg = out.get("segment") or {}
+    from arborag.flows.pipelines import INGEST, SEGMENT
+
+    ing = out.get(INGEST.name) or {}
+    seg = out.get(SEGMENT.name) or {}
     if out.get("noop"):
         console.print(f"[green]unchanged[/]: snapshot {out.get('snapshot')} already matches the inputs and config (no embedding, no summaries)")
     else:

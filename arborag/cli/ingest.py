@@ -30,8 +30,10 @@ def _quiet_parsers() -> None:
 
 
 def _print_ingest(out: dict[str, Any]) -> None:
-    ing = out.get("ingest") or {}
-    cached = "ingest" in out.get("cached", [])
+    from arborag.flows.pipelines import INGEST
+
+    ing = out.get(INGEST.name) or {}
+    cached = INGEST.name in out.get("cached", [])
     note = " [dim](Prefect cache hit: inputs unchanged since a previous run)[/]" if cached else ""
     console.print(f"[bold]ingest[/] {ing.get('files', 0)} file(s) → {out['corpus']}{note}", highlight=False)
     t = Table(show_header=True, header_style="bold")
@@ -61,8 +63,10 @@ def _print_ingest(out: dict[str, Any]) -> None:
 
 
 def _print_segment(out: dict[str, Any]) -> None:
-    seg = out.get("segment") or {}
-    cached = "segment" in out.get("cached", [])
+    from arborag.flows.pipelines import SEGMENT
+
+    seg = out.get(SEGMENT.name) or {}
+    cached = SEGMENT.name in out.get("cached", [])
     note = " [dim](Prefect cache hit: documents and settings unchanged)[/]" if cached else ""
     console.print(
         f"[bold]segment[/] ({seg.get('strategy')}): {seg.get('chunks', 0)} chunk(s), {seg.get('tokens', 0)} token(s) "
@@ -75,9 +79,11 @@ def _print_run(out: dict[str, Any], as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps(out, indent=2, sort_keys=True, default=str))
         return
-    if out.get("ingest"):
+    from arborag.flows.pipelines import INGEST, SEGMENT
+
+    if out.get(INGEST.name):
         _print_ingest(out)
-    if out.get("segment"):
+    if out.get(SEGMENT.name):
         _print_segment(out)
     console.print(f"[dim]run {out.get('run_id')} · {out.get('status')} · {out.get('seconds')} s[/]", highlight=False)
 

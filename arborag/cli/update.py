@@ -150,7 +150,9 @@ def run_command(sources: list[Path], corpus: Path, *, prune: Optional[bool], max
             from arborag.embed.worker import stop_all
 
             stop_all()  # the embedding worker, if this run started one
-    _print_plan(out.get("plan") or {}, estimate=False, adding=adding, corpus=corpus)
+    from arborag.flows.pipelines import PLAN
+
+    _print_plan(out.get(PLAN.name) or {}, estimate=False, adding=adding, corpus=corpus)
     _print_result(out)
     code = exit_code(out)
     from arborag.cli.exit import finish
@@ -237,7 +239,9 @@ def _print_result(out: dict[str, Any]) -> None:
         console.print(f"[yellow]full rebuild[/]: {out.get('reason')}")
     else:
         console.print(f"incremental: {out.get('reason')}")
-    tree = out.get("tree-update") or {}
+    from arborag.flows.pipelines import TREE, TREE_UPDATE
+
+    tree = out.get(TREE_UPDATE.name) or {}
     touched = tree.get("clusters_touched") or {}
     if touched:
         console.print("clusters touched per level: " + ", ".join(f"{lv}: {n}" for lv, n in touched.items()))
@@ -248,5 +252,5 @@ def _print_result(out: dict[str, Any]) -> None:
     )
     from arborag.cli.build import fallback_lines
 
-    for line in fallback_lines(out, "tree-update" if out.get("tree-update") else "tree"):
+    for line in fallback_lines(out, TREE_UPDATE.name if out.get(TREE_UPDATE.name) else TREE.name):
         console.print(line, highlight=False)

@@ -36,7 +36,7 @@ def tree_config(config: ArboragConfig) -> dict[str, Any]:
 
 def build_key(leaves: pa.Table, config: ArboragConfig, code: str) -> str:
     """The content address of a build; ``code`` is the hash of the declared code versions of the
-    stages that build it (:func:`arborag.flows.stage.code_versions`), not of their source text."""
+    stages that build it (:func:`arborag.flows.fingerprints.code_versions`), not of their source text."""
     ids = hash_string_columns(leaves, ["chunk_id"])
     headers = hash_string_columns(leaves, ["header"])
     sparse = {"backend": config.sparse.backend, "prefix": config.sparse.es_index_prefix}

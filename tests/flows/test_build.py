@@ -171,6 +171,12 @@ def test_build_under_prefect_caches_and_second_run_is_noop(prefect_harness: None
     corpus = tmp_path / "p"
     first = run_build([cinderella], corpus, ArboragConfig(), use_prefect=True, progress=False)
     assert first["status"] == "ok" and first["noop"] is False
+    # the stages keyed by the build key leave <stage>@<build key> records (gc keeps them by that key)
+    from arborag.flows.pipelines import TREE_PIPELINE
+    from arborag.storage.snapshots import build_record_key
+
+    records = {p.name for p in (Corpus(corpus).prefect_dir / "results").iterdir()}
+    assert {build_record_key(s.name, first["build_key"]) for s in TREE_PIPELINE} <= records
     second = run_build([cinderella], corpus, ArboragConfig(), use_prefect=True, progress=False)
     assert second["noop"] is True and second["calls"] == {"embedded_texts": 0, "summaries": 0}
     assert "ingest" in second["cached"] and "segment" in second["cached"]

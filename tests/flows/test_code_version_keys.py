@@ -18,10 +18,11 @@ import pyarrow as pa
 import pytest
 
 from arborag.config import ArboragConfig
-from arborag.flows import stage as stage_mod
+from arborag.flows import fingerprints as stage_mod
 from arborag.flows.eval_stages import EVAL_BUILD, stage_code
 from arborag.flows.pipelines import BUILD_PIPELINE, INGEST_PIPELINE, PIPELINES, TREE_PIPELINE
-from arborag.flows.stage import code_versions, module_closure, normalized_code, normalized_source, pipeline_fingerprint, stage_key
+from arborag.flows.fingerprints import code_versions, module_closure, normalized_code, normalized_source, pipeline_fingerprint
+from arborag.flows.stage import stage_key
 from arborag.storage.corpus import Corpus
 from arborag.tasks.build.key import build_key
 from arborag.tasks.stage_context import StageContext

@@ -12,7 +12,7 @@ from arborag.config import ArboragConfig
 from arborag.errors import ConfigError
 from arborag.flows import eval_stages
 from arborag.flows.eval_stages import EVAL_RETRIEVE, EvalOptions, stage_code
-from arborag.flows.stage import module_closure
+from arborag.flows.fingerprints import module_closure
 from arborag.query import modes
 from arborag.tasks.evaluation.plan import SYSTEMS
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from arborag.cli import app
 from arborag.config import ArboragConfig
 from arborag.flows.pipelines import (
     BUILD_PIPELINE, CONTEXT, EMBED, INGEST, INGEST_PIPELINE, PIPELINES, PLAN, PUBLISH, SECTIONS, SEGMENT, SPARSE, TREE_PIPELINE,
-    UPDATE_PIPELINE, VECTORS,
+    UPDATE_BRANCH, UPDATE_PIPELINE, VECTORS,
 )
 from arborag.flows.stage import Stage, declared_config, run_pipeline, snapshot_files, stage_done, stage_key, table
 from arborag.storage.corpus import Corpus
@@ -34,8 +35,9 @@ def test_pipelines_share_their_stage_objects() -> None:
     assert BUILD_PIPELINE[: len(INGEST_PIPELINE)] == INGEST_PIPELINE and BUILD_PIPELINE[len(INGEST_PIPELINE):] == TREE_PIPELINE
     for stage in (EMBED, VECTORS, SPARSE, PUBLISH):  # one definition, used by build and update
         assert any(s is stage for s in TREE_PIPELINE) and any(s is stage for s in UPDATE_PIPELINE)
-    assert [s.name for s in PIPELINES["update"][:4]] == ["plan", "sections", "context", "segment"]
-    assert PIPELINES["update"][1] is SECTIONS and PIPELINES["update"][3] is SEGMENT
+    assert UPDATE_BRANCH.before == (PLAN, SECTIONS, CONTEXT, SEGMENT)
+    assert UPDATE_BRANCH.route("incremental") == UPDATE_PIPELINE and UPDATE_BRANCH.route("full") == TREE_PIPELINE
+    assert UPDATE_BRANCH.route("noop") == () and PIPELINES["update"] == UPDATE_BRANCH.stages
     names = [s.name for p in PIPELINES.values() for s in p]
     assert len({s.name: id(s) for p in PIPELINES.values() for s in p}) == len(set(names))  # a name is one object
 
@@ -138,3 +140,45 @@ def test_arborag_pipeline_prints_every_pipeline_from_the_declarations(tmp_path: 
     res = CliRunner().invoke(app, ["pipeline", "update"])
     assert res.exit_code == 0 and "update pipeline" in res.output and "tree-update: update the published tree" in res.output
     assert CliRunner().invoke(app, ["pipeline", "nope"]).exit_code != 0
+
+
+def test_the_update_runs_the_stages_before_its_branch_then_the_route_the_predicate_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """flows/update.py follows UPDATE_BRANCH: the stages before it (plan, segment: sections and
+    context are off), then the predicate, given the leaves; a route name without stages runs
+    nothing more (noop). A dry run stops after the plan, before the predicate."""
+    import dataclasses
+
+    from arborag.flows import update as update_flow
+
+    asked: list[int] = []
+
+    def fake_choose(ctx: StageContext, leaves: Any) -> tuple[str, str]:
+        asked.append(leaves.num_rows)
+        return "noop", "the fake predicate says nothing changed"
+
+    monkeypatch.setattr(update_flow, "UPDATE_BRANCH", dataclasses.replace(UPDATE_BRANCH, choose=fake_choose))
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_text("Cinderella went to the ball. The prince found her slipper. " * 20)
+    dry = update_flow.run_update([src], tmp_path / "c", ArboragConfig(), dry_run=True)
+    assert "plan" in dry and "segment" not in dry and asked == []
+    out = update_flow.run_update([src], tmp_path / "c", ArboragConfig(), noop_checked=True)
+    assert asked and asked[0] > 0
+    assert out["mode"] == "noop" and out["noop"] is True and out["reason"] == "the fake predicate says nothing changed"
+    assert "plan" in out and "segment" in out and not any(s.name in out for s in UPDATE_PIPELINE)
+
+
+def test_arborag_pipeline_prints_the_update_routes() -> None:
+    res = CliRunner().invoke(app, ["pipeline", "update", "--json"])
+    assert res.exit_code == 0, res.output
+    import json
+
+    rows = json.loads(res.output)["update"]
+    assert [(r["route"], r["stage"]) for r in rows] == [
+        *(("", s.name) for s in UPDATE_BRANCH.before), *(("incremental", s.name) for s in UPDATE_PIPELINE),
+        *(("full", s.name) for s in TREE_PIPELINE),
+    ]
+    res = CliRunner().invoke(app, ["pipeline", "update"])
+    assert res.exit_code == 0 and "decide() picks one route: incremental | full | noop" in res.output

@@ -12,7 +12,9 @@ import pytest
 
 from arborag.config import ArboragConfig, load_config
 from arborag.flows.common import cache_key_from_stats, config_overrides
-from arborag.flows.stage import Stage, module_closure, pipeline_fingerprint, record_run, run_stage
+from arborag.flows.fingerprints import module_closure, pipeline_fingerprint
+from arborag.flows.runs import record_run
+from arborag.flows.stage import Stage, run_stage, staged
 from arborag.storage.corpus import Corpus
 from arborag.tasks.stage_context import StageContext
 
@@ -38,7 +40,7 @@ def test_plain_stage_runs_and_a_resumable_stage_with_outputs_is_skipped(tmp_path
         return {"rows": 1}
 
     ctx = _ctx(tmp_path)
-    stage = Stage("demo", _FakeTask(runner), outputs=("out.parquet",), resume=True)
+    stage = Stage("demo", _FakeTask(runner), writes=(staged("out.parquet"),))
 
     def done(_s: dict[str, Any] | None) -> bool:
         return (ctx.staging_dir("k") / "out.parquet").exists()
@@ -124,3 +126,17 @@ def test_module_level_tasks_run_with_fn(tmp_path: Path) -> None:
     assert seg.counts()["chunks"] == seg["chunks"] and "segment" not in ctx.counters.stages  # the pipeline records it
     again = segment_chunks.fn(ctx, strategy="sentence")
     assert again["written"] is False and again["fingerprint"] == seg["fingerprint"]
+
+
+def test_a_flow_module_answers_its_flow_name_and_refuses_others() -> None:
+    from arborag.flows.lazy import flow_getattr
+
+    made: list[str] = []
+    getattr_ = flow_getattr("some.flows", "build", lambda: made.append("flow") or "the flow")
+    assert getattr_("build") == "the flow" and made == ["flow"]
+    with pytest.raises(AttributeError, match="'some.flows' has no attribute 'other'"):
+        getattr_("other")
+    import arborag.flows.update as update_module
+
+    with pytest.raises(AttributeError, match="no attribute 'not_a_flow'"):
+        update_module.not_a_flow  # noqa: B018 - the module __getattr__ refuses it

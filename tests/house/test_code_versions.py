@@ -35,7 +35,7 @@ def _stages() -> list[Any]:
 
 def current() -> dict[str, Any]:
     """The record of the code as it is now."""
-    from arborag.flows.stage import module_closure, normalized_code
+    from arborag.flows.fingerprints import module_closure, normalized_code
 
     stages = _stages()
     modules = normalized_code(stages)

@@ -187,18 +187,18 @@ def test_prefect_sweep_keeps_the_newest_records_of_each_input_keyed_stage(tmp_pa
     from datetime import datetime, timezone
 
     from arborag.storage.corpus import Corpus
-    from arborag.storage.snapshots import GcReport, _sweep_prefect
+    from arborag.storage.snapshots.sweeps import GcReport, _sweep_prefect
 
     corpus = Corpus(tmp_path / "c").ensure()
     results = corpus.prefect_dir / "results"
     results.mkdir(parents=True, exist_ok=True)
-    names = ["ingest-a1", "ingest-b2", "ingest-c3", "segment-d4", "tree-KEPT", "tree-GONE"]
-    for age, name in enumerate(reversed(names)):  # tree-GONE newest ... ingest-a1 oldest
+    names = ["ingest-a1", "ingest-b2", "ingest-c3", "segment-d4", "tree@KEPT", "tree@GONE"]
+    for age, name in enumerate(reversed(names)):  # tree@GONE newest ... ingest-a1 oldest
         path = results / name
         path.write_text("{}")
         os.utime(path, (1_000_000 - age * 10, 1_000_000 - age * 10))
     report = GcReport(dry_run=False)
     _sweep_prefect(corpus, report, dry_run=False, keys={"KEPT"}, cutoff=datetime.now(timezone.utc), keep_newest=2)
     left = sorted(p.name for p in results.iterdir())
-    assert left == ["ingest-b2", "ingest-c3", "segment-d4", "tree-KEPT"], left
-    assert report.parts["prefect"]["items"] == 2  # ingest-a1 (third newest ingest) and tree-GONE
+    assert left == ["ingest-b2", "ingest-c3", "segment-d4", "tree@KEPT"], left
+    assert report.parts["prefect"]["items"] == 2  # ingest-a1 (third newest ingest) and tree@GONE

@@ -1,6 +1,5 @@
 """gc's view of the stages and of scratch copies: the Prefect records of every stage keyed by a
-build key (``links`` included) are kept or swept by that key, the list storage holds equals the
-pipelines' declarations, and the scratch copies of dry runs and half-written catalogs whose
+build key (``links`` included) are kept or swept by that key, and the scratch copies of dry runs and half-written catalogs whose
 process died are removed."""
 
 from __future__ import annotations
@@ -15,29 +14,29 @@ import pyarrow as pa
 
 from arborag.storage.corpus import SCRATCH_PREFIX, Corpus
 from arborag.storage.schemas import DOCUMENTS
-from arborag.storage.snapshots import BUILD_KEYED_STAGES, GcReport, _sweep_prefect, _sweep_scratch
+from arborag.storage.snapshots.sweeps import GcReport, _sweep_prefect, _sweep_scratch
 from arborag.storage.tables import write_table
 
 
-def test_build_keyed_stages_are_the_declared_ones() -> None:
-    from arborag.flows.pipelines import PIPELINES, TREE_PIPELINE, UPDATE_PIPELINE
+def test_records_of_every_build_keyed_stage_are_kept_and_swept_by_build_key(tmp_path: Path) -> None:
+    """gc knows no stage names: the record name says it is keyed by a build key. Every stage the
+    pipelines declare with a build key (links included) names its record so; a stage keyed by its
+    inputs (ingest) does not, and its fresh record stays."""
+    from arborag.flows.pipelines import INGEST, PIPELINES, TREE_PIPELINE, UPDATE_PIPELINE
+    from arborag.flows.stage import _record_key
 
-    declared = {s.name for pipeline in (*PIPELINES.values(), TREE_PIPELINE, UPDATE_PIPELINE) for s in pipeline if s.keyed_by_build}
-    assert "links" in declared
-    assert set(BUILD_KEYED_STAGES) == declared
-
-
-def test_links_records_are_kept_and_swept_by_build_key(tmp_path: Path) -> None:
+    declared = {s for pipeline in (*PIPELINES.values(), TREE_PIPELINE, UPDATE_PIPELINE) for s in pipeline if s.keyed_by_build}
+    assert "links" in {s.name for s in declared}
     corpus = Corpus(tmp_path / "c").ensure()
     results = corpus.prefect_dir / "results"
     results.mkdir(parents=True)
-    names = ["links-KEPT", "links-GONE", "tree-update-KEPT", "tree-update-GONE", "ingest-a1"]
-    for name in names:  # all fresh: only a build key that no kept snapshot has removes a record
+    kept = {_record_key(s, "KEPT") for s in declared}
+    for name in (*kept, *(_record_key(s, "GONE") for s in declared), _record_key(INGEST, "a1")):
         (results / name).write_text("{}")
     report = GcReport(dry_run=False)
     _sweep_prefect(corpus, report, dry_run=False, keys={"KEPT"}, cutoff=datetime(2000, 1, 1, tzinfo=timezone.utc), keep_newest=10)
-    assert sorted(p.name for p in results.iterdir()) == ["ingest-a1", "links-KEPT", "tree-update-KEPT"]
-    assert report.parts["prefect"]["items"] == 2
+    assert sorted(p.name for p in results.iterdir()) == sorted({*kept, "ingest-a1"})
+    assert report.parts["prefect"]["items"] == len(declared)
 
 
 def _dead_pid() -> int:

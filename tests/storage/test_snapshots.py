@@ -191,7 +191,7 @@ def test_unsealed_staging_and_prefect_records_are_swept(copy: dict[str, Any]) ->
     results = corpus.prefect_dir / "results"
     results.mkdir(parents=True)
     keys = {s.id: s.build_key for s in list_snapshots(corpus)}
-    for name in (f"embed-{keys[u2]}", f"publish-{keys[b]}", "ingest-0123abcd", "ingest-fresh1", "ingest-fresh2", "segment-fresh"):
+    for name in (f"embed@{keys[u2]}", f"publish@{keys[b]}", "ingest-0123abcd", "ingest-fresh1", "ingest-fresh2", "segment-fresh"):
         (results / name).write_text("{}")
     old = time.time() - 3600
     os.utime(results / "ingest-0123abcd", (old, old))
@@ -200,7 +200,7 @@ def test_unsealed_staging_and_prefect_records_are_swept(copy: dict[str, Any]) ->
     assert not partial.exists() and report.parts["unsealed"]["items"] == 1
     # the old ingest record goes: older than every kept snapshot and not among its stage's 2 newest
     # (the newest records of a stage stay even when old: the last run's cache hits need them)
-    assert sorted(p.name for p in results.iterdir()) == sorted([f"embed-{keys[u2]}", "ingest-fresh1", "ingest-fresh2", "segment-fresh"])
+    assert sorted(p.name for p in results.iterdir()) == sorted([f"embed@{keys[u2]}", "ingest-fresh1", "ingest-fresh2", "segment-fresh"])
     assert report.parts["prefect"]["items"] == 2
 
 

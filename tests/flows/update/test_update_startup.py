@@ -11,18 +11,18 @@ from pathlib import Path
 import pytest
 
 from arborag.config import IngestConfig, load_config
-from arborag.flows import noop, stage
+from arborag.flows import fingerprints, noop
 from arborag.flows.pipelines import UPDATE_PIPELINE
-from arborag.flows.stage import module_closure, pipeline_fingerprint
+from arborag.flows.fingerprints import module_closure, pipeline_fingerprint
 from arborag.tasks.stages.documents import build_documents, discover_sources
 
 
 def _fresh_process_caches(monkeypatch: pytest.MonkeyPatch, cache_home: Path) -> None:
     """What a new process starts with: no in-memory import lists, the disk cache under ``cache_home``."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache_home))
-    monkeypatch.setattr(stage, "_disk", None)
-    monkeypatch.setattr(stage, "_disk_dirty", False)
-    stage._imports.cache_clear()
+    monkeypatch.setattr(fingerprints, "_disk", None)
+    monkeypatch.setattr(fingerprints, "_disk_dirty", False)
+    fingerprints._imports.cache_clear()
 
 
 def test_import_lists_on_disk_give_the_same_fingerprint_without_parsing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -34,7 +34,7 @@ def test_import_lists_on_disk_give_the_same_fingerprint_without_parsing(tmp_path
     monkeypatch.delenv("ARBORAG_CODE_CACHE")
     _fresh_process_caches(monkeypatch, tmp_path)
     assert pipeline_fingerprint(UPDATE_PIPELINE) == parsed
-    disk = json.loads((tmp_path / "arborag" / stage._DISK_NAME).read_text(encoding="utf-8"))
+    disk = json.loads((tmp_path / "arborag" / fingerprints._DISK_NAME).read_text(encoding="utf-8"))
     closure = module_closure(m for s in UPDATE_PIPELINE for m in s.modules)
     assert {k.split("|")[0] for k in disk} == set(closure)  # one entry per module of the closure
 
@@ -44,19 +44,19 @@ def test_import_lists_on_disk_give_the_same_fingerprint_without_parsing(tmp_path
     def no_parse(path: Path) -> None:
         raise AssertionError(f"parsed {path} although its import list is on disk")
 
-    monkeypatch.setattr(stage, "_parse", no_parse)
+    monkeypatch.setattr(fingerprints, "_parse", no_parse)
     assert pipeline_fingerprint(UPDATE_PIPELINE) == parsed
 
 
 def test_an_edited_module_is_parsed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The key is (module, path, mtime, size): a stale entry for an older version of the file is not used."""
     _fresh_process_caches(monkeypatch, tmp_path)
-    path = Path(stage.__file__)
+    path = Path(fingerprints.__file__)
     st = path.stat()
-    key = f"arborag.flows.stage|{path}|{st.st_mtime_ns - 1}|{st.st_size}"
-    stage._disk_cache()[key] = ["arborag.not_a_module"]  # what the file imported "before an edit"
-    assert "arborag.not_a_module" not in stage._imports("arborag.flows.stage", path, st.st_mtime_ns, st.st_size)
-    assert "arborag.config" in stage._imports("arborag.flows.stage", path, st.st_mtime_ns, st.st_size)
+    key = f"arborag.flows.fingerprints|{path}|{st.st_mtime_ns - 1}|{st.st_size}"
+    fingerprints._disk_cache()[key] = ["arborag.not_a_module"]  # what the file imported "before an edit"
+    assert "arborag.not_a_module" not in fingerprints._imports("arborag.flows.fingerprints", path, st.st_mtime_ns, st.st_size)
+    assert "arborag.hashing" in fingerprints._imports("arborag.flows.fingerprints", path, st.st_mtime_ns, st.st_size)
 
 
 def _sources(tmp_path: Path) -> Path:
@@ -181,11 +181,11 @@ def test_entries_of_edited_or_removed_files_are_dropped_when_the_cache_is_writte
 
     path = Path(module.__file__)
     st = path.stat()
-    disk = stage._disk_cache()
+    disk = fingerprints._disk_cache()
     disk[f"arborag.tasks.stages.tree_update|{path}|{st.st_mtime_ns - 1}|{st.st_size}"] = []  # an older version of the file
     disk[f"arborag.gone|{tmp_path / 'gone.py'}|1|1"] = []  # a file that is no more
     pipeline_fingerprint(UPDATE_PIPELINE)  # learns the current files' lists and writes the cache
-    saved = json.loads((tmp_path / "arborag" / stage._DISK_NAME).read_text(encoding="utf-8"))
+    saved = json.loads((tmp_path / "arborag" / fingerprints._DISK_NAME).read_text(encoding="utf-8"))
     assert f"arborag.tasks.stages.tree_update|{path}|{st.st_mtime_ns}|{st.st_size}" in saved
     assert not any(k.startswith("arborag.gone|") for k in saved)
     assert f"arborag.tasks.stages.tree_update|{path}|{st.st_mtime_ns - 1}|{st.st_size}" not in saved
