@@ -10,6 +10,7 @@ summarizer's counters.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,15 +19,16 @@ import pyarrow as pa
 
 from arborag.progress import progress_bar
 from arborag.storage.tables import write_table
-from arborag.tasks.stage_context import StageContext
+from arborag.tasks.stage_context import StageContext, StageSummary
 from arborag.tasks.embedding.embedder import embed_function, embedder_of
 from arborag.tasks.embedding.vector_files import read_vectors_file, write_vectors_file
 from arborag.tasks.build.leaves import load_leaves
 from arborag.tasks.summarize import make_summarizer
 from arborag.tasks.tree.build import build_tree
 from arborag.tasks.tree.model import LevelModel, save_models
+from arborag.tasks.tree.stats import LevelStats, fallback_summary
 
-__all__ = ["CLUSTERS_DIR", "OUTPUTS", "fallback_nodes", "fallback_summary", "labelled", "level_counts", "run_tree", "write_tree_info"]
+__all__ = ["CLUSTERS_DIR", "OUTPUTS", "TreeSummary", "fallback_nodes", "labelled", "level_counts", "run_tree", "write_tree_info"]
 
 OUTPUTS = ("nodes.parquet", "edges.parquet", "node_vectors.parquet", "tree_info.json")
 #: The fitted clustering per level (``tasks/tree/model.py``), beside the tables; published into the snapshot.
@@ -61,7 +63,27 @@ def write_tree_info(stage_dir: Path, ctx: StageContext, models: list[LevelModel]
     atomic_write_json(stage_dir / "tree_info.json", info)
 
 
-def run_tree(ctx: StageContext, key: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class TreeSummary(StageSummary):
+    """The staged tree (``runs.counts`` key ``tree``): nodes and edges, nodes per level, summaries
+    written, how many fell back to the extractive summarizer and why, and each level's statistics."""
+
+    nodes: int
+    edges: int
+    levels: dict[int, int]
+    summaries: int
+    fallbacks: int
+    fallback_reasons: dict[str, int]
+    stats: list[LevelStats]
+
+    def counts(self) -> dict[str, Any]:
+        return {**self.fields(), "stats": [s.counts() for s in self.stats]}
+
+    def report(self) -> dict[str, Any]:
+        return {"nodes": self.nodes, "edges": self.edges, "fallbacks": self.fallbacks, "fallback_reasons": self.fallback_reasons}
+
+
+def run_tree(ctx: StageContext, key: str) -> TreeSummary:
     """Cluster, summarize and embed level by level over the staged leaves of build ``key``."""
     stage_dir = ctx.staging_dir(key)
     _, leaf_vectors = read_vectors_file(stage_dir / "leaf_vectors.parquet")
@@ -79,7 +101,7 @@ def run_tree(ctx: StageContext, key: str) -> dict[str, Any]:
         map=ctx.resources.get("map"),  # a fan-out (Dask through Prefect) set by the flow, or None
         bar=functools.partial(progress_bar, enabled=ctx.progress),
     )
-    summaries = sum(int(st.get("n_clusters", 0)) for st in result.stats)
+    summaries = sum(st.summaries for st in result.stats)
     ctx.counters.summaries += summaries
     ctx.counters.tokens_in += int(getattr(summarizer, "tokens_in", 0) or 0)
     ctx.counters.tokens_out += int(getattr(summarizer, "tokens_out", 0) or 0)
@@ -89,17 +111,10 @@ def run_tree(ctx: StageContext, key: str) -> dict[str, Any]:
                 stage_dir / "nodes.parquet")
     write_table("edges", result.edges, stage_dir / "edges.parquet")
     write_vectors_file(stage_dir / "node_vectors.parquet", result.nodes.column("node_id"), result.vectors)
-    fallbacks = fallback_summary(result.stats)
+    fallbacks, reasons = fallback_summary(result.stats)
     write_tree_info(stage_dir, ctx, result.models, fitted=leaves.num_rows, changed=0, fallbacks=fallback_nodes(result.nodes))
-    ctx.counters.stages["tree"] = {
-        "nodes": result.nodes.num_rows,
-        "edges": result.edges.num_rows,
-        "levels": level_counts(result.nodes),
-        "summaries": summaries,
-        **fallbacks,
-        "stats": result.stats,
-    }
-    return {"nodes": result.nodes.num_rows, "edges": result.edges.num_rows, **fallbacks}
+    return TreeSummary(nodes=result.nodes.num_rows, edges=result.edges.num_rows, levels=level_counts(result.nodes), summaries=summaries,
+                       fallbacks=fallbacks, fallback_reasons=reasons, stats=result.stats)
 
 
 def labelled(nodes: pa.Table, edges: pa.Table, summarizer: object, previous: pa.Table | None = None, *, per_document: bool = False) -> pa.Table:
@@ -125,13 +140,3 @@ def fallback_nodes(nodes: pa.Table) -> int:
     import pyarrow.compute as pc
 
     return int(pc.sum(pc.starts_with(nodes.column("summary_status"), "fallback")).as_py() or 0)
-
-
-def fallback_summary(stats: list[dict[str, Any]]) -> dict[str, Any]:
-    """``{"fallbacks": n, "fallback_reasons": {reason: count}}`` over a tree's per-level stats: how
-    many clusters got the extractive fallback instead of the configured summarizer's summary."""
-    reasons: dict[str, int] = {}
-    for st in stats:
-        for reason, n in (st.get("fallback_reasons") or {}).items():
-            reasons[reason] = reasons.get(reason, 0) + int(n)
-    return {"fallbacks": sum(reasons.values()), "fallback_reasons": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))}

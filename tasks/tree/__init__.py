@@ -5,5 +5,5 @@
 - :mod:`.model`: the fitted clustering of each level, kept in the snapshot as data;
 - :mod:`.update`: :func:`~arborag.tasks.tree.update.update_tree`, the published tree brought up to date locally;
 - :mod:`.update_docs`: the exact update of per-document trees;
-- :mod:`.stats`: the typed statistics of a level and of the tree stages.
+- :mod:`.stats`: the typed statistics of a build level and of an update level.
 """

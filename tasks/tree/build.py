@@ -58,6 +58,7 @@ from arborag.tasks.cluster.fit import ClusterStats, cluster_level
 from arborag.tasks.summarize.extractive import ExtractiveSummarizer
 from arborag.tasks.summarize.types import Summarizer, SummaryResult
 from arborag.tasks.tree.model import LevelModel, model_of
+from arborag.tasks.tree.stats import LevelStats
 from arborag.tasks.tree.frames import Level, assemble_edges, assemble_nodes, cluster_members, leaf_level, split_by_document, summary_inputs
 
 __all__ = ["TreeResult", "build_tree", "fallback_name", "fallback_reasons", "leaf_embed_texts", "mark_fallbacks", "summary_node_id",
@@ -67,7 +68,7 @@ log = logging.getLogger(__name__)
 
 EmbedFn = Callable[[list[str]], np.ndarray]
 MapFn = Callable[[Callable[..., Any], Iterable[Any]], Iterator[Any]]
-TreeProgress = Callable[[dict[str, Any]], None] | None
+TreeProgress = Callable[[LevelStats], None] | None
 #: ``bar(description, total)`` -> a context giving ``advance(n)``: :func:`arborag.progress.progress_bar`'s shape
 LevelBar = Callable[[str, int | None], AbstractContextManager[Callable[[int], None]]]
 
@@ -77,7 +78,7 @@ class TreeResult:
     nodes: pa.Table  # NODES schema
     edges: pa.Table  # EDGES schema
     vectors: np.ndarray  # float32 (nodes.num_rows, dim), rows aligned with nodes
-    stats: list[dict[str, Any]]  # one dict per level (level 0 = leaves)
+    stats: list[LevelStats]  # one per level (level 0 = leaves)
     models: list[LevelModel] = field(default_factory=list)  # the fitted clustering per level (one corpus-wide tree only)
 
 
@@ -279,7 +280,7 @@ def build_tree(
     """Build the RAPTOR tree over ``leaves`` (a CHUNKS table; rows aligned with ``leaf_vectors``).
 
     ``embed(texts) -> float32 (len(texts), dim)`` embeds summaries (the same model as the
-    leaves). ``progress(level_stats)`` is called after each level with its stats dict; ``bar``
+    leaves). ``progress(level_stats)`` is called after each level with its :class:`LevelStats`; ``bar``
     (:func:`arborag.progress.progress_bar`'s shape) shows each level's clustering as it runs.
     ``run_id`` is written to every node's ``created_by_run``. ``map`` (None: all in this
     process) fans out the per-cluster local clusterings and the summarization calls (e.g. to
@@ -290,7 +291,7 @@ def build_tree(
     vectors = _check_vectors(leaf_vectors, n, "leaf_vectors")
     dim = vectors.shape[1]
     level0 = leaf_level(leaves, vectors)
-    stats: list[dict[str, Any]] = [{"level": 0, "n_nodes": n, "n_docs": level0.frame["doc_id"].n_unique()}]
+    stats = [LevelStats(0, n, n_docs=level0.frame["doc_id"].n_unique())]
     if progress is not None:
         progress(stats[0])
     if not n:
@@ -366,9 +367,9 @@ def build_tree(
                 done[i] = True  # the level did not shrink: stop this tree
             trees[i] = new
         st["n_nodes"] = n_new
-        stats.append(st)
+        stats.append(LevelStats(**st))
         if progress is not None:
-            progress(st)
+            progress(stats[-1])
 
     pieces.sort(key=lambda p: p[0])  # tree by tree, levels in build order (the order of the vectors)
     nodes, all_vecs = assemble_nodes([(lv, t, extra) for _, lv, t, extra in pieces], dim, run_id)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from arborag.storage.tables import atomic_write_bytes
 from arborag.tasks.cluster.fitted import FitRecord, LevelFit
+from arborag.tasks.tree.stats import UpdateLevelStats
 
 __all__ = ["LevelModel", "ModelFit", "UpdateResult", "load_models", "model_of", "predict_proba", "save_models"]
 
@@ -46,13 +47,13 @@ class UpdateResult:
     edges: pa.Table  # EDGES
     vectors: np.ndarray  # rows aligned with nodes (empty while ``pending``)
     models: list[LevelModel]
-    stats: list[dict[str, Any]] = field(default_factory=list)  # one per summary level
+    stats: list[UpdateLevelStats] = field(default_factory=list)  # one per summary level
     #: the vectors, still being embedded on a background thread (``update_tree(..., background=True)``)
     pending: Future[np.ndarray] | None = None
 
     @property
     def summaries(self) -> int:
-        return sum(int(s.get("rewritten", 0)) for s in self.stats)
+        return sum(s.rewritten for s in self.stats)
 
     def wait_vectors(self) -> np.ndarray:
         """The vectors (rows aligned with ``nodes``), once the pending embedding has ended (it raises what that raised)."""
@@ -93,18 +94,21 @@ class LevelModel:
     def local_fit(self, group: int) -> ModelFit | None:
         return next((f for f in self.fits if f.kind == "local" and f.group == group), None)
 
-    def drop_training(self, gone: set[str]) -> int:
-        """Remove training rows whose node left the tree; returns how many went."""
+    def without_training(self, gone: set[str]) -> tuple[LevelModel, int]:
+        """This model without the training rows whose node left the tree (``gone``), and how many
+        went; ``self`` is left as it is (a fit with nothing to drop is shared, not copied)."""
         dropped = 0
+        fits: list[ModelFit] = []
         for f in self.fits:
             keep = np.array([i not in gone for i in f.train_ids], dtype=bool)
             if keep.all():
+                fits.append(f)
                 continue
             dropped += int((~keep).sum())
-            f.train_ids = [i for i, k in zip(f.train_ids, keep) if k]
-            f.fit = FitRecord(f.fit.rows[keep], f.fit.reduced[keep], f.fit.n_neighbors, f.fit.weights, f.fit.means,
-                              f.fit.covariances, f.fit.precisions_cholesky)
-        return dropped
+            fit = FitRecord(f.fit.rows[keep], f.fit.reduced[keep], f.fit.n_neighbors, f.fit.weights, f.fit.means,
+                            f.fit.covariances, f.fit.precisions_cholesky)
+            fits.append(replace(f, train_ids=[i for i, k in zip(f.train_ids, keep) if k], fit=fit))
+        return replace(self, fits=fits), dropped
 
 
 def _log_gaussian_densities(x: np.ndarray, means: np.ndarray, precisions_chol: np.ndarray) -> np.ndarray:
@@ -183,7 +187,7 @@ def save_models(directory: Path, models: list[LevelModel]) -> None:
 
     directory.mkdir(parents=True, exist_ok=True)
     for m in models:
-        arrays: dict[str, np.ndarray] = {}
+        arrays: dict[str, Any] = {}  # np.savez types its keyword arrays as ArrayLike | bool
         meta: list[dict[str, Any]] = []
         for i, f in enumerate(m.fits):
             for name in _ARRAYS:

@@ -20,27 +20,25 @@ vectors the build stored); kept leaves take theirs from the staged leaf vectors.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from dataclasses import replace
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from arborag.config import ClusterConfig, TreeConfig
-from arborag.storage.frames import to_table
-from arborag.tasks.summarize.types import Summarizer
-from arborag.tasks.tree.build import build_tree
+from arborag.storage.frames import frame, to_table
+from arborag.tasks.tree.build import EmbedFn, TreeResult
 from arborag.tasks.tree.model import UpdateResult
+from arborag.tasks.tree.stats import UpdateLevelStats
 
 __all__ = ["documents_to_rebuild", "update_document_trees"]
 
-EmbedFn = Callable[[list[str]], np.ndarray]
+#: ``build(leaves, leaf_vectors)``: the trees of ``leaves`` (:func:`arborag.tasks.tree.build.build_tree` with the run's settings)
+TreeBuilder = Callable[[pa.Table, np.ndarray], TreeResult]
 
 
 def _leaf_keys(table: pa.Table) -> pl.DataFrame:
-    df = pl.from_arrow(table.select(["doc_id", "chunk_id", "header"]))
-    assert isinstance(df, pl.DataFrame)
-    return df.with_columns(pl.col("header").fill_null(""))
+    return frame(table.select(["doc_id", "chunk_id", "header"])).with_columns(pl.col("header").fill_null(""))
 
 
 def documents_to_rebuild(published_chunks: pa.Table, leaves: pa.Table) -> tuple[list[str], list[str], list[str]]:
@@ -56,7 +54,8 @@ def documents_to_rebuild(published_chunks: pa.Table, leaves: pa.Table) -> tuple[
     rebuild = docs_new.join(one_side, on="doc_id", how="semi")
     keep = docs_new.join(one_side, on="doc_id", how="anti")
     drop = docs_old.join(docs_new, on="doc_id", how="anti")
-    return tuple(sorted(f["doc_id"].to_list()) for f in (rebuild, keep, drop))  # type: ignore[return-value]
+    rebuild_ids, keep_ids, drop_ids = (sorted(f["doc_id"].to_list()) for f in (rebuild, keep, drop))
+    return rebuild_ids, keep_ids, drop_ids
 
 
 def update_document_trees(
@@ -67,22 +66,20 @@ def update_document_trees(
     leaf_vectors: np.ndarray,
     *,
     embed: EmbedFn,
-    summarizer: Summarizer,
-    cfg: ClusterConfig,
-    tree_cfg: TreeConfig,
-    run_id: str,
+    build: TreeBuilder,
 ) -> UpdateResult:
     """The per-document trees of ``leaves`` (a CHUNKS table aligned with ``leaf_vectors``),
-    reusing the published trees of unchanged documents (module docstring)."""
+    reusing the published trees of unchanged documents (module docstring). ``build(leaves,
+    vectors)`` builds the trees of the added and changed documents: the build's
+    :func:`~arborag.tasks.tree.build.build_tree` with the run's summarizer, config and run id.
+    ``embed`` gives the kept summaries their vectors (cache hits: the build embedded them)."""
     rebuild, keep, drop = documents_to_rebuild(published_chunks, leaves)
     vectors = np.asarray(leaf_vectors, np.float32)
     dim = vectors.shape[1]
 
     # kept trees: every published node whose document is kept (a per-document node has one doc id)
-    prev = pl.from_arrow(prev_nodes)
-    assert isinstance(prev, pl.DataFrame)
-    kept = prev.with_row_index("row").with_columns(pl.col("doc_ids").list.first().alias("doc")).filter(pl.col("doc").is_in(keep))
-    leaf_rows = pl.DataFrame({"node_id": pl.from_arrow(leaves.column("chunk_id"))}).with_row_index("vrow")
+    kept = frame(prev_nodes).with_row_index("row").with_columns(pl.col("doc_ids").list.first().alias("doc")).filter(pl.col("doc").is_in(keep))
+    leaf_rows = frame(leaves.select(["chunk_id"])).rename({"chunk_id": "node_id"}).with_row_index("vrow")
     kept_vecs = np.zeros((kept.height, dim), np.float32)
     is_leaf = (kept["level"] == 0).to_numpy()
     if is_leaf.any():  # a kept leaf's vector is its row of the staged leaf vectors
@@ -94,26 +91,20 @@ def update_document_trees(
     # rebuilt trees: build_tree over the leaves of the added and changed documents only
     parts = [kept.drop("doc")]
     part_vecs = [kept_vecs]
-    edge_parts = [pl.from_arrow(prev_edges).filter(pl.col("parent_id").is_in(kept["node_id"].implode()))]  # type: ignore[union-attr]
-    stats: list[dict[str, Any]] = []
+    edge_parts = [frame(prev_edges).filter(pl.col("parent_id").is_in(kept["node_id"].implode()))]
+    rebuilt: list[UpdateLevelStats] = []
     if rebuild:
-        mask = pl.from_arrow(leaves.column("doc_id")).is_in(rebuild).to_numpy()  # type: ignore[union-attr]
-        built = build_tree(leaves.filter(pa.array(mask)), vectors[mask], embed=embed, summarizer=summarizer, cfg=cfg,
-                           tree_cfg=tree_cfg, run_id=run_id)
-        fresh = pl.from_arrow(built.nodes)
-        assert isinstance(fresh, pl.DataFrame)
-        parts.append(fresh.with_row_index("row"))
+        mask = frame(leaves.select(["doc_id"]))["doc_id"].is_in(rebuild).to_numpy()
+        built = build(leaves.filter(pa.array(mask)), vectors[mask])
+        parts.append(frame(built.nodes).with_row_index("row"))
         part_vecs.append(built.vectors)
-        edge_parts.append(pl.from_arrow(built.edges))  # type: ignore[arg-type]
-        stats = [{"level": int(s["level"]), "rewritten": int(s.get("n_clusters", 0)), "documents": len(rebuild),
-                  "fallback_reasons": s.get("fallback_reasons") or {}}
-                 for s in built.stats if int(s["level"]) > 0]
-    levels = {int(s["level"]) for s in stats}
-    for level in sorted(set(kept.filter(pl.col("level") > 0)["level"].to_list()) - levels):
-        stats.append({"level": int(level), "rewritten": 0, "documents": 0})
-    stats.sort(key=lambda s: s["level"])
-    for s in stats:
-        s.update(documents_kept=len(keep), documents_dropped=len(drop))
+        edge_parts.append(frame(built.edges))
+        rebuilt = [UpdateLevelStats(s.level, s.summaries, documents=len(rebuild), fallback_reasons=s.fallback_reasons or {})
+                   for s in built.stats if s.level > 0]
+    levels = {s.level for s in rebuilt}
+    only_kept = [UpdateLevelStats(int(level), 0, documents=0)
+                 for level in sorted(set(kept.filter(pl.col("level") > 0)["level"].to_list()) - levels)]
+    stats = [replace(s, documents_kept=len(keep), documents_dropped=len(drop)) for s in sorted(rebuilt + only_kept, key=lambda s: s.level)]
 
     # one table in the build's order: level, then document (positions run document by document),
     # then each tree's own order; the vectors follow the rows

@@ -81,7 +81,7 @@ def test_fingerprints_come_from_the_pipelines() -> None:
     ingest = module_closure(m for s in INGEST_PIPELINE for m in s.modules)
     assert {"arborag.tasks.stages.documents", "arborag.tasks.stages.chunks", "arborag.tasks.segment.windows", "arborag.tokenizer"} <= set(ingest)
     assert any(m.startswith("arborag.tasks.ingest.") for m in ingest)
-    # the evaluation's build stage runs the whole build pipeline's code (summarize_llm, lucene included)
+    # the evaluation's build stage runs the whole build pipeline's code (the LLM summarizer, lucene included)
     assert module_closure(EVAL_BUILD.modules) == module_closure(m for s in BUILD_PIPELINE for m in s.modules)
     assert "arborag.query.index" in module_closure(EVAL_RETRIEVE.modules)
     assert pipeline_fingerprint(TREE_PIPELINE) != pipeline_fingerprint(INGEST_PIPELINE)

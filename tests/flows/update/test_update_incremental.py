@@ -222,3 +222,41 @@ def test_update_noop_is_told_from_file_stats_and_a_change_is_not(work: tuple[Pat
     added = run_update([src], corpus, CONFIG)  # new.txt was just written: never trusted from a record anyway
     assert not added.get("quick") and added["plan"]["added"] == 1
     assert not (corpus / "cache" / "update_noop.json").exists()  # racy: the record is not written
+
+
+TREE_UPDATE_KEYS = {"nodes", "edges", "levels", "leaves_added", "leaves_removed", "clusters_touched", "summaries", "fallbacks",
+                    "fallback_reasons", "drift", "stats"}
+LEVEL_KEYS = {"level", "rewritten", "removed_children", "new_children", "replaced_children", "dissolved", "emptied", "split", "clusters",
+              "seconds"}
+LEVEL_KEYS_WHEN = {"training_dropped", "assigned", "assigned_by_centroid", "assigned_leaves", "n_fallback", "fallback_reasons",
+                   "tokens_in", "tokens_out"}
+
+
+def test_update_records_the_tree_update_keys_and_reads_the_published_nodes_once(
+    work: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``runs.counts`` keeps the keys users query under ``tree-update`` (per level too); the runner
+    reads the previous snapshot's nodes.parquet once for the update and the labels."""
+    from arborag.storage import tables
+
+    corpus, src = work
+    (src / "part05.txt").unlink()
+    (src / "new.txt").write_text("The fairy godmother waved her wand over the pumpkin patch at dawn.\n", encoding="utf-8")
+    real = tables.read_table
+    reads: list[Path] = []
+
+    def counting(name: str, path: Path, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        if name == "nodes" and "snapshots" in Path(path).parts:
+            reads.append(Path(path))
+        return real(name, path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tables, "read_table", counting)
+    assert run_update([src], corpus, CONFIG)["mode"] == "incremental"
+    assert len(reads) == 1, reads
+    tree = json.loads(Corpus(corpus).read("runs").to_pylist()[-1]["counts"])["tree-update"]
+    assert set(tree) == TREE_UPDATE_KEYS
+    assert set(tree["drift"]) == {"fitted", "changed", "share"} and tree["leaves_added"] >= 1 and tree["leaves_removed"] >= 1
+    assert tree["summaries"] == sum(tree["clusters_touched"].values()) == sum(s["rewritten"] for s in tree["stats"]) > 0
+    for st in tree["stats"]:
+        assert LEVEL_KEYS <= set(st) <= LEVEL_KEYS | LEVEL_KEYS_WHEN, st
+    assert "assigned_leaves" in tree["stats"][0] and all("assigned_leaves" not in st for st in tree["stats"][1:])

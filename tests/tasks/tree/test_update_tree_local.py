@@ -1,4 +1,4 @@
-"""The local tree update (tasks/stages/tree_update.update_tree) on synthetic clustered vectors: the tree
+"""The local tree update (tasks/tree/update.update_tree) on synthetic clustered vectors: the tree
 it returns keeps the build's invariants after adds, deletes, a cluster that grows past the token
 limit (split by the build's guard) and a cluster left with one child (dissolved); and the fitted
 models survive a save/load round trip. PCA stands in for UMAP (no numba JIT; the real UMAP runs
@@ -9,7 +9,6 @@ summaries is a deterministic stand-in (a hash-seeded vector), so no model loads.
 from __future__ import annotations
 
 import hashlib
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from arborag.config import ClusterConfig, TreeConfig
 from arborag.storage.schemas import CHUNKS
 from arborag.tasks.summarize.extractive import ExtractiveSummarizer
 from arborag.tasks.tree.build import build_tree, summary_node_id
-from arborag.tasks.stages.tree_update import update_tree
+from arborag.tasks.tree.update import update_tree
 from arborag.tasks.tree.model import load_models, save_models
 
 DIM = 24
@@ -103,10 +102,6 @@ def _update(built: dict, leaves: pa.Table, vecs: np.ndarray, cfg: ClusterConfig 
     if tmp is not None:  # through the files the snapshot keeps
         save_models(tmp, res.models)
         models = load_models(tmp)
-    else:  # update_tree drops gone children from the models it is given: each test its own copy
-        tmp = Path(tempfile.mkdtemp())
-        save_models(tmp, res.models)
-        models = load_models(tmp)
     return update_tree(res.nodes, res.edges, models, leaves, vecs, embed=embed, summarizer=built["summ"],
                        cfg=cfg or built["cfg"], run_id="r1", background=background)
 
@@ -142,7 +137,7 @@ def test_update_tree_add_and_delete_keep_the_invariants(built: dict, tmp_path: P
     assert {leaf_runs[c] for c in leaf_runs if c.startswith("new")} == {"r1"}
     assert {leaf_runs[c] for c in leaf_runs if not c.startswith("new")} == {"r0"}
     new_parents = {e["parent_id"] for e in up.edges.to_pylist() if e["child_id"].startswith("new1")}
-    assert new_parents and up.stats[0]["assigned_by_centroid"] == 0  # placed by the fitted models
+    assert new_parents and up.stats[0].assigned_by_centroid == 0  # placed by the fitted models
     # the fitted models put the new topic-2 leaves beside old topic-2 leaves
     text = {r["node_id"]: r["text"] for r in up.nodes.to_pylist()}
     for p in new_parents:
@@ -152,6 +147,33 @@ def test_update_tree_add_and_delete_keep_the_invariants(built: dict, tmp_path: P
     kept = old_summaries & ids
     assert kept, "untouched clusters keep their summaries"
     assert up.summaries == len({r["node_id"] for r in up.nodes.to_pylist() if r["level"] > 0} - old_summaries)
+
+
+def test_update_tree_changes_none_of_its_inputs(built: dict) -> None:
+    """The models handed in (training rows, origins) and the previous tables are as they were after an
+    update that drops leaves from the fits, rewrites summaries and adds leaves; a second update from
+    the same inputs gives the same tree."""
+    res = built["res"]
+    models = {m.level: m for m in res.models}
+    before = {lv: ([list(f.train_ids) for f in m.fits], dict(m.origins), [f.fit.reduced.copy() for f in m.fits]) for lv, m in models.items()}
+    nodes_before, edges_before = res.nodes.to_pylist(), res.edges.to_pylist()
+    spec = [s for s in built["spec"] if s[0] not in ("d03", "d10")] + [("new1", 2, 3)]
+    leaves, vecs = _leaves(spec, built["centers"], 1)
+
+    def run():
+        return update_tree(res.nodes, res.edges, models, leaves, vecs, embed=_embed, summarizer=built["summ"], cfg=built["cfg"], run_id="r1")
+
+    first = run()
+    assert sum(s.training_dropped or 0 for s in first.stats) > 0 and first.summaries > 0  # the update did drop and rewrite
+    for lv, m in models.items():
+        ids, origins, reduced = before[lv]
+        assert [f.train_ids for f in m.fits] == ids and m.origins == origins
+        assert all(np.array_equal(f.fit.reduced, r) for f, r in zip(m.fits, reduced))
+    assert res.nodes.to_pylist() == nodes_before and res.edges.to_pylist() == edges_before
+    second = run()
+    assert second.nodes.equals(first.nodes) and second.edges.equals(first.edges)
+    assert [(m.level, [f.train_ids for f in m.fits], m.origins) for m in second.models] == \
+        [(m.level, [f.train_ids for f in m.fits], m.origins) for m in first.models]
 
 
 def test_update_tree_splits_a_cluster_that_grows_past_the_token_limit(built: dict) -> None:
@@ -166,7 +188,7 @@ def test_update_tree_splits_a_cluster_that_grows_past_the_token_limit(built: dic
         if e["level"] == 1:
             kids.setdefault(e["parent_id"], []).append(e["child_id"])
     rewritten = {r["node_id"] for r in up.nodes.to_pylist() if r["level"] == 1 and r["created_by_run"] == "r1"}
-    assert rewritten and sum(s.get("split", 0) for s in up.stats) >= 1
+    assert rewritten and sum(s.split or 0 for s in up.stats) >= 1
     for p in rewritten:
         assert len(kids[p]) == 1 or sum(tok[k] for k in kids[p]) <= cfg.max_cluster_tokens
 
@@ -192,7 +214,7 @@ def test_update_tree_dissolves_a_cluster_left_with_one_child(built: dict) -> Non
     assert holding and parent not in after
     singles_before = {p for p, c in kids.items() if len(c) == 1}
     assert all(len(after[p]) > 1 or p in singles_before for p in holding)
-    assert sum(s.get("dissolved", 0) + s.get("emptied", 0) for s in up.stats) >= 1
+    assert sum((s.dissolved or 0) + (s.emptied or 0) for s in up.stats) >= 1
 
 
 def test_update_tree_embeds_the_new_summaries_of_every_level_in_one_call(built: dict) -> None:

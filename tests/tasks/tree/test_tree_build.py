@@ -153,8 +153,8 @@ def test_each_level_shows_its_clustering_and_the_tree_is_the_same_with_a_bar(cor
     bar = RecordingBar()
     res = build(chunks, bar=bar)
     assert res.nodes.equals(plain.nodes) and res.edges.equals(plain.edges)
-    clustered = [st for st in res.stats if "cluster_s" in st]
-    assert [d.split(" (")[0] for d, _, _ in bar.shown] == [f"cluster level {st['level']}" for st in clustered]
+    clustered = [st for st in res.stats if st.cluster_s is not None]
+    assert [d.split(" (")[0] for d, _, _ in bar.shown] == [f"cluster level {st.level}" for st in clustered]
     first = bar.shown[0]
     assert f"({chunks.num_rows:,} nodes" in first[0] and first[1] is None and first[2] == 1  # one tree: a clock, one step
     per_doc = RecordingBar()
@@ -194,7 +194,7 @@ def test_tiny_corpora_are_just_leaves(n):
     assert res.nodes.column("summary_status").to_pylist() == ["leaf"] * n
     # node text is the chunk text, not the header
     assert res.nodes.column("text").to_pylist() == chunks.column("text").to_pylist()
-    assert [s["level"] for s in res.stats] == [0]
+    assert [s.level for s in res.stats] == [0]
 
 
 def test_empty_leaves():
@@ -243,10 +243,10 @@ def test_corpus_tree_structure(corpus_tree):
     counts = [sum(1 for n in nodes if n["level"] == lv) for lv in levels]
     assert all(a > b for a, b in zip(counts, counts[1:]))
     for st in res.stats[1:]:
-        assert {"cluster_s", "summarize_s", "embed_s", "n_clusters", "n_nodes"} <= set(st)
+        assert {"cluster_s", "summarize_s", "embed_s", "n_clusters", "n_nodes"} <= set(st.counts())
         # the global fit (the serial part benchmarks/cold_path.py bounds a build with) is inside the level's clustering
-        assert 0.0 <= st["global_umap_s"] <= st["global_s"] <= st["cluster_s"] and st["global_umap_s"] <= st["umap_s"]
-        assert 0.0 <= st["global_layout_s"] <= st["global_umap_s"]
+        assert 0.0 <= st.global_umap_s <= st.global_s <= st.cluster_s and st.global_umap_s <= st.umap_s
+        assert 0.0 <= st.global_layout_s <= st.global_umap_s
 
 
 def test_vectors_are_aligned_with_nodes(corpus_tree):
@@ -315,7 +315,7 @@ def test_giant_cluster_of_near_identical_long_chunks_terminates_within_the_token
         assert len(children) == 1 or sum(n_tok[c] for c in children) <= CFG.max_cluster_tokens
     assert {c for cs in kids.values() for c in cs} == set(chunks.column("chunk_id").to_pylist())
     if identical:
-        assert res.stats[1]["cut"] >= 1
+        assert res.stats[1].cut >= 1
         # contiguous: every level-1 node covers a run of consecutive chunks of the document
         ordinal = dict(zip(chunks.column("chunk_id").to_pylist(), chunks.column("ordinal").to_pylist()))
         for children in kids.values():
