@@ -105,7 +105,7 @@ def run_tree_update(ctx: StageContext, key: str) -> TreeUpdateSummary:
     from arborag.tasks.tree.model import load_models
 
     stage_dir = ctx.staging_dir(key)
-    prev = ctx.resources.get("previous_snapshot") or (ctx.corpus.manifest() or {}).get("snapshot")
+    prev = (ctx.corpus.manifest() or {}).get("snapshot")  # the published snapshot: publish has not switched it yet
     if prev is None:
         raise SchemaError("snapshot", "no published tree to update; run `arborag build` first")
     snap = ctx.corpus.snapshots_dir / prev
