@@ -88,13 +88,14 @@ def write_vectors(directory: Path, nodes: pa.Table, vectors: np.ndarray, *, ann_
     if ann:
         order = pc.sort_indices(rows.column("node_id")).cast(pa.int64())
         _write_arrow(directory / ARROW_FILE, rows.append_column("id_order", order))
-        from lancedb.index import IvfPq
+        from lancedb.index import Bitmap, IvfPq
 
         dim = int(vectors.shape[1])
         # lancedb 0.40: the column is positional; ``metric=`` beside ``config=`` was read as a field path
         table.create_index("vector", config=IvfPq(distance_type="cosine", num_partitions=_partitions(nodes.num_rows),
                                                   num_sub_vectors=_sub_vectors(dim), sample_rate=ANN_SAMPLE_RATE,
                                                   max_iterations=ANN_KMEANS_ITERATIONS))
+        table.create_index("level", config=Bitmap())  # the ``level IN (...)`` prefilter of every leaf search
     else:
         _write_arrow(directory / ARROW_FILE, rows)
     return {"rows": nodes.num_rows, "dim": int(vectors.shape[1]) if vectors.size else 0, "ann_index": ann}
