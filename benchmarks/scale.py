@@ -207,7 +207,7 @@ def synthetic_snapshot(root: Path, leaves: int, *, seed: int = 7, ann_min_rows: 
     picks = rng.integers(0, len(sents), size=(n, 3))
     texts = [" ".join((sents[a], sents[b], sents[c])) for a, b, c in picks.tolist()]
     levels = np.concatenate([np.zeros(leaves, np.int32), np.ones(n_sum, np.int32)])
-    ids = [f"leaf-{i:07d}" for i in range(leaves)] + [f"sum-{j:07d}" for j in range(n_sum)]
+    ids = [f"leaf-{i:07d}" for i in range(leaves)] + [f"summ-{j:07d}" for j in range(n_sum)]  # one width, as a build's hashes
     n_docs = max(1, -(-leaves // LEAVES_PER_DOC))
     doc_names = [f"doc-{d:06d}" for d in range(n_docs)]
     leaf_doc = np.arange(leaves) // LEAVES_PER_DOC
