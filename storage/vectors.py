@@ -40,9 +40,10 @@ ARROW_FILE = "nodes.arrow"
 #: Rows from which the table gets an ANN index and a reader keeps it bounded (the default of ``query.ann_min_rows``).
 ANN_MIN_ROWS = 100_000
 #: IVF_PQ search settings: IVF partitions probed per query, and the candidates re-ranked by their
-#: full vectors (``refine_factor`` x k) — chosen by measurement (docs/SCALE.md, "Querying a million leaves").
+#: full vectors (``refine`` x k, for k up to 10; 2k beyond) — chosen by measurement at 10^5 rows
+#: (refine 10: recall@10 0.92; 20: 0.997; nprobes 10-40 changed nothing there; docs/SCALE.md §3.1).
 ANN_NPROBES = 20
-ANN_REFINE_FACTOR = 10
+ANN_REFINE_FACTOR = 20
 #: IVF k-means training: rows sampled per partition and iterations (LanceDB's defaults, 256 and 50,
 #: took 370 s for 10^5 rows on the shared 2-core machine; the training cost grows with both)
 ANN_SAMPLE_RATE = 64
@@ -409,23 +410,50 @@ class VectorStore:
         order = sorted(top.tolist(), key=lambda i: (-float(s[i]), int(cand[i])))
         return [(int(cand[i]), float(s[i])) for i in order]
 
+    def _level_share(self, levels: Sequence[int]) -> float:
+        """The share of rows at ``levels`` (cached per level set)."""
+        key = tuple(sorted(int(x) for x in levels))
+        shares = self.__dict__.setdefault("_shares", {})
+        if key not in shares:
+            shares[key] = float(np.isin(self.levels, np.asarray(key, dtype=np.int32)).mean()) if len(self.levels) else 0.0
+        return shares[key]  # type: ignore[no-any-return]
+
     def _ann_search(self, vector, *, k, levels, doc_ids) -> list[tuple[int, float]]:
-        # the index's best ``refine x k`` by its quantized distance, re-ranked here by the exact
-        # cosines of the memory-mapped vectors (LanceDB's own refine_factor reads each candidate's
-        # vector from its data files: ~10x slower here, measured at 10^5 rows)
-        q = (self._lance.search(np.asarray(vector, dtype=np.float32)).metric("cosine")  # type: ignore[attr-defined]
-             .nprobes(ANN_NPROBES).limit(k * ANN_REFINE_FACTOR))
+        """The best ``k`` by the ANN index: its best ``max(refine x min(k, 10), 2k)`` candidates by
+        the quantized distance, re-ranked here by the exact cosines of the memory-mapped vectors
+        (LanceDB's own ``refine_factor`` reads each candidate's vector from its data files: slower
+        here). A levels-only filter that keeps most rows (leaves: ~90%) is applied to the
+        candidates instead of as a LanceDB prefilter (a scan of the filter column per query);
+        a document filter, or levels keeping under half the rows, is a prefilter."""
+        want = max(ANN_REFINE_FACTOR * min(k, 10), 2 * k)
+        q = self._lance.search(np.asarray(vector, dtype=np.float32)).metric("cosine").nprobes(ANN_NPROBES)  # type: ignore[attr-defined]
+        post = levels is not None and doc_ids is None and self._level_share(levels) >= 0.5
         clauses = []
-        if levels is not None:
+        if levels is not None and not post:
             clauses.append(f"level IN ({', '.join(str(int(x)) for x in levels)})")
         if doc_ids is not None:
             quoted = ", ".join("'" + d.replace("'", "''") + "'" for d in doc_ids)
             clauses.append(f"array_has_any(doc_ids, [{quoted}])")
         if clauses:
             q = q.where(" AND ".join(clauses), prefilter=True)
-        out = q.select(["node_id"]).to_arrow()
-        # The index finds the candidates; their scores are the exact cosines of the stored vectors
-        # (the index's ``_distance`` is quantized and on another scale: 2·(1 − cos) here).
+        fetch = int(np.ceil(want / self._level_share(levels) * 1.1)) if post else want
+        out = q.limit(fetch).select(["node_id"]).to_arrow()
+        rows = self.rows_of(out.column("node_id").to_pylist())
+        rows = rows[rows >= 0]
+        if post:
+            rows = rows[np.isin(self.levels[rows], np.asarray(list(levels), dtype=np.int32))]
+            if rows.size < min(k, want) and out.num_rows >= fetch:  # the levels were rarer near this query: ask LanceDB to filter
+                return self._ann_search_prefiltered(vector, k=k, levels=levels)
+        if rows.size == 0:
+            return []
+        s = self.matrix[rows] @ np.asarray(vector, dtype=np.float32)
+        order = np.lexsort((rows, -s))[:k]
+        return [(int(rows[i]), float(s[i])) for i in order]
+
+    def _ann_search_prefiltered(self, vector, *, k, levels) -> list[tuple[int, float]]:
+        want = max(ANN_REFINE_FACTOR * min(k, 10), 2 * k)
+        out = (self._lance.search(np.asarray(vector, dtype=np.float32)).metric("cosine").nprobes(ANN_NPROBES)  # type: ignore[attr-defined]
+               .where(f"level IN ({', '.join(str(int(x)) for x in levels)})", prefilter=True).limit(want).select(["node_id"]).to_arrow())
         rows = self.rows_of(out.column("node_id").to_pylist())
         rows = rows[rows >= 0]
         if rows.size == 0:

@@ -128,3 +128,24 @@ def test_a_table_written_without_its_id_order_is_searched_by_sorting_once(tmp_pa
     assert [store.row_of[x] for x in ids[:20]] == list(range(20))
     hits = store.search(vectors[4], k=3)  # no ANN index: LanceDB scans the table, still bounded here
     assert hits[0][0] == 4 and hits[0][1] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_rare_levels_and_documents_filter_inside_the_index(table) -> None:
+    d, nodes, vectors = table
+    bounded = sv.VectorStore.open(d, ann_min_rows=1000)
+    exact = sv.VectorStore.open(d, ann_min_rows=10**9)
+    q = vectors[10]  # row 10 is a level-1 node (every tenth)
+    got = bounded.search(q, k=5, levels=[1])  # 10% of the rows: a LanceDB prefilter
+    assert got[0][0] == 10 and all(bounded.levels[r] == 1 for r, _ in got)
+    assert [r for r, _ in got] == [r for r, _ in exact.search(q, k=5, levels=[1])]
+    docs = bounded.search(q, k=5, doc_ids=["d7"])
+    assert docs and all("d7" in bounded.doc_ids[r] for r, _ in docs)
+
+
+def test_ids_of_different_widths_are_found_one_by_one(tmp_path: Path) -> None:
+    n = 300
+    nodes = _nodes(n).set_column(0, "node_id", pa.array([f"id{i}" for i in range(n)]))  # 3 to 5 characters
+    sv.write_vectors(tmp_path / "v", nodes, _clustered(n), ann_min_rows=100)
+    store = sv.VectorStore.open(tmp_path / "v", ann_min_rows=100)
+    assert store.row_of._fixed_keys() is None
+    assert store.rows_of(["id7", "id123", "nope", "id299"]).tolist() == [7, 123, -1, 299]
