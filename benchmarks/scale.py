@@ -20,7 +20,23 @@ single-threaded worker processes): the flow embeds a fixed set of leaf texts thr
 and summarizes a fixed set of clusters (chunks of 64 clusters, extractive). Each worker count is
 timed twice; the first pass includes the workers' model load and is reported apart.
 
-Writes ``benchmarks/results/scale.json`` and ``benchmarks/results/scale.md``.
+**Query at scale** (``--synthetic``)::
+
+    OMP_NUM_THREADS=1 nice python benchmarks/scale.py --synthetic --leaves 100000 --workdir /tmp/arborag-scale
+    OMP_NUM_THREADS=1 nice python benchmarks/scale.py --synthetic --leaves 100000 --ann-min-rows 100000000  # exact, to compare
+    python benchmarks/scale.py --smoke --synthetic --workdir /tmp/s --out /tmp/s/scale.md                   # a tiny check run
+
+publishes a snapshot of N synthetic leaves (:func:`synthetic_snapshot`: clustered vectors, no
+embedding; HotpotQA sentences as texts; titled documents and their links; BM25; the vector table
+as a build writes it, with its ANN index from ``query.ann_min_rows`` rows on), then measures in a
+fresh process the default mode with precomputed query vectors: p50/p95, RSS after opening, ANN
+recall@10 against exact search, and the question's embedding time apart
+(:func:`measure_query`). The last stdout line is one JSON object
+(``leaves, mode, p50_ms, p95_ms, open_rss_mib, ann_recall_at_10``). Targets at 10^6 leaves: p50 <=
+50 ms, p95 <= 150 ms, RSS after opening <= 1 GiB, recall@10 >= 0.98.
+
+Writes ``benchmarks/results/scale.json`` and ``benchmarks/results/scale.md`` (every section the
+json holds: a ``--synthetic`` run replaces the row of its size).
 """
 
 from __future__ import annotations
