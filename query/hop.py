@@ -169,7 +169,7 @@ def candidate_hop_scores(links: "LinkRows", index: Index, rows: np.ndarray, scor
     at_ok = at < ents.size
     found = np.zeros(t_edge.size, dtype=bool)
     found[at_ok] = ents[at[at_ok]] == links.ent[t_edge[at_ok]]
-    h = np.bincount(t_pos[found], weights=act[at[found]], minlength=rows.size)
+    h = np.bincount(t_pos[found], weights=act[at[found]], minlength=rows.size).astype(np.float64)
     docs = index.vectors.doc_ids
     seed_docs = {docs[int(r)][0] for r in rows[top] if docs[int(r)]}
     if seed_docs:
