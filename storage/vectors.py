@@ -169,7 +169,8 @@ class MappedMatrix:
     _SLICE = 65_536
 
     def __init__(self, column: pa.ChunkedArray) -> None:
-        self._views = [arrow_to_vectors(pa.chunked_array([c], type=column.type)) for c in column.chunks] or [
+        # chunk by chunk as Arrays: a ChunkedArray would be combined first (a copy of every vector)
+        self._views = [arrow_to_vectors(c) for c in column.chunks] or [
             np.zeros((0, 0), dtype=np.float32)]
         self._starts = np.cumsum([0] + [v.shape[0] for v in self._views])
         self.shape = (int(self._starts[-1]), int(self._views[0].shape[1]) if self._views[0].ndim == 2 else 0)
