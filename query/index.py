@@ -374,11 +374,32 @@ class Index:
         """(rows, BM25 scores) of the ``n`` best sparse matches, best first (NaN scores as 0).
         Raises :class:`~arborag.errors.SparseNotBuiltError` / ``BackendUnavailable`` as the
         sparse index does, and ``QueryError`` (with a position) for a malformed Lucene query."""
-        hits = self.sparse_index().search(text, k=n, levels=levels, doc_ids=doc_ids, lucene=lucene)
+        hits = self._sparse_hits(text, n=n, levels=levels, doc_ids=doc_ids, lucene=lucene)
         rows = self.vectors.rows_of([h.node_id for h in hits])
         scores = np.fromiter((float(h.score) for h in hits), dtype=np.float64, count=len(hits))
         kept = rows >= 0
         return rows[kept], np.nan_to_num(scores[kept], nan=0.0)
+
+    def _sparse_hits(self, text: str, *, n: int, levels: Sequence[int] | None, doc_ids: Sequence[str] | None, lucene: bool) -> list:
+        """The ``n`` best BM25 hits. On a bounded index a levels-only filter that keeps most rows
+        (the leaves) is applied to a slightly longer unfiltered list instead of inside the engine
+        (tantivy intersects the filter's postings, ~1M at 10^6 leaves: 33 vs 20 ms measured); BM25
+        scores do not depend on the filter, so the hits are the same unless the longer list holds
+        fewer than ``n`` of them, and then the filtered search runs."""
+        sparse = self.sparse_index()
+        v = self.vectors
+        if not v.bounded or levels is None or doc_ids is not None or not len(v):
+            return sparse.search(text, k=n, levels=levels, doc_ids=doc_ids, lucene=lucene)  # type: ignore[no-any-return]
+        share = v.level_share(levels)
+        if share < 0.5:
+            return sparse.search(text, k=n, levels=levels, doc_ids=doc_ids, lucene=lucene)  # type: ignore[no-any-return]
+        m = int(np.ceil(n / share * 1.1))
+        wide = sparse.search(text, k=m, levels=None, doc_ids=None, lucene=lucene)
+        allowed = {int(x) for x in levels}
+        kept = [h for h in wide if int(h.level) in allowed]
+        if len(kept) >= n or len(wide) < m:
+            return kept[:n]
+        return sparse.search(text, k=n, levels=levels, doc_ids=doc_ids, lucene=lucene)  # type: ignore[no-any-return]
 
     def fused_scores(self, text: str, vector: np.ndarray, *, levels: Sequence[int] | None, doc_ids: Sequence[str] | None,
                      lucene: bool, fusion: str, dense_weight: float | str, depth: int, sparse: bool, rrf_k: int,

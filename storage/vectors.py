@@ -412,7 +412,7 @@ class VectorStore:
         order = sorted(top.tolist(), key=lambda i: (-float(s[i]), int(cand[i])))
         return [(int(cand[i]), float(s[i])) for i in order]
 
-    def _level_share(self, levels: Sequence[int]) -> float:
+    def level_share(self, levels: Sequence[int]) -> float:
         """The share of rows at ``levels`` (cached per level set)."""
         key = tuple(sorted(int(x) for x in levels))
         shares = self.__dict__.setdefault("_shares", {})
@@ -429,7 +429,7 @@ class VectorStore:
         a document filter, or levels keeping under half the rows, is a prefilter."""
         want = max(ANN_REFINE_FACTOR * min(k, 10), 2 * k)
         q = self._lance.search(np.asarray(vector, dtype=np.float32)).metric("cosine").nprobes(ANN_NPROBES)  # type: ignore[attr-defined]
-        post = levels is not None and doc_ids is None and self._level_share(levels) >= 0.5
+        post = levels is not None and doc_ids is None and self.level_share(levels) >= 0.5
         clauses = []
         if levels is not None and not post:
             clauses.append(f"level IN ({', '.join(str(int(x)) for x in levels)})")
@@ -438,7 +438,7 @@ class VectorStore:
             clauses.append(f"array_has_any(doc_ids, [{quoted}])")
         if clauses:
             q = q.where(" AND ".join(clauses), prefilter=True)
-        fetch = int(np.ceil(want / self._level_share(levels) * 1.1)) if post else want
+        fetch = int(np.ceil(want / self.level_share(levels) * 1.1)) if post else want
         out = q.limit(fetch).select(["node_id"]).to_arrow()
         rows = self.rows_of(out.column("node_id").to_pylist())
         rows = rows[rows >= 0]
