@@ -380,7 +380,8 @@ def run_synthetic(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"the measurement failed:\n{done.stderr[-3000:]}")
     res = json.loads(done.stdout.strip().splitlines()[-1])
     res.update(index_seconds=built, build_s=build_s, link_rows_s=link_rows_s, load1_start=load0[0], load1_end=os.getloadavg()[0],
-               ann_min_rows=args.ann_min_rows)
+               ann_min_rows=args.ann_min_rows, command="OMP_NUM_THREADS=1 nice python benchmarks/scale.py " + " ".join(sys.argv[1:]),
+               date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit=git_commit())
     return res
 
 
@@ -400,7 +401,11 @@ def render_query(q: dict[str, Any]) -> list[str]:
     if not runs:
         return []
     lines = ["", "## Query at scale: synthetic leaves, the default mode, bounded memory", ""]
-    lines.append(f"Command: `{q.get('command', '?')}` (run {q.get('date', '?')}; commit {q.get('commit', '?')}).")
+    lines.append("Commands (one run per row of the table, in its order):")
+    lines.append("")
+    for r in runs:
+        lines.append(f"- `{r.get('command', q.get('command', '?'))}` (run {r.get('date', q.get('date', '?'))}; "
+                     f"commit {r.get('commit', q.get('commit', '?'))})")
     lines.append("")
     lines.append(f"- Machine: {q.get('machine', '?')}. Shared with other jobs: the load average at the start/end of each "
                  "run is in the table; read the ms as upper bounds.")
