@@ -306,6 +306,9 @@ class QueryConfig(_Stage):
         "of per-list normalized scores (minmax, zscore); see query/fusion.py.")
     dense_weight: float = Field(0.5, ge=0, le=1, description="hybrid/auto: the dense list's weight (BM25 gets 1 - it).")
     fusion_depth: int = Field(100, ge=1, description="hybrid/auto: how many best scores of a list anchor its normalization.")
+    ann_min_rows: int = Field(100_000, ge=1, description="Vector rows from which a snapshot is searched through its ANN index "
+                              "(IVF_PQ) in bounded memory instead of exactly in memory (docs/SCALE.md); a build gives the table "
+                              "its index from this size on.")
 
 
 class EvalConfig(_Stage):

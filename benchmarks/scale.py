@@ -20,7 +20,23 @@ single-threaded worker processes): the flow embeds a fixed set of leaf texts thr
 and summarizes a fixed set of clusters (chunks of 64 clusters, extractive). Each worker count is
 timed twice; the first pass includes the workers' model load and is reported apart.
 
-Writes ``benchmarks/results/scale.json`` and ``benchmarks/results/scale.md``.
+**Query at scale** (``--synthetic``)::
+
+    OMP_NUM_THREADS=1 nice python benchmarks/scale.py --synthetic --leaves 100000 --workdir /tmp/arborag-scale
+    OMP_NUM_THREADS=1 nice python benchmarks/scale.py --synthetic --leaves 100000 --ann-min-rows 100000000  # exact, to compare
+    python benchmarks/scale.py --smoke --synthetic --workdir /tmp/s --out /tmp/s/scale.md                   # a tiny check run
+
+publishes a snapshot of N synthetic leaves (:func:`synthetic_snapshot`: clustered vectors, no
+embedding; HotpotQA sentences as texts; titled documents and their links; BM25; the vector table
+as a build writes it, with its ANN index from ``query.ann_min_rows`` rows on), then measures in a
+fresh process the default mode with precomputed query vectors: p50/p95, RSS after opening, ANN
+recall@10 against exact search, and the question's embedding time apart
+(:func:`measure_query`). The last stdout line is one JSON object
+(``leaves, mode, p50_ms, p95_ms, open_rss_mib, ann_recall_at_10``). Targets at 10^6 leaves: p50 <=
+50 ms, p95 <= 150 ms, RSS after opening <= 1 GiB, recall@10 >= 0.98.
+
+Writes ``benchmarks/results/scale.json`` and ``benchmarks/results/scale.md`` (every section the
+json holds: a ``--synthetic`` run replaces the row of its size).
 """
 
 from __future__ import annotations
@@ -42,6 +58,7 @@ import build_scaling as bs  # noqa: E402
 OUT_JSON = RESULTS / "scale.json"
 OUT_MD = RESULTS / "scale.md"
 RSS_TARGET_GIB = 4.0
+DIM = 384  # the default embedder's width (synthetic vectors)
 
 
 def save(**items: Any) -> dict[str, Any]:
@@ -163,6 +180,270 @@ def gmm_check(corpus: Path, sample: int) -> dict[str, Any]:
     return out
 
 
+# -- query at scale: N synthetic leaves, the default mode, bounded memory ----------------------------------
+QUERY_TARGETS = {"p50_ms": 50.0, "p95_ms": 150.0, "open_rss_mib": 1024.0, "ann_recall_at_10": 0.98}
+LEAVES_PER_DOC = 40
+
+
+def synthetic_snapshot(root: Path, leaves: int, *, seed: int = 7, ann_min_rows: int | None = None) -> dict[str, Any]:
+    """Publish a snapshot of ``leaves`` synthetic leaves into corpus ``root`` (reused when its
+    manifest says it holds them): clustered unit vectors (~sqrt(N) clusters, no embedding), texts
+    = 3 HotpotQA sentences recombined, 40 leaves a document titled by HotpotQA titles (cycled),
+    one level of summaries (one per 10 leaves), its links built by the links stage's own
+    function, the embedded BM25 index, and the vector table as a build writes it (the ANN index
+    from ``query.ann_min_rows`` rows on). Returns the index-time seconds per part."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from datetime import datetime, timezone
+
+    from _common import hotpot_paragraphs
+
+    from arborag.config import EmbedConfig, SparseConfig
+    from arborag.storage.corpus import Corpus
+    from arborag.storage.schemas import DOCUMENTS, EDGES, NODES
+    from arborag.storage.sparse import build_sparse_index
+    from arborag.storage.tables import write_table
+    from arborag.storage.vectors import write_vectors
+    from arborag.tasks.links import build_links
+
+    corpus = Corpus(root)
+    man = corpus.manifest()
+    if man and man.get("synthetic_leaves") == leaves and man.get("ann_min_rows") == ann_min_rows:
+        return dict(man.get("index_seconds") or {}, reused=True)
+    corpus.ensure()
+    rng = np.random.default_rng(seed)
+    paras = hotpot_paragraphs()
+    sents = [s for _, ss in paras for s in ss]
+    titles = list(dict.fromkeys(t for t, _ in paras))
+    n_sum = max(1, leaves // 10)
+    n = leaves + n_sum
+    secs: dict[str, float] = {}
+    t0 = time.perf_counter()
+    picks = rng.integers(0, len(sents), size=(n, 3))
+    texts = [" ".join((sents[a], sents[b], sents[c])) for a, b, c in picks.tolist()]
+    levels = np.concatenate([np.zeros(leaves, np.int32), np.ones(n_sum, np.int32)])
+    ids = [f"leaf-{i:07d}" for i in range(leaves)] + [f"summ-{j:07d}" for j in range(n_sum)]  # one width, as a build's hashes
+    n_docs = max(1, -(-leaves // LEAVES_PER_DOC))
+    doc_names = [f"doc-{d:06d}" for d in range(n_docs)]
+    leaf_doc = np.arange(leaves) // LEAVES_PER_DOC
+    parent = leaves + np.arange(leaves) // 10
+    doc_ids = [[doc_names[d]] for d in leaf_doc.tolist()] + [[doc_names[d]] for d in leaf_doc[::10][:n_sum].tolist()]
+    nodes = pa.table({
+        "node_id": ids, "level": pa.array(levels, pa.int32()), "text": pa.array(texts, pa.large_string()),
+        "n_tokens": pa.array([int(len(t.split()) * 1.3) + 1 for t in texts], pa.int32()), "doc_ids": doc_ids,
+        "summary_of": [None] * n, "summarizer": ["leaf"] * leaves + ["synthetic"] * n_sum,
+        "summary_status": ["leaf"] * leaves + ["ok"] * n_sum, "created_by_run": ["bench"] * n,
+        "keywords": [None] * leaves + [[]] * n_sum, "title": [None] * leaves + [" ".join(t.split()[:8]) for t in texts[leaves:]],
+        "title_source": [None] * leaves + ["text"] * n_sum,
+    }, schema=NODES)
+    del texts, doc_ids
+    edges = pa.table({"parent_id": pa.array(ids, pa.string()).take(pa.array(parent)), "child_id": ids[:leaves],
+                      "probability": pa.array(np.ones(leaves, np.float32)), "level": pa.array(np.ones(leaves, np.int32))}, schema=EDGES)
+    # clustered vectors: ~sqrt(N) cluster centres, members at cosine ~0.7-0.8 from theirs; a
+    # summary is the normalised mean of its ten leaves
+    n_clusters = max(2, int(leaves ** 0.5))
+    centres = rng.standard_normal((n_clusters, DIM), dtype=np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    vectors = np.empty((n, DIM), dtype=np.float32)
+    member = rng.integers(0, n_clusters, size=leaves)
+    for at in range(0, leaves, 100_000):
+        part = centres[member[at:at + 100_000]] + 0.045 * rng.standard_normal((min(100_000, leaves - at), DIM), dtype=np.float32)
+        vectors[at:at + part.shape[0]] = part / np.linalg.norm(part, axis=1, keepdims=True)
+    sums = np.add.reduceat(vectors[:leaves], np.arange(0, leaves, 10))[:n_sum]
+    vectors[leaves:] = sums / np.linalg.norm(sums, axis=1, keepdims=True)
+    now = datetime.now(timezone.utc)
+    documents = pa.table({
+        "doc_id": doc_names, "uri": [f"synthetic://{d}" for d in doc_names], "title": [titles[d % len(titles)] for d in range(n_docs)],
+        "mime": ["text/plain"] * n_docs, "n_chars": pa.array([0] * n_docs, pa.int64()), "text": pa.array([""] * n_docs, pa.large_string()),
+        "metadata": [None] * n_docs, "ingested_at": pa.array([now] * n_docs, pa.timestamp("us", tz="UTC")),
+        "status": ["ok"] * n_docs, "error": [None] * n_docs}, schema=DOCUMENTS)
+    corpus.write("documents", documents)
+    secs["generate"] = time.perf_counter() - t0
+    snap = f"snap-synthetic-{leaves}"
+    partial = corpus.partial_dir(snap)
+    t0 = time.perf_counter()
+    write_table("nodes", nodes, partial / "nodes.parquet")
+    write_table("edges", edges, partial / "edges.parquet")
+    write_table("documents", documents, partial / "documents.parquet")
+    secs["tables"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    leaf_rows = nodes.slice(0, leaves)
+    chunks = pa.table({"chunk_id": leaf_rows.column("node_id"), "doc_id": pc.list_element(leaf_rows.column("doc_ids"), 0),
+                       "text": leaf_rows.column("text")})
+    links = build_links(chunks, documents)
+    write_table("links", links, partial / "links.parquet")
+    secs["links"] = time.perf_counter() - t0
+    n_links = links.num_rows
+    del links, chunks, leaf_rows
+    t0 = time.perf_counter()
+    build_sparse_index(nodes, partial / "sparse", SparseConfig(), snapshot_id=snap)
+    secs["sparse"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    stats = write_vectors(partial / "vectors.lance", nodes, vectors, ann_min_rows=ann_min_rows)
+    secs["vectors"] = time.perf_counter() - t0
+    corpus.publish(partial, snap, {"embed": EmbedConfig().model_dump(mode="json"), "synthetic_leaves": leaves,
+                                   "ann_min_rows": ann_min_rows, "index_seconds": dict(secs, n_links=n_links),
+                                   "ann_index": bool(stats["ann_index"]), "corpus_name": root.name, "counts": {"nodes": n}})
+    return dict(secs, n_links=n_links, ann_index=bool(stats["ann_index"]))
+
+
+def _rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def measure_query(corpus_dir: Path, leaves: int, questions: int, *, ann_min_rows: int | None, embed: bool) -> dict[str, Any]:
+    """In this (fresh) process: open the index, RSS after opening, then the default mode's latency
+    over ``questions`` queries with precomputed query vectors (a leaf's vector plus noise, the
+    text a HotpotQA question), ANN recall@10 against exact search of the leaves, and the
+    question's embedding time apart."""
+    import numpy as np
+
+    from _common import hotpot_questions
+
+    from arborag.config import load_config
+    from arborag.query import open_index
+
+    overrides: dict[str, Any] = {"embed": {"threads": 1}}
+    if ann_min_rows is not None:
+        overrides["query"] = {"ann_min_rows": ann_min_rows}
+    cfg = load_config(overrides=overrides)
+    rss0 = _rss_mib()
+    t0 = time.perf_counter()
+    index = open_index(corpus_dir, config=cfg)
+    open_s = time.perf_counter() - t0
+    rss_open = _rss_mib()
+    v = index.vectors
+    rng = np.random.default_rng(11)
+    qs = (hotpot_questions() * (1 + questions // 100))[:questions]
+    base = rng.integers(0, leaves, size=questions)
+    qv = v.matrix[base] + 0.03 * rng.standard_normal((questions, v.dim)).astype(np.float32)
+    qv /= np.linalg.norm(qv, axis=1, keepdims=True)
+    mode = cfg.query.mode
+    index.search(qs[0], vector=qv[0])  # first query: sparse index, link rows, ANN index pages
+    lat = []
+    for i in range(questions):
+        t = time.perf_counter()
+        index.search(qs[i], vector=qv[i])
+        lat.append((time.perf_counter() - t) * 1000)
+    rss_after = _rss_mib()
+    # recall@10 of the dense leaf search against the exact top 10 (a full scan of the mapped vectors)
+    recall = []
+    n_recall = min(questions, 50)
+    levels = np.asarray(v.levels)
+    for i in range(n_recall):
+        got = {r for r, _ in v.search(qv[i], k=10, levels=[0])}
+        s = v.matrix @ qv[i]
+        s[levels != 0] = -np.inf
+        exact = set(np.argpartition(-s, 9)[:10].tolist())
+        recall.append(len(got & exact) / 10)
+    embed_ms = None
+    if embed:
+        index.embed_queries([qs[0]])  # model load
+        times = []
+        for q in qs[:20]:
+            t = time.perf_counter()
+            index.embed_queries([q])
+            times.append((time.perf_counter() - t) * 1000)
+        embed_ms = float(np.median(times))
+    index.close()
+    return {"leaves": leaves, "nodes": len(v), "mode": mode, "bounded": bool(v.bounded), "questions": questions,
+            "p50_ms": float(np.percentile(lat, 50)), "p95_ms": float(np.percentile(lat, 95)),
+            "open_s": open_s, "rss_before_open_mib": rss0, "open_rss_mib": rss_open, "rss_after_queries_mib": rss_after,
+            "ann_recall_at_10": float(np.mean(recall)), "recall_queries": n_recall, "embed_ms_p50": embed_ms}
+
+
+def run_synthetic(args: argparse.Namespace) -> dict[str, Any]:
+    """Build (or reuse) the synthetic snapshot, then measure in a fresh process (its RSS is the
+    reader's alone)."""
+    name = f"synthetic-{args.leaves}" + ("" if args.ann_min_rows is None else f"-t{args.ann_min_rows}")
+    root = args.workdir / name
+    load0 = os.getloadavg()
+    t0 = time.perf_counter()
+    built = synthetic_snapshot(root, args.leaves, ann_min_rows=args.ann_min_rows)
+    build_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    warm = subprocess.run([sys.executable, __file__, "--prepare-links", str(root)], capture_output=True, text=True)
+    if warm.returncode != 0:
+        raise SystemExit(f"writing the link rows failed:\n{warm.stderr[-3000:]}")
+    link_rows_s = time.perf_counter() - t0
+    cmd = [sys.executable, __file__, "--measure", str(root), "--leaves", str(args.leaves), "--questions", str(args.questions)]
+    if args.ann_min_rows is not None:
+        cmd += ["--ann-min-rows", str(args.ann_min_rows)]
+    if args.no_embed:
+        cmd.append("--no-embed")
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"the measurement failed:\n{done.stderr[-3000:]}")
+    res = json.loads(done.stdout.strip().splitlines()[-1])
+    res.update(index_seconds=built, build_s=build_s, link_rows_s=link_rows_s, load1_start=load0[0], load1_end=os.getloadavg()[0],
+               ann_min_rows=args.ann_min_rows, command="OMP_NUM_THREADS=1 nice python benchmarks/scale.py " + " ".join(sys.argv[1:]),
+               date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit=git_commit())
+    return res
+
+
+def prepare_links(root: Path) -> None:
+    """Open the snapshot as the reader will and write its link rows (an index-time cost)."""
+    from arborag.config import load_config
+    from arborag.query import hop, open_index
+
+    index = open_index(root, config=load_config())
+    if index.vectors.bounded:
+        hop.link_rows(index)
+    index.close()
+
+
+def render_query(q: dict[str, Any]) -> list[str]:
+    runs = q.get("runs") or []
+    if not runs:
+        return []
+    lines = ["", "## Query at scale: synthetic leaves, the default mode, bounded memory", ""]
+    lines.append("Commands (one run per row of the table, in its order):")
+    lines.append("")
+    for r in runs:
+        lines.append(f"- `{r.get('command', q.get('command', '?'))}` (run {r.get('date', q.get('date', '?'))}; "
+                     f"commit {r.get('commit', q.get('commit', '?'))})")
+    lines.append("")
+    lines.append(f"- Machine: {q.get('machine', '?')}. Shared with other jobs: the load average at the start/end of each "
+                 "run is in the table; read the ms as upper bounds.")
+    lines.append("- Snapshot: N synthetic leaves (clustered unit vectors, ~sqrt(N) clusters, no embedding; texts = 3 HotpotQA "
+                 "sentences; 40 leaves a document titled by HotpotQA titles; one summary per 10 leaves; links by the links "
+                 "stage's function; embedded tantivy BM25). Queries: a leaf's vector plus noise as the precomputed query "
+                 "vector, a HotpotQA question as the text, budget 2,000; the question's embedding is timed apart.")
+    lines.append("- `bounded`: the index was opened above `query.ann_min_rows` (IVF_PQ in LanceDB, texts and vectors of the "
+                 "hits read from the memory-mapped rows); otherwise exact in memory. Recall@10: the ANN leaf search "
+                 "against the exact top 10 (full scan), same queries.")
+    lines.append("")
+    rows = []
+    for r in runs:
+        rows.append([f"{r['leaves']:,}", r["mode"], "yes" if r["bounded"] else "no (exact)", f"{r['p50_ms']:.1f}", f"{r['p95_ms']:.1f}",
+                     f"{r['ann_recall_at_10']:.3f}" if r["bounded"] else "1 (exact)", f"{r['open_rss_mib']:.0f}",
+                     f"{r['rss_after_queries_mib']:.0f}", f"{r['open_s']:.2f}",
+                     "" if r.get("embed_ms_p50") is None else f"{r['embed_ms_p50']:.1f}",
+                     f"{r.get('load1_start', 0):.1f} / {r.get('load1_end', 0):.1f}"])
+    lines.append(md_table(["leaves", "mode", "bounded", "p50 ms", "p95 ms", "ANN recall@10", "RSS after open MiB",
+                           "RSS after queries MiB", "open s", "embedding p50 ms (apart)", "load start / end"], rows))
+    lines += ["", "Index-time seconds (the snapshot writer; link rows: the reader's per-snapshot file, written once):", ""]
+    irows = []
+    for r in runs:
+        s = r.get("index_seconds") or {}
+        irows.append([f"{r['leaves']:,}", *(f"{s.get(k, 0):.1f}" for k in ("generate", "links", "sparse", "vectors")),
+                      f"{r.get('link_rows_s', 0):.1f}", f"{s.get('n_links', 0):,}"])
+    lines.append(md_table(["leaves", "generate s", "links s", "BM25 s", "vectors + ANN index s", "link rows s", "links"], irows))
+    big = [r for r in runs if r["bounded"]]
+    if big:
+        r = max(big, key=lambda x: x["leaves"])
+        checks = [("p50_ms", r["p50_ms"] <= QUERY_TARGETS["p50_ms"]), ("p95_ms", r["p95_ms"] <= QUERY_TARGETS["p95_ms"]),
+                  ("open_rss_mib", r["open_rss_mib"] <= QUERY_TARGETS["open_rss_mib"]),
+                  ("ann_recall_at_10", r["ann_recall_at_10"] >= QUERY_TARGETS["ann_recall_at_10"])]
+        lines += ["", f"Targets at {r['leaves']:,} leaves (p50 <= 50 ms, p95 <= 150 ms, RSS after open <= 1 GiB, recall@10 >= 0.98): "
+                  + ", ".join(f"{k} {'met' if ok else 'missed'}" for k, ok in checks) + "."]
+    return lines
+
+
 # -- report -------------------------------------------------------------------------------------------
 def render(data: dict[str, Any]) -> str:
     lines = ["# Scale: build time and memory by corpus size; Dask fan-out 1 vs 2 workers", ""]
@@ -229,6 +510,7 @@ def render(data: dict[str, Any]) -> str:
                                 f"{g['full']['clusters']} / {g['sampled']['clusters']}", f"{g['full']['global_k']} / {g['sampled']['global_k']}",
                                 f"{g['full']['gmm_s']:.1f} / {g['sampled']['gmm_s']:.1f}", f"{g['full']['seconds']:.1f} / {g['sampled']['seconds']:.1f}",
                                 f"{g['ari']:.3f}"]]))
+    lines += render_query(data.get("query") or {})
     if data.get("notes"):
         lines += ["", "## Notes", ""] + [f"- {n}" for n in data["notes"]]
     return "\n".join(lines) + "\n"
@@ -250,14 +532,47 @@ def main() -> None:
     ap.add_argument("--floor-max", type=int, default=10**12, help="measure the leaf-embedding floor only up to this size")
     ap.add_argument("--size-index", type=int, default=0, help="corpus variant seed offset (build_scaling's size index)")
     ap.add_argument("--out", type=Path, default=RESULTS / "scale.md", help="the report; the .json (read and merged into by every mode) is beside it")
-    ap.add_argument("--smoke", action="store_true", help="a tiny run that checks the script works (one 3k-token size, no Dask)")
+    ap.add_argument("--smoke", action="store_true", help="a tiny run that checks the script works (one 3k-token size, no Dask; "
+                    "with --synthetic: 3,000 leaves, the ANN threshold lowered to 1,000 rows, 10 questions)")
+    ap.add_argument("--synthetic", action="store_true", help="query at scale: build a snapshot of --leaves synthetic leaves and "
+                    "measure the default mode (last stdout line: one JSON object)")
+    ap.add_argument("--leaves", type=int, default=100_000, help="--synthetic: leaves in the snapshot")
+    ap.add_argument("--questions", type=int, default=200, help="--synthetic: timed queries")
+    ap.add_argument("--ann-min-rows", type=int, default=None, help="--synthetic: query.ann_min_rows for the build and the reader "
+                    "(default: the config's); above the row count the index is exact")
+    ap.add_argument("--no-embed", action="store_true", help="--synthetic: do not time the question's embedding")
+    ap.add_argument("--measure", type=Path, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--prepare-links", type=Path, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.prepare_links is not None:
+        setup_env()
+        prepare_links(args.prepare_links)
+        return
+    if args.measure is not None:
+        setup_env()
+        print(json.dumps(measure_query(args.measure, args.leaves, args.questions, ann_min_rows=args.ann_min_rows,
+                                       embed=not args.no_embed)))
+        return
     OUT_MD, OUT_JSON = args.out, args.out.with_suffix(".json")
     OUT_MD.parent.mkdir(parents=True, exist_ok=True)
     if args.smoke:
         args.sizes, args.no_dask = "3000", True
+        if args.synthetic:
+            args.leaves, args.questions, args.ann_min_rows = 3000, 10, 1000
     setup_env()
     data: dict[str, Any] = json.loads(OUT_JSON.read_text()) if OUT_JSON.exists() else {}
+    if args.synthetic:
+        args.workdir.mkdir(parents=True, exist_ok=True)
+        res = run_synthetic(args)
+        old = json.loads(OUT_JSON.read_text()).get("query", {}) if OUT_JSON.exists() else {}
+        runs = [r for r in old.get("runs") or [] if (r["leaves"], r.get("ann_min_rows")) != (res["leaves"], res["ann_min_rows"])]
+        data = save(query={"command": "OMP_NUM_THREADS=1 nice python benchmarks/scale.py " + " ".join(sys.argv[1:]),
+                           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine_line(),
+                           "commit": git_commit(), "runs": sorted(runs + [res], key=lambda r: (r["leaves"], r.get("ann_min_rows") or 0))})
+        OUT_MD.write_text(render(data), encoding="utf-8")
+        print(OUT_MD.read_text())
+        print(json.dumps({k: res[k] for k in ("leaves", "mode", "p50_ms", "p95_ms", "open_rss_mib", "ann_recall_at_10")}))
+        return
     if args.gmm_check is not None:
         data = save(gmm_check=gmm_check(args.gmm_check, args.gmm_sample))
         args.render_only = True

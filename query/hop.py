@@ -26,7 +26,10 @@ capitalised names they mention, weighted by IDF) is that path. This mode:
 
 ``kinds`` picks the link kinds a walk may arrive through (``all``, or ``title``: only into the
 document a seed names). The graph is read once per snapshot and kept with the index
-(:func:`link_graph`).
+(:func:`link_graph`). A bounded index (``query.ann_min_rows`` rows or more) never builds that
+graph for ``walk="hop"``: the walk is computed from the candidates' links alone, read from a
+memory-mapped copy of the links by row (:func:`candidate_hop_scores`, :func:`link_rows`) —
+the same scores, since the walk's score is only read at the candidates.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from arborag.query.options import HopOptions
 
 if TYPE_CHECKING:  # pragma: no cover
     from arborag.query.hits import Hit
+    from arborag.storage.link_rows import LinkRows
     from arborag.query.index import Index
 
 __all__ = ["DEFAULTS", "LinkGraph", "hop_scores", "link_graph", "load_link_graph", "search", "tree_scores"]
@@ -77,6 +81,7 @@ class LinkGraph:
 
 
 _GRAPHS: "weakref.WeakKeyDictionary[Any, dict[bool, LinkGraph]]" = weakref.WeakKeyDictionary()
+_LINK_ROWS: "weakref.WeakKeyDictionary[Any, LinkRows]" = weakref.WeakKeyDictionary()
 
 
 def load_link_graph(path: Path, node_ids: Sequence[str], doc_ids: Sequence[Sequence[str]], *, titled_only: bool = False) -> LinkGraph:
@@ -123,6 +128,57 @@ def link_graph(index: Index, *, titled_only: bool = False) -> LinkGraph:
         v = index.vectors
         graphs[titled_only] = load_link_graph(index.snapshot_dir / "links.parquet", v.node_ids, v.doc_ids, titled_only=titled_only)
     return graphs[titled_only]
+
+
+def link_rows(index: Index) -> "LinkRows":
+    """The links of ``index``'s snapshot by vector row, memory-mapped (:mod:`arborag.storage.link_rows`;
+    written into the corpus cache on first use), kept with the index."""
+    from arborag.storage.link_rows import LinkRows, link_rows_path
+
+    got = _LINK_ROWS.get(index)
+    if got is None:
+        path = link_rows_path(index.corpus.cache_dir, index.snapshot)
+        got = LinkRows.open_or_write(index.snapshot_dir / "links.parquet", path, index.vectors.node_id_column)
+        _LINK_ROWS[index] = got
+    return got
+
+
+def candidate_hop_scores(links: "LinkRows", index: Index, rows: np.ndarray, scores: np.ndarray, *, seeds: int,
+                         kinds: str = "title") -> np.ndarray:
+    """The ``hop`` walk of :func:`hop_scores` computed from the links of the candidates alone:
+    the seeds' links activate entities, and a candidate scores the activation of the entities it
+    is linked to (through a title link for ``kinds="title"``). The walk's score is only ever read
+    at the candidates, so this is the same score without the graph of every link (a bounded
+    index: :meth:`LinkRows.edges_of` reads the candidates' links from the mapped file)."""
+    h = np.zeros(rows.size, dtype=np.float64)
+    if links.n_edges == 0 or rows.size == 0 or seeds <= 0:
+        return h
+    m = min(seeds, rows.size)
+    top = np.argpartition(-scores, m - 1)[:m]
+    w = np.exp(scores[top] - scores[top].max())
+    s_pos, s_edge = links.edges_of(rows[top])
+    if s_edge.size == 0:
+        return h
+    ents, inverse = np.unique(links.ent[s_edge], return_inverse=True)
+    act = np.bincount(inverse, weights=w[s_pos] * links.weight[s_edge], minlength=ents.size)
+    t_pos, t_edge = links.edges_of(rows)
+    if kinds == "title":
+        keep = links.title[t_edge]
+        t_pos, t_edge = t_pos[keep], t_edge[keep]
+    at = np.searchsorted(ents, links.ent[t_edge])
+    at_ok = at < ents.size
+    found = np.zeros(t_edge.size, dtype=bool)
+    found[at_ok] = ents[at[at_ok]] == links.ent[t_edge[at_ok]]
+    h = np.bincount(t_pos[found], weights=act[at[found]], minlength=rows.size).astype(np.float64)
+    docs = index.vectors.doc_ids
+    seed_docs = {docs[int(r)][0] for r in rows[top] if docs[int(r)]}
+    if seed_docs:
+        for i in np.flatnonzero(h):  # the seeds' own documents get nothing from the walk
+            d = docs[int(rows[i])]
+            if d and d[0] in seed_docs:
+                h[i] = 0.0
+    top_h = h.max()
+    return h / top_h if top_h > 0 else h
 
 
 def _in_docs(doc: np.ndarray, docs: np.ndarray) -> np.ndarray:
@@ -231,6 +287,9 @@ def search(index: Index, text: str, *, budget: int | None, k: int, levels: Seque
                                       rrf_k=q.rrf_k, fallback=True)
     if o["walk"] == "tree" and o["hop_weight"] > 0 and rows.size:
         scores = scores + o["hop_weight"] * tree_scores(index, rows, scores, seeds=o["seeds"])
+    elif o["walk"] == "hop" and o["hop_weight"] > 0 and rows.size and index.vectors.bounded:
+        h = candidate_hop_scores(link_rows(index), index, rows, scores, seeds=o["seeds"], kinds=o["kinds"])
+        scores = scores + o["hop_weight"] * h
     elif o["walk"] != "none" and o["hop_weight"] > 0 and rows.size:
         graph = link_graph(index, titled_only=o["walk"] == "hop" and o["kinds"] == "title")
         h = hop_scores(graph, rows, scores, seeds=o["seeds"], walk=o["walk"], kinds=o["kinds"],

@@ -27,6 +27,10 @@ from arborag.query.options import FROM_CONFIG, FromConfig, query_settings
 from arborag.storage.corpus import Corpus
 from arborag.storage.vectors import VectorStore
 
+#: Dense candidates a bounded (ANN-searched) index gives a fused mode: its ANN top list, at least
+#: as long as the BM25 list (2 x ``query.fusion_depth``) beside it.
+ANN_CANDIDATES = 200
+
 __all__ = ["Hit", "Index", "Mode", "fill_hits", "greedy_fill", "open_index", "parse_as_of", "snapshot_embed_config", "snapshot_sparse_config", "top_order"]
 
 #: A retrieval mode: one of :func:`arborag.query.modes.available_modes` (core or plug-in).
@@ -129,7 +133,7 @@ class Index:
         self.snapshot_dir = snapshot_dir
         self.info = info
         self.config = config
-        self.vectors = VectorStore.open(snapshot_dir / "vectors.lance")
+        self.vectors = VectorStore.open(snapshot_dir / "vectors.lance", ann_min_rows=config.query.ann_min_rows)
         self._edge_rows: tuple[np.ndarray, np.ndarray] | None = None  # read on the first traversal
         self._embed_query = embed_query
         self._light = light
@@ -308,9 +312,15 @@ class Index:
         picked = np.concatenate(taken)
         return [self.hit(int(rows[i]), float(scores[i])) for i in picked]
 
-    def dense_scores(self, vector, *, levels=None, doc_ids=None) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, cosine) of every node the filters allow (exact, one matrix product)."""
+    def dense_scores(self, vector, *, levels=None, doc_ids=None, n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, cosine) of every node the filters allow (exact, one matrix product). A bounded
+        store (``query.ann_min_rows`` rows or more) gives the ``n`` best (default
+        :data:`ANN_CANDIDATES`) that its ANN index finds instead, with their exact cosines."""
         v = self.vectors
+        if v.bounded:
+            found = v.search(vector, k=max(1, n or ANN_CANDIDATES), levels=levels, doc_ids=doc_ids)
+            return (np.fromiter((r for r, _ in found), dtype=np.int64, count=len(found)),
+                    np.fromiter((s for _, s in found), dtype=np.float64, count=len(found)))
         m = v.mask(levels=levels, doc_ids=doc_ids)
         q = np.asarray(vector, dtype=np.float32)
         if m is None:
@@ -327,6 +337,9 @@ class Index:
             import pyarrow.parquet as pq
 
             edges = pq.read_table(self.snapshot_dir / "edges.parquet", columns=["parent_id", "child_id"])
+            if self.vectors.bounded:  # one columnar join per side, no dict of every id
+                self._edge_rows = (self.vectors.row_of.rows(edges.column("parent_id")), self.vectors.row_of.rows(edges.column("child_id")))
+                return self._edge_rows
             row_of = self.vectors.row_of
             p = np.fromiter((row_of[x] for x in edges.column("parent_id").to_pylist()), dtype=np.int64, count=edges.num_rows)
             c = np.fromiter((row_of[x] for x in edges.column("child_id").to_pylist()), dtype=np.int64, count=edges.num_rows)
@@ -362,12 +375,32 @@ class Index:
         """(rows, BM25 scores) of the ``n`` best sparse matches, best first (NaN scores as 0).
         Raises :class:`~arborag.errors.SparseNotBuiltError` / ``BackendUnavailable`` as the
         sparse index does, and ``QueryError`` (with a position) for a malformed Lucene query."""
-        hits = self.sparse_index().search(text, k=n, levels=levels, doc_ids=doc_ids, lucene=lucene)
-        row_of = self.vectors.row_of
-        kept = [(row_of[h.node_id], float(h.score)) for h in hits if h.node_id in row_of]
-        rows = np.fromiter((r for r, _ in kept), dtype=np.int64, count=len(kept))
-        scores = np.fromiter((s for _, s in kept), dtype=np.float64, count=len(kept))
-        return rows, np.nan_to_num(scores, nan=0.0)
+        hits = self._sparse_hits(text, n=n, levels=levels, doc_ids=doc_ids, lucene=lucene)
+        rows = self.vectors.rows_of([h.node_id for h in hits])
+        scores = np.fromiter((float(h.score) for h in hits), dtype=np.float64, count=len(hits))
+        kept = rows >= 0
+        return rows[kept], np.nan_to_num(scores[kept], nan=0.0)
+
+    def _sparse_hits(self, text: str, *, n: int, levels: Sequence[int] | None, doc_ids: Sequence[str] | None, lucene: bool) -> list:
+        """The ``n`` best BM25 hits. On a bounded index a levels-only filter that keeps most rows
+        (the leaves) is applied to a slightly longer unfiltered list instead of inside the engine
+        (tantivy intersects the filter's postings, ~1M at 10^6 leaves: 33 vs 20 ms measured); BM25
+        scores do not depend on the filter, so the hits are the same unless the longer list holds
+        fewer than ``n`` of them, and then the filtered search runs."""
+        sparse = self.sparse_index()
+        v = self.vectors
+        if not v.bounded or levels is None or doc_ids is not None or not len(v):
+            return sparse.search(text, k=n, levels=levels, doc_ids=doc_ids, lucene=lucene)  # type: ignore[no-any-return]
+        share = v.level_share(levels)
+        if share < 0.5:
+            return sparse.search(text, k=n, levels=levels, doc_ids=doc_ids, lucene=lucene)  # type: ignore[no-any-return]
+        m = int(np.ceil(n / share * 1.1))
+        wide = sparse.search(text, k=m, levels=None, doc_ids=None, lucene=lucene)
+        allowed = {int(x) for x in levels}
+        kept = [h for h in wide if int(h.level) in allowed]
+        if len(kept) >= n or len(wide) < m:
+            return kept[:n]
+        return sparse.search(text, k=n, levels=levels, doc_ids=doc_ids, lucene=lucene)  # type: ignore[no-any-return]
 
     def fused_scores(self, text: str, vector: np.ndarray, *, levels: Sequence[int] | None, doc_ids: Sequence[str] | None,
                      lucene: bool, fusion: str, dense_weight: float | str, depth: int, sparse: bool, rrf_k: int,
@@ -379,7 +412,7 @@ class Index:
         ``minmax``/``zscore``; without BM25 the dense list is fused alone (weight 1).
         ``fallback``: with no sparse index (or its backend down), fuse the dense list alone
         (logged once) instead of raising."""
-        d_rows, d_scores = self.dense_scores(vector, levels=levels, doc_ids=doc_ids)
+        d_rows, d_scores = self.dense_scores(vector, levels=levels, doc_ids=doc_ids, n=max(2 * depth, ANN_CANDIDATES))
         if not sparse or d_rows.size == 0:
             return _dense_alone(d_rows, d_scores, fusion, depth=depth, rrf_k=rrf_k)
         try:

@@ -53,7 +53,7 @@ def _results_state() -> dict[str, float]:
     return {p.name: p.stat().st_mtime for p in RESULTS.iterdir()}
 
 
-def _run(name: str, tmp: Path, *extra: str) -> Path:
+def _run(name: str, tmp: Path, *extra: str, stdout: list[str] | None = None) -> Path:
     report, _, needs_work = SMOKE[name]
     out_dir = tmp / "out"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -71,6 +71,8 @@ def _run(name: str, tmp: Path, *extra: str) -> Path:
     done = subprocess.run(cmd, cwd=str(REPO), env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, (" ".join(cmd), done.stdout[-3000:], done.stderr[-4000:])
     assert _results_state() == before, "a smoke run wrote into benchmarks/results/"
+    if stdout is not None:
+        stdout.append(done.stdout)
     return out
 
 
@@ -126,6 +128,20 @@ def test_fast_benchmark_smoke(name: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", [n for n in sorted(SMOKE) if n not in FAST and n not in ("eval_tables", "build_vs_raptor")])
 def test_benchmark_smoke(name: str, tmp_path: Path) -> None:
     _check(name, _run(name, tmp_path))
+
+
+@pytest.mark.slow
+def test_scale_synthetic_query_smoke(tmp_path: Path) -> None:
+    """``scale.py --synthetic``: a bounded index over synthetic leaves; its last line is the JSON summary."""
+    import json
+
+    printed: list[str] = []
+    out = _run("scale", tmp_path, "--synthetic", stdout=printed)
+    _check("scale", out)
+    summary = json.loads(printed[0].strip().splitlines()[-1])
+    assert set(summary) == {"leaves", "mode", "p50_ms", "p95_ms", "open_rss_mib", "ann_recall_at_10"}
+    assert summary["leaves"] == 3000 and summary["p50_ms"] > 0 and 0 <= summary["ann_recall_at_10"] <= 1
+    assert "Query at scale" in out.read_text(encoding="utf-8")
 
 
 @pytest.mark.slow

@@ -1,6 +1,6 @@
 """The ANN path of the vector store (used from ANN_MIN_ROWS rows on), at a small size.
 
-The threshold is lowered for the test; the index is LanceDB's IVF_HNSW_SQ as in a real build.
+The threshold is lowered for the test; the index is LanceDB's IVF_PQ as in a real build.
 """
 
 from __future__ import annotations
