@@ -89,8 +89,8 @@ TREE_UPDATE = Stage(
     snapshot=("nodes.parquet", "edges.parquet"), describe="update the published tree locally (only changed clusters re-summarized)",
 )
 VECTORS = Stage(
-    "vectors", _task("vectors", vectors.run_vectors), code_version="1",
-    reads=(staged("nodes.parquet"), staged("node_vectors.parquet")), writes=_staged(vectors.OUTPUTS), params=("key",),
+    "vectors", _task("vectors", vectors.run_vectors), code_version="2",
+    reads=(staged("nodes.parquet"), staged("node_vectors.parquet")), writes=_staged(vectors.OUTPUTS), config=("query.ann_min_rows",), params=("key",),
     snapshot=("vectors.lance",), beside=True, describe="write the nodes and their vectors as a LanceDB table",
 )
 SPARSE = Stage(

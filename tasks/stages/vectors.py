@@ -37,11 +37,17 @@ OUTPUTS = ("vectors.lance",)
 log = logging.getLogger(__name__)
 
 
-def _write(directory: Path, nodes: pa.Table, vectors: np.ndarray) -> dict[str, Any]:
+def _write(directory: Path, nodes: pa.Table, vectors: np.ndarray, ann_min_rows: int) -> dict[str, Any]:
     """:func:`~arborag.storage.vectors.write_vectors` in the run's helper process when it was
-    asked to load lancedb (module docs), else in this process; ``writer`` says which."""
+    asked to load lancedb (module docs), else in this process; ``writer`` says which. From
+    ``ann_min_rows`` rows on (``query.ann_min_rows``) the table gets its ANN index."""
+    from functools import partial
+
     from arborag.embed import worker as embed_worker
-    from arborag.storage.vectors import LANCEDB_IMPORT, write_vectors
+    from arborag.storage.vectors import LANCEDB_IMPORT
+    from arborag.storage.vectors import write_vectors as write_all
+
+    write_vectors = partial(write_all, ann_min_rows=ann_min_rows)
 
     worker = embed_worker.holding(LANCEDB_IMPORT)  # what flows/update.py's helper was asked to import
     if worker is not None:
@@ -75,6 +81,6 @@ def run_vectors(ctx: StageContext, key: str) -> VectorsSummary:
     for d in (out, tmp):
         if d.exists():
             shutil.rmtree(d)
-    stats = _write(tmp, nodes, vectors)
+    stats = _write(tmp, nodes, vectors, ctx.config.query.ann_min_rows)
     tmp.rename(out)
     return VectorsSummary(**stats)
