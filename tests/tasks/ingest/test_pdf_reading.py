@@ -119,6 +119,8 @@ def test_stderr_names_the_file_in_every_pdf_warning(tmp_path: Path) -> None:
 @needs_pdfium
 def test_warnings_are_not_logged_when_the_caller_silenced_pypdf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     raw = _written_by_pypdf([CLEAN])[:-6]
+    # pypdf's logger as a fresh process has it (a CLI command run earlier in this process may have silenced it)
+    monkeypatch.setattr(logging.getLogger("pypdf"), "level", logging.NOTSET)
     with caplog.at_level(logging.WARNING, logger="arborag.ingest"):
         loud = _read(tmp_path / "cut.pdf", raw)
     assert any(r.name == "arborag.ingest" and str(tmp_path / "cut.pdf") in r.getMessage() for r in caplog.records)
