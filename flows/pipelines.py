@@ -99,9 +99,9 @@ SPARSE = Stage(
     snapshot=("sparse",), beside=True, describe="index the nodes for BM25 (tantivy, or Elasticsearch)",
 )
 LINKS = Stage(
-    "links", _task("links", links.run_links), code_version="1",
+    "links", _task("links", links.run_links), code_version="2",
     reads=(table("chunks"), table("documents")), writes=_staged(links.OUTPUTS), params=("key",),
-    snapshot=("links.parquet",), describe="link leaves through document titles and the names they mention (IDF), for --mode hop",
+    snapshot=("links.parquet", "boilerplate.parquet"), describe="link leaves through document titles and the names they mention (IDF), for --mode hop",
 )
 PUBLISH = Stage(
     "publish", _task("publish", publish.run_publish), code_version="1",

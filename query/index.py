@@ -21,6 +21,7 @@ import numpy as np
 
 from arborag.config import ArboragConfig, EmbedConfig, SparseConfig, load_config
 from arborag.errors import BackendUnavailable, QueryError, SparseNotBuiltError
+from arborag.query.boilerplate import downweight
 from arborag.query.fusion import adaptive_weight, fuse, normalize
 from arborag.query.hits import Hit, distinct_fill, fill_hits, greedy_fill, top_order
 from arborag.query.options import FROM_CONFIG, FromConfig, query_settings
@@ -283,6 +284,7 @@ class Index:
         scores = np.nan_to_num(np.asarray(scores, dtype=np.float64), nan=-np.inf)
         if rows.size == 0:
             return []
+        scores = scores if ordered else downweight(self, rows, scores)  # boilerplate share (query/boilerplate.py)
         if budget is None:
             order = np.arange(min(k, rows.size)) if ordered else top_order(rows, scores, min(k, rows.size))
             return [self.hit(int(rows[i]), float(scores[i])) for i in order]

@@ -80,7 +80,7 @@ def sparse(index: Index, text: str, *, budget: int | None, k: int, levels: Seque
     smallest = int(index.vectors.n_tokens.min()) if n_nodes else 1
     while True:
         rows, scores = index.sparse_ranked(text, n=want, levels=levels, doc_ids=doc_ids, lucene=lucene)
-        hits = index.fill(rows, scores, budget, k, ordered=True)
+        hits = index.fill(rows, scores, budget, k)  # ranked by fill, after the boilerplate weighting
         if budget is None or rows.size < want or want >= n_nodes:
             return hits
         if budget - sum(h.n_tokens for h in hits) < smallest:

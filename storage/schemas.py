@@ -10,7 +10,7 @@ import pyarrow as pa
 
 __all__ = [
     "SCHEMAS", "SCHEMA_VERSIONS", "ADDED_COLUMNS", "DOCUMENTS", "SECTIONS", "DOC_CONTEXT", "CHUNKS", "NODES", "EDGES", "RUNS", "QUERIES", "EMBEDDING_DIM",
-    "EVIDENCE", "HITS", "RESULTS", "EVAL_SCHEMAS", "LINKS", "SEGMENT_KEYS", "SOURCE_STATS",
+    "EVIDENCE", "HITS", "RESULTS", "EVAL_SCHEMAS", "LINKS", "BOILERPLATE", "SEGMENT_KEYS", "SOURCE_STATS",
 ]
 
 EMBEDDING_DIM = 384  # all-MiniLM-L6-v2; vector tables take the dim of the model in use
@@ -137,6 +137,15 @@ LINKS = pa.schema(
     ]
 )
 
+# Boilerplate share of each leaf (``tasks/boilerplate.py``): the fraction of its word shingles
+# repeated across documents or across one document's pages; in the snapshot, read by the query side.
+BOILERPLATE = pa.schema(
+    [
+        pa.field("node_id", pa.string(), nullable=False),  # a leaf (chunk_id)
+        pa.field("share", pa.float64(), nullable=False),  # in [0, 1]
+    ]
+)
+
 #: Version of each table's schema, raised when columns are added. Columns added after a table's
 #: first version are nullable and listed in ADDED_COLUMNS: a file written before them (an older
 #: snapshot) is read with them null (storage/tables.py ``conform``); DuckDB views over mixed
@@ -181,6 +190,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     "runs": RUNS,
     "queries": QUERIES,
     "links": LINKS,
+    "boilerplate": BOILERPLATE,
 }
 
 
