@@ -79,12 +79,12 @@ EMBED = Stage(
     describe="embed the leaves through the embedding cache",
 )
 TREE = Stage(
-    "tree", _task("tree", tree.run_tree), code_version="2", retries=3,
+    "tree", _task("tree", tree.run_tree), code_version="3", retries=3,
     reads=(table("chunks"), *_staged(leaf_vectors.OUTPUTS)), writes=_staged(tree.OUTPUTS), params=("key",),
     snapshot=("nodes.parquet", "edges.parquet"), describe="cluster, summarize and embed level by level (RAPTOR)",
 )
 TREE_UPDATE = Stage(
-    "tree-update", _task("tree-update", tree_update.run_tree_update), code_version="2", retries=3,
+    "tree-update", _task("tree-update", tree_update.run_tree_update), code_version="3", retries=3,
     reads=(table("chunks"), *_staged(leaf_vectors.OUTPUTS), SNAPSHOT), writes=_staged(tree_update.OUTPUTS), params=("key",),
     snapshot=("nodes.parquet", "edges.parquet"), describe="update the published tree locally (only changed clusters re-summarized)",
 )

@@ -8,8 +8,9 @@
   headings and boilerplate (links, e-mail addresses, page numbers, copyright and
   forward-looking-statement notices) are not. A sentence is never cut to fit: a cluster whose
   shortest sentence is over the budget gets that sentence's first words marked " …", and a
-  cluster without any whole sentence (table cells, a contact block) gets its label lines listed
-  as one sentence ("Table and heading lines: Net sales; Gross profit."). A cluster without even
+  cluster without any whole sentence (table rows, a contact block) gets one sentence that says
+  what it holds (:func:`table_sentence`: "Table 'Voting results' with columns Director, For and
+  Against; rows include Jane Doe and John Roe."). A cluster without even
   those (rows of figures, page furniture) gets its leading lines, in order, within the budget:
   a summary of a non-empty cluster is never empty.
 
@@ -49,9 +50,10 @@ __all__ = [
     "EXTRACTIVE_VERSION",
     "ExtractiveSummarizer",
     "split_sentences",
+    "table_sentence",
 ]
 
-EXTRACTIVE_VERSION = "extractive-v3"
+EXTRACTIVE_VERSION = "extractive-v4"
 
 # -- terms (sentences: arborag.text) -----------------------------------------------------------
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -103,6 +105,112 @@ def _normalise_rows(m: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(m, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return m / norms
+
+
+# -- clusters of table rows -----------------------------------------------------------------------
+_ROW_PAIR = re.compile(r"^([^:;]{1,60}):\s+(.+)$")
+
+
+def _row_cells(line: str) -> list[tuple[str, str]] | None:
+    """``[(column, value), …]`` of a row written "Column: value; Column: value" (the readers'
+    form of a table row under a header row), else None."""
+    parts = [p.strip() for p in line.split("; ")]
+    if len(parts) < 2:
+        return None
+    pairs = [m.groups() for p in parts if (m := _ROW_PAIR.match(p))]
+    return [(k.strip(), v.strip()) for k, v in pairs] if len(pairs) == len(parts) else None
+
+
+def _is_number(cell: str) -> bool:
+    return is_table_like(cell) or not any(ch.isalpha() for ch in cell)
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def table_sentence(texts: Sequence[str], max_tokens: int, tokenizer: Tokenizer) -> str:
+    """One sentence describing a cluster that has no whole sentence: its table's caption (the
+    first label line before the rows), columns and leading row names — "Table 'X' with columns
+    A, B and C; rows include D and E." Rows without a header ("Net sales", then its figures)
+    give "Figures are given for D, E and F."; label lines without figures (headings, a contact
+    block) give "This part covers D, E and F.". As many names as the budget allows (at least
+    one, cut and marked " …" if even that is over); "" when the cluster has no such line."""
+    caption = ""
+    columns: list[str] = []
+    rows: list[str] = []
+    labels: list[str] = []
+    figures = False
+    has_rows = _table_follows(texts)
+    seen: set[str] = set()
+    for t in texts:
+        for line in (t or "").split("\n"):
+            item = " ".join(line.split()).rstrip(" .;:,")
+            if not item:
+                continue
+            cells = _row_cells(item)
+            if cells is not None:
+                for k, _ in cells:
+                    if k not in columns:
+                        columns.append(k)
+                name = next((v for _, v in cells if not _is_number(v)), "")
+                if name and name.casefold() not in seen:
+                    seen.add(name.casefold())
+                    rows.append(name)
+                continue
+            if " | " in item or "\t" in item:
+                parts = [c.strip() for c in re.split(r" \| |\t", item) if c.strip()]
+                name = next((c for c in parts if not _is_number(c)), "")
+                figures = figures or any(_is_number(c) for c in parts)
+                if name and name.casefold() not in seen and len(name) <= 80:
+                    seen.add(name.casefold())
+                    rows.append(name)
+                continue
+            if is_table_like(item):
+                figures = True
+                continue
+            # a label is a short line that starts like one (a row name, a heading), not a piece
+            # of a sentence cut out of a table's cell
+            if not 3 <= len(item) <= 80 or not item[0].isupper() or is_boilerplate(item) or item.casefold() in seen:
+                continue
+            seen.add(item.casefold())
+            if columns or rows:
+                rows.append(item)
+            elif not caption and not labels and has_rows:
+                caption = item
+            else:
+                labels.append(item)
+    if columns:
+        head = (f"Table '{caption}'" if caption else "A table") + f" with columns {_join(columns)}"
+        names, lead = [*labels, *rows], "; rows include "
+    elif rows:
+        head = f"Table '{caption}'" if caption else "A table"
+        names, lead = [*labels, *rows], " with rows "
+    elif labels or caption:
+        head = ""
+        names = [caption, *labels] if caption else labels
+        lead = "Figures are given for " if figures or caption else "This part covers "
+    else:
+        return ""
+
+    def render(k: int) -> str:
+        if not names[:k]:
+            return head + "."
+        return f"{head}{lead}{_join(names[:k])}."
+
+    if tokenizer.count(render(min(1, len(names)))) > max_tokens:
+        return tokenizer.truncate(render(min(1, len(names)))[:-1], max_tokens - 1).rstrip(" ,;:") + " …"
+    k = 1
+    while k < len(names) and tokenizer.count(render(k + 1)) <= max_tokens:
+        k += 1
+    return render(min(k, len(names)))
+
+
+def _table_follows(texts: Sequence[str]) -> bool:
+    """Whether the cluster holds table rows (header-carrying or cell-separated), so that its
+    first label line is the table's caption or heading."""
+    return any(_row_cells(" ".join(line.split())) is not None or " | " in line or "\t" in line
+               for t in texts for line in (t or "").split("\n"))
 
 
 # -- the extractive summarizer ------------------------------------------------------------------
@@ -167,27 +275,9 @@ class ExtractiveSummarizer:
         return rest, rest_owner  # nothing readable to quote: the pieces, as the old summarizer did
 
     def _labels(self, texts: list[str]) -> str:
-        """A cluster without a single whole sentence (table cells, headings, a contact block):
-        its distinct label lines, listed as one sentence within the budget — readable, and
-        saying what it is instead of splicing lines into a fake sentence."""
-        head = "Table and heading lines: "
-        items: list[str] = []
-        seen: set[str] = set()
-        for t in texts:
-            for line in (t or "").split("\n"):
-                item = " ".join(line.split()).rstrip(" .;:,")
-                # a label is a short line that starts like one (a row name, a heading), not a
-                # piece of a sentence cut out of a table's cell
-                if not 3 <= len(item) <= 80 or not item[0].isupper() or is_table_like(item) or is_boilerplate(item) \
-                        or item.casefold() in seen:
-                    continue
-                seen.add(item.casefold())
-                if self.tokenizer.count(head + "; ".join([*items, item]) + ".") > self.max_tokens:
-                    if items:
-                        return head + "; ".join(items) + "."
-                    return self.tokenizer.truncate(head + item, self.max_tokens - 1).rstrip(" ,;:") + " …"
-                items.append(item)
-        return head + "; ".join(items) + "." if items else ""
+        """A cluster without a single whole sentence (table rows, row names, headings, a contact
+        block) described in one sentence within the budget (:func:`table_sentence`)."""
+        return table_sentence(texts, self.max_tokens, self.tokenizer)
 
     def _leading(self, texts: list[str]) -> str:
         """A cluster with nothing to pick (only table rows, figures, page furniture): its distinct

@@ -39,6 +39,7 @@ SMOKE: dict[str, tuple[str, tuple[str, ...], bool]] = {
     "serve": ("serve.md", (), True),
     "soak": ("soak.md", ("soak.json", "soak-cycles.jsonl"), True),
     "sparse": ("sparse.md", (), False),
+    "summary_quality": ("summary_quality.md", (), True),
     "update": ("update.md", ("update.json",), True),
 }
 #: smoke runs that load no embedding model

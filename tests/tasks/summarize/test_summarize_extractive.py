@@ -70,9 +70,9 @@ def test_extractive_handles_empty_and_cjk_and_overlong_sentences():
     long_sentence = "Word " + " ".join(["word"] * 300) + "."
     out = s.summarize([long_sentence]).text
     assert out.startswith("Word word") and out.endswith(" …") and get_tokenizer().count(out) <= 20
-    # no whole sentence at all: the label lines, listed as one sentence within the budget
+    # no whole sentence at all: one sentence naming the row labels, within the budget
     out = s.summarize(["Net sales\n$\n3,226.8\nComparable sales\n15.6%", "Gross profit\n37.6%"]).text
-    assert out == "Table and heading lines: Net sales; Comparable sales; Gross profit."
+    assert out == "Figures are given for Net sales, Comparable sales and Gross profit."
     assert get_tokenizer().count(out) <= 20
 
 
@@ -83,12 +83,12 @@ def test_summarize_many_progress_and_protocol():
     assert len(res) == 2 and sum(seen) == 2
     assert all(isinstance(r, SummaryResult) and r.tokens_in == 0 for r in res)
     assert isinstance(s, Summarizer)
-    assert s.name == "extractive-v3/150"
+    assert s.name == "extractive-v4/150"
 
 
 def test_make_summarizer_extractive():
     s = make_summarizer(SummarizeConfig(max_tokens=120), cache_dir=None, embedder=None)
-    assert isinstance(s, ExtractiveSummarizer) and s.name == "extractive-v3/120"
+    assert isinstance(s, ExtractiveSummarizer) and s.name == "extractive-v4/120"
 
 
 def test_make_summarizer_openai_is_imported_lazily_with_an_extractive_fallback(monkeypatch, tmp_path):
