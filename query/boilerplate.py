@@ -26,10 +26,13 @@ _CACHE: dict[tuple[Path, int], np.ndarray | None] = {}
 def row_shares(index: Any) -> np.ndarray | None:
     """The boilerplate share of every vector row of ``index`` (0 for a row without one), or
     ``None`` when the snapshot has no ``boilerplate.parquet``."""
+    snap = getattr(index, "snapshot_dir", None)
+    if snap is None:  # an index not opened from a snapshot folder has no shares
+        return None
     node_ids = index.vectors.node_ids
-    key = (Path(index.snapshot_dir), len(node_ids))
+    key = (Path(snap), len(node_ids))
     if key not in _CACHE:
-        path = Path(index.snapshot_dir) / "boilerplate.parquet"
+        path = Path(snap) / "boilerplate.parquet"
         if not path.exists():
             _CACHE[key] = None
         else:
