@@ -6,7 +6,7 @@ summaries of the demo corpus and the FinanceBench PDFs, built with the default c
     python benchmarks/summary_quality.py --smoke --out /tmp/q.md  # a tiny check run (the demo corpus only)
 
 Each corpus is built with the real CLI (``arborag build SOURCES --corpus WORK/NAME --no-prefect``)
-and every summary node (level >= 1) of its published snapshot is classified:
+(into an emptied WORK/NAME: a cold build) and every summary node (level >= 1) of its published snapshot is classified:
 
 - **empty**: nothing but white space.
 - **list** (a heading/row list): the old "Table and heading lines: …" form; or at least half of its
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -108,6 +109,7 @@ def summaries_of(corpus: Path) -> list[str]:
 
 def build(name: str, sources: list[Path], work: Path) -> tuple[Path, float]:
     corpus = work / name
+    shutil.rmtree(corpus, ignore_errors=True)  # a cold build: a corpus left by an older run would only be updated
     arborag = Path(sys.executable).parent / "arborag"
     t0 = time.perf_counter()
     done = subprocess.run([str(arborag), "build", *map(str, sources), "--corpus", str(corpus), "--no-prefect"],
