@@ -56,3 +56,11 @@ def test_rows_of_figures_are_named_by_their_leading_words() -> None:
             "Richard A. Johnson 54,484,293 16,105,005 77,685 6,884,223", "3,226.8 15.6%"]
     out = ExtractiveSummarizer(SummarizeConfig(max_tokens=60)).summarize(rows).text
     assert out == "Figures are given for Alan D. Feldman and Richard A. Johnson."
+
+
+def test_row_names_drop_the_figures_that_follow_them() -> None:
+    rows = ["Selling, general and administrative expenses 762,706 23.6% 649,968 23.8%\nOperating income\n"
+            "Merchandise inventories (104,233) (331,003)"]
+    out = ExtractiveSummarizer(SummarizeConfig(max_tokens=60)).summarize(rows).text
+    assert out == ("Figures are given for Selling, general and administrative expenses, Operating income "
+                   "and Merchandise inventories.")
