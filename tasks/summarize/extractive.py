@@ -181,7 +181,9 @@ def table_sentence(texts: Sequence[str], max_tokens: int, tokenizer: Tokenizer) 
             # a label is a short line that starts like one (a row name, a heading), not a piece
             # of a sentence cut out of a table's cell
             named = _LEADING_NAME.match(item)  # a row name followed by its figures: the name
-            if named and len(named.group(1).strip()) >= 3:
+            rest = item[named.end(1):] if named else ""
+            if named and len(named.group(1).strip()) >= 3 and is_table_like(rest) \
+                    and sum(1 for w in rest.split() if any(ch.isdigit() for ch in w)) >= 2:
                 item, figures = named.group(1).strip().rstrip(" .;:,"), True
             if not 3 <= len(item) <= 80 or not item[0].isupper() or is_boilerplate(item) or item.casefold() in seen:
                 continue

@@ -64,3 +64,8 @@ def test_row_names_drop_the_figures_that_follow_them() -> None:
     out = ExtractiveSummarizer(SummarizeConfig(max_tokens=60)).summarize(rows).text
     assert out == ("Figures are given for Selling, general and administrative expenses, Operating income "
                    "and Merchandise inventories.")
+
+
+def test_headings_with_a_number_keep_it() -> None:
+    out = ExtractiveSummarizer(SummarizeConfig(max_tokens=60)).summarize(["FORM 8-K\nWashington, D.C. 20549\nExhibit 2"]).text
+    assert out == "This part covers FORM 8-K, Washington, D.C. 20549 and Exhibit 2."
