@@ -6,7 +6,7 @@ summaries of the demo corpus and the FinanceBench PDFs, built with the default c
     python benchmarks/summary_quality.py --smoke --out /tmp/q.md  # a tiny check run (the demo corpus only)
 
 Each corpus is built with the real CLI (``arborag build SOURCES --corpus WORK/NAME --no-prefect``)
-and every summary node (level >= 1) of its published snapshot is classified:
+(into an emptied WORK/NAME: a cold build) and every summary node (level >= 1) of its published snapshot is classified:
 
 - **empty**: nothing but white space.
 - **list** (a heading/row list): the old "Table and heading lines: …" form; or at least half of its
@@ -15,6 +15,9 @@ and every summary node (level >= 1) of its published snapshot is classified:
   and every word capitalised or a number (small words aside). A summary at least half of whose
   characters are in prose sentences (whole, six words or more, three of them lower-case) is not a
   list, whatever its semicolons.
+- **table description**: the summarizer's one sentence about a cluster without a whole sentence
+  ("Table 'X' with columns …", "Figures are given for …"); prose by the rules above, counted
+  apart so that a reader sees how many summaries are such descriptions.
 - **fragment**: a line break in it, or a sentence (``arborag.text.split_sentences``) that does not
   start with a capital letter or a digit (opening quotes and brackets aside) or does not end with
   closing punctuation (``arborag.tasks.evaluation.readability.fragmented``).
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -40,6 +44,9 @@ CORPORA = {
     "demo": [REPO / "examples" / "corpus"],
     "financebench": [DATA / "financebench" / "pdfs"],
 }
+#: how the extractive summarizer's one-sentence description of a cluster without a whole sentence
+#: begins (tasks/summarize/extractive.py ``table_sentence``): prose by the definitions above, counted apart
+DESCRIPTIONS = ("Table '", "A table ", "Figures are given for ", "This part covers ")
 _SMALL = frozenset("a an and as at by for in of on or the to vs with per from".split())
 _TOKEN = re.compile(r"\S+")
 _NUMBER = re.compile(r"^[(\-–$€£]*[\d.,]+[)%]*[.,;:]?$")
@@ -89,11 +96,13 @@ def classify(summaries: list[str]) -> dict[str, Any]:
     empty = sum(1 for s in summaries if not s.strip())
     lists = sum(1 for s in summaries if is_list(s))
     frags = sum(1 for s in summaries if fragmented(s))
+    described = sum(1 for s in summaries if s.startswith(DESCRIPTIONS))
     share = (lambda k: round(k / n, 3) if n else 0.0)
     return {"summaries": n, "empty": empty, "lists": lists, "list_share": share(lists),
-            "fragments": frags, "fragment_share": share(frags),
+            "fragments": frags, "fragment_share": share(frags), "described": described,
             "list_examples": [s for s in summaries if is_list(s)][:2],
-            "fragment_examples": [s for s in summaries if fragmented(s)][:2]}
+            "fragment_examples": [s for s in summaries if fragmented(s)][:2],
+            "description_examples": [s for s in summaries if s.startswith(DESCRIPTIONS)][:3]}
 
 
 def summaries_of(corpus: Path) -> list[str]:
@@ -108,6 +117,7 @@ def summaries_of(corpus: Path) -> list[str]:
 
 def build(name: str, sources: list[Path], work: Path) -> tuple[Path, float]:
     corpus = work / name
+    shutil.rmtree(corpus, ignore_errors=True)  # a cold build: a corpus left by an older run would only be updated
     arborag = Path(sys.executable).parent / "arborag"
     t0 = time.perf_counter()
     done = subprocess.run([str(arborag), "build", *map(str, sources), "--corpus", str(corpus), "--no-prefect"],
@@ -119,11 +129,11 @@ def build(name: str, sources: list[Path], work: Path) -> tuple[Path, float]:
 
 
 def table(rows: dict[str, dict[str, Any]]) -> str:
-    out = ["| corpus | summaries | empty | heading/row lists | share | fragments | share |",
-           "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    out = ["| corpus | summaries | empty | heading/row lists | share | fragments | share | table descriptions |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, r in rows.items():
         out.append(f"| {name} | {r['summaries']} | {r['empty']} | {r['lists']} | {r['list_share']:.3f} | "
-                   f"{r['fragments']} | {r['fragment_share']:.3f} |")
+                   f"{r['fragments']} | {r['fragment_share']:.3f} | {r['described']} |")
     return "\n".join(out)
 
 
@@ -172,6 +182,8 @@ def main() -> None:
         for kind in ("list", "fragment"):
             for ex in r[f"{kind}_examples"]:
                 md.append(f"- {name}, a {kind}: {' '.join(ex.split())[:300]!r}")
+        for ex in r["description_examples"]:
+            md.append(f"- {name}, a table description: {' '.join(ex.split())[:300]!r}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(md) + "\n")
     print(f"wrote {args.out}")

@@ -51,7 +51,7 @@ def _staged(names: tuple[str, ...]) -> tuple[str, ...]:
 # -- ingest: sources -> documents -> sections -> doc_context -> chunks --------------------------
 # (table reads/writes can fail transiently on network file systems; LLM calls retry in the client)
 INGEST = Stage(
-    "ingest", _task("ingest", documents.run_documents), code_version="3", retries=2,
+    "ingest", _task("ingest", documents.run_documents), code_version="4", retries=2,
     reads=(SOURCES,), writes=(table("documents"),), config=("ingest",), params=("files",),
     on_cached=documents.cached_ingest_summary, describe="read the sources into documents (unchanged files are not parsed again)",
 )

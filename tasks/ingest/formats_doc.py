@@ -16,7 +16,7 @@ from arborag.tasks.ingest.decode import decode_text, good_title, normalize_text
 from arborag.tasks.ingest.garble import garbled_pages
 from arborag.tasks.ingest.records import MIME_TYPES, Extracted, SourceFile
 
-__all__ = ["pdf_outline", "read_docx", "read_html", "read_pdf"]
+__all__ = ["pdf_outline", "read_docx", "read_html", "read_pdf", "table_row_lines"]
 
 _HTML_DROP = ("script", "style", "noscript", "template", "svg", "head", "iframe", "object")
 _HTML_BLOCKS = (
@@ -48,6 +48,9 @@ def read_html(src: SourceFile, raw: bytes) -> Extracted:
     for li in soup.find_all("li"):
         li.insert_before("\n- ")
         li.insert_after("\n")
+    for tab in soup.find_all("table"):
+        if tab.find("table") is None:  # a table of tables is layout: its cells stay cells
+            _html_table_rows(tab)
     for cell in soup.find_all(["td", "th"]):
         cell.insert_after("\t")
     for tag in soup.find_all(_HTML_BLOCKS):
@@ -56,6 +59,87 @@ def read_html(src: SourceFile, raw: bytes) -> Extracted:
     body = normalize_text(soup.get_text())
     meta = {**meta, "headings": [h for h in headings if h[0]]}  # for the structural sectioner
     return Extracted(src.uri, body, title or src.path.stem, MIME_TYPES[".html"], meta, tuple(warnings))
+
+
+_YEAR = re.compile(r"^(?:19|20)\d\d$")  # a year names a column (financial tables)
+_NUMERIC_CELL = re.compile(r"^[\s(\-–—$€£¥%.,\d)*]*$")
+
+
+def _is_numeric_cell(cell: str) -> bool:
+    return bool(_NUMERIC_CELL.match(cell)) and any(ch.isdigit() for ch in cell)
+
+
+def _header_like(cells: list[str]) -> bool:
+    """A row that reads as column names: at least two cells, none a figure, none over eight words
+    or ending like a sentence."""
+    filled = [c for c in cells if c]
+    return len(filled) >= 2 and not any((_is_numeric_cell(c) and not _YEAR.match(c)) or len(c.split()) > 8
+                                        or c.endswith((".", "!", "?")) for c in filled)
+
+
+def table_row_lines(header: list[str] | None, rows: list[list[str]]) -> list[str]:
+    """The lines a table becomes. Under a header row every data row is one line that carries its
+    column names — "Name; Column: value; Column: value" (a cell under an empty column name, such
+    as the row-name column, stands alone), so a row chunk stays searchable and readable without
+    the header line. Without a header row: the cells joined with " | ". Empty cells and lone
+    currency signs are dropped; ``header[i]`` names column ``i`` of every row."""
+    out: list[str] = []
+    for row in rows:
+        parts: list[str] = []
+        for i, cell in enumerate(row):
+            if not cell or cell in {"$", "€", "£", "¥", "%", ")"}:
+                continue
+            name = header[i] if header is not None and i < len(header) else ""
+            parts.append(f"{name}: {cell}" if name and name != cell else cell)
+        if parts:
+            out.append(("; " if header is not None else " | ").join(parts))
+    return out
+
+
+def _table_header(grid: list[list[str]], marked: bool) -> list[str] | None:
+    """Column names of a table's first row: when it is marked as a header (``<th>``/``<thead>``),
+    or when it reads as column names and a later row holds a figure."""
+    if len(grid) < 2:
+        return None
+    first = grid[0]
+    if marked and sum(1 for c in first if c) >= 1:
+        return first
+    if _header_like(first) and any(_is_numeric_cell(c) for row in grid[1:] for c in row):
+        return first
+    return None
+
+
+def _html_table_rows(tab: Any) -> None:
+    """Replace an HTML table (no table inside it) by its rows as lines (:func:`table_row_lines`),
+    its caption first; column spans are expanded so each value meets its column's name."""
+    grid: list[list[str]] = []
+    spread: list[str] = []  # the first row with each name repeated over its column span
+    marked = False
+    for tr in tab.find_all("tr"):
+        cells = tr.find_all(["td", "th"])
+        row: list[str] = []
+        names: list[str] = []
+        for cell in cells:
+            text = " ".join(cell.get_text(" ").split())
+            try:
+                span = max(1, min(50, int(cell.get("colspan") or 1)))
+            except ValueError:
+                span = 1
+            row.extend([text, *[""] * (span - 1)])
+            names.extend([text] * span)
+        if not any(row):
+            continue
+        if not grid:
+            marked = bool(cells) and (all(c.name == "th" for c in cells) or tr.find_parent("thead") is not None)
+            spread = names
+        grid.append(row)
+    if not grid:
+        return
+    header = _table_header([spread, *grid[1:]], marked)
+    caption = tab.find("caption")
+    lines = ([" ".join(caption.get_text(" ").split())] if caption is not None else [])
+    lines += table_row_lines(header, grid[1:] if header is not None else grid)
+    tab.replace_with("\n\n" + "\n".join(line for line in lines if line) + "\n\n")
 
 
 def read_pdf(src: SourceFile, raw: bytes) -> Extracted:
@@ -211,20 +295,29 @@ def read_docx(src: SourceFile, raw: bytes) -> Extracted:
             elif isinstance(block, Table):
                 n_tables += 1
                 parts.append("")
+                grid: list[list[str]] = []
                 for row in block.rows:
-                    cells, seen = [], set()
-                    for cell in row.cells:  # merged cells repeat: keep each once
-                        if id(cell._tc) in seen:
-                            continue
+                    cells: list[str] = []
+                    seen: set[int] = set()
+                    for cell in row.cells:  # merged cells repeat: keep each once (its column stays)
+                        cells.append("" if id(cell._tc) in seen else " ".join(cell.text.split()))
                         seen.add(id(cell._tc))
-                        cells.append(" ".join(cell.text.split()))
-                    parts.append(" | ".join(cells))
+                    if any(cells):
+                        grid.append(cells)
+                header = _docx_header(grid)
+                parts.extend(table_row_lines(header, grid[1:] if header is not None else grid))
                 parts.append("")
         title = good_title(doc.core_properties.title)
     except Exception as exc:  # zipfile, lxml and python-docx errors all mean a broken file
         raise IngestError(src.uri, f"not a readable DOCX file ({type(exc).__name__}: {exc})") from None
     text = normalize_text("\n".join(parts))
     return Extracted(src.uri, text, title or src.path.stem, MIME_TYPES[".docx"], {"n_tables": n_tables, "headings": headings})
+
+
+def _docx_header(grid: list[list[str]]) -> list[str] | None:
+    """A DOCX table marks no header row: its first row is one when it reads as column names
+    (:func:`_header_like`) and the table has another row."""
+    return grid[0] if len(grid) >= 2 and _header_like(grid[0]) else None
 
 
 def _docx_heading_level(paragraph: Any) -> int | None:

@@ -111,6 +111,9 @@ def _normalise_rows(m: np.ndarray) -> np.ndarray:
 _ROW_PAIR = re.compile(r"^([^:;]{1,60}):\s+(.+)$")
 
 
+_LEADING_NAME = re.compile(r"^((?:[^\W\d][\w.,'&()/-]*\s+){0,7}?[^\W\d][\w.,'&/-]*)\s+[(\-$€£]*\d")
+
+
 def _row_cells(line: str) -> list[tuple[str, str]] | None:
     """``[(column, value), …]`` of a row written "Column: value; Column: value" (the readers'
     form of a table row under a header row), else None."""
@@ -150,9 +153,9 @@ def table_sentence(texts: Sequence[str], max_tokens: int, tokenizer: Tokenizer) 
                 continue
             cells = _row_cells(item)
             if cells is not None:
-                for k, _ in cells:
-                    if k not in columns:
-                        columns.append(k)
+                for column, _ in cells:
+                    if column not in columns:
+                        columns.append(column)
                 name = next((v for _, v in cells if not _is_number(v)), "")
                 if name and name.casefold() not in seen:
                     seen.add(name.casefold())
@@ -168,9 +171,20 @@ def table_sentence(texts: Sequence[str], max_tokens: int, tokenizer: Tokenizer) 
                 continue
             if is_table_like(item):
                 figures = True
+                # a row of figures led by its name ("Alan D. Feldman 54,760,830 5,184,437"): the name
+                named = _LEADING_NAME.match(item)
+                name = named.group(1).strip() if named else ""
+                if len(name) >= 3 and name[0].isupper() and name.casefold() not in seen:
+                    seen.add(name.casefold())
+                    (rows if columns or rows else labels).append(name)
                 continue
             # a label is a short line that starts like one (a row name, a heading), not a piece
             # of a sentence cut out of a table's cell
+            named = _LEADING_NAME.match(item)  # a row name followed by its figures: the name
+            rest = item[named.end(1):] if named else ""
+            if named and len(named.group(1).strip()) >= 3 and is_table_like(rest) \
+                    and sum(1 for w in rest.split() if any(ch.isdigit() for ch in w)) >= 2:
+                item, figures = named.group(1).strip().rstrip(" .;:,"), True
             if not 3 <= len(item) <= 80 or not item[0].isupper() or is_boilerplate(item) or item.casefold() in seen:
                 continue
             seen.add(item.casefold())

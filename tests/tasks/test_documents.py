@@ -53,7 +53,7 @@ def test_every_format_is_read(tmp_path: Path) -> None:
     assert pdf["text"][meta["page_starts"][1]:].startswith("Page two")
     memo = docs[str(files["docx"])]
     assert memo["title"] == "Budget memo"
-    assert "Travel is capped." in memo["text"] and "train | 40" in memo["text"]
+    assert "Travel is capped." in memo["text"] and "item: train; cost: 40" in memo["text"]
     prices = docs[str(files["csv"])]
     assert prices["text"] == "product: kettle; price: 25\nproduct: teapot; price: 18"
     assert json.loads(prices["metadata"])["columns"] == ["product", "price"]

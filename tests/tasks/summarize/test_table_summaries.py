@@ -48,3 +48,24 @@ def test_prose_clusters_are_unchanged_by_table_rows_elsewhere() -> None:
     s = ExtractiveSummarizer(SummarizeConfig(max_tokens=80))
     out = s.summarize(["The board elected three directors at the annual meeting.", *VOTES]).text
     assert out == "The board elected three directors at the annual meeting."
+
+
+def test_rows_of_figures_are_named_by_their_leading_words() -> None:
+    # a PDF table's rows: a name, then figures (fewer than half of the characters letters)
+    rows = ["Alan D. Feldman 54,760,830 5,184,437 10,721,716 6,884,223\n"
+            "Richard A. Johnson 54,484,293 16,105,005 77,685 6,884,223", "3,226.8 15.6%"]
+    out = ExtractiveSummarizer(SummarizeConfig(max_tokens=60)).summarize(rows).text
+    assert out == "Figures are given for Alan D. Feldman and Richard A. Johnson."
+
+
+def test_row_names_drop_the_figures_that_follow_them() -> None:
+    rows = ["Selling, general and administrative expenses 762,706 23.6% 649,968 23.8%\nOperating income\n"
+            "Merchandise inventories (104,233) (331,003)"]
+    out = ExtractiveSummarizer(SummarizeConfig(max_tokens=60)).summarize(rows).text
+    assert out == ("Figures are given for Selling, general and administrative expenses, Operating income "
+                   "and Merchandise inventories.")
+
+
+def test_headings_with_a_number_keep_it() -> None:
+    out = ExtractiveSummarizer(SummarizeConfig(max_tokens=60)).summarize(["FORM 8-K\nWashington, D.C. 20549\nExhibit 2"]).text
+    assert out == "This part covers FORM 8-K, Washington, D.C. 20549 and Exhibit 2."
