@@ -11,5 +11,5 @@ if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/
 fi
 . .venv/bin/activate
 . scripts/env.sh
-bash scripts/check.sh  # ruff + mypy on the package (pyproject.toml [tool.ruff], [tool.mypy]; scripts/mypy_known.txt)
+bash scripts/check.sh  # ruff + mypy on the package (pyproject.toml [tool.ruff], [tool.mypy]); any error stops here
 python -m pytest "$@"
