@@ -428,7 +428,7 @@ class VectorStore:
         candidates instead of as a LanceDB prefilter (a scan of the filter column per query);
         a document filter, or levels keeping under half the rows, is a prefilter."""
         want = max(ANN_REFINE_FACTOR * min(k, 10), 2 * k)
-        q = self._lance.search(np.asarray(vector, dtype=np.float32)).metric("cosine").nprobes(ANN_NPROBES)  # type: ignore[attr-defined]
+        q = self._lance_table().search(np.asarray(vector, dtype=np.float32)).metric("cosine").nprobes(ANN_NPROBES)
         post = levels is not None and doc_ids is None and self.level_share(levels) >= 0.5
         clauses = []
         if levels is not None and not post:
@@ -452,9 +452,15 @@ class VectorStore:
         order = np.lexsort((rows, -s))[:k]
         return [(int(rows[i]), float(s[i])) for i in order]
 
+    def _lance_table(self) -> Any:
+        """The LanceDB table an ANN search goes through (open only at ``query.ann_min_rows`` rows or more)."""
+        if self._lance is None:
+            raise RuntimeError("no LanceDB table is open: this store is below query.ann_min_rows and searches exactly")
+        return self._lance
+
     def _ann_search_prefiltered(self, vector, *, k, levels) -> list[tuple[int, float]]:
         want = max(ANN_REFINE_FACTOR * min(k, 10), 2 * k)
-        out = (self._lance.search(np.asarray(vector, dtype=np.float32)).metric("cosine").nprobes(ANN_NPROBES)  # type: ignore[attr-defined]
+        out = (self._lance_table().search(np.asarray(vector, dtype=np.float32)).metric("cosine").nprobes(ANN_NPROBES)
                .where(f"level IN ({', '.join(str(int(x)) for x in levels)})", prefilter=True).limit(want).select(["node_id"]).to_arrow())
         rows = self.rows_of(out.column("node_id").to_pylist())
         rows = rows[rows >= 0]
