@@ -64,6 +64,26 @@ def narrativeqa_questions() -> list[str]:
     return [rec["question"] for rec in narrativeqa_records()]
 
 
+def cli_build(name: str, sources: list[Path], work: Path, *, cold: bool = False) -> tuple[Path, float]:
+    """``arborag build SOURCES --corpus WORK/NAME --no-prefect`` as a user runs it (a subprocess of
+    this venv's console script); the corpus and the wall seconds. ``cold`` removes a corpus an
+    earlier run left (a build over it would only update it). A failed build ends the benchmark
+    with the command's output tail."""
+    import shutil
+
+    corpus = work / name
+    if cold:
+        shutil.rmtree(corpus, ignore_errors=True)
+    arborag = Path(sys.executable).parent / "arborag"
+    t0 = time.perf_counter()
+    done = subprocess.run([str(arborag), "build", *map(str, sources), "--corpus", str(corpus), "--no-prefect"],
+                          cwd=REPO, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.stderr.write(done.stdout[-3000:] + done.stderr[-3000:])
+        raise SystemExit(f"{name}: arborag build failed with exit code {done.returncode}")
+    return corpus, time.perf_counter() - t0
+
+
 def hotpot_paragraphs() -> list[tuple[str, list[str]]]:
     """(title, sentences) of the HotpotQA corpus, sorted by title."""
     corpus = json.loads((DATA / "hotpotqa" / "hotpotqa_train_corpus.json").read_text(encoding="utf-8"))

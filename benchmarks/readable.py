@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from datetime import datetime, timezone
@@ -36,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DATA, REPO, RESULTS, busy_processes, git_commit, machine_line, setup_env  # noqa: E402
+from _common import DATA, REPO, RESULTS, cli_build, busy_processes, git_commit, machine_line, setup_env  # noqa: E402
 
 CORPORA = {
     "demo": [REPO / "examples" / "corpus"],
@@ -45,16 +44,6 @@ CORPORA = {
 METRICS = ("summaries", "fragment_rate", "fragmented", "whole_sentence_share", "coverage", "leaves", "leaves_with_wrap_breaks", "wrap_breaks")
 
 
-def build(name: str, sources: list[Path], work: Path) -> tuple[Path, float]:
-    corpus = work / name
-    arborag = Path(sys.executable).parent / "arborag"
-    t0 = time.perf_counter()
-    done = subprocess.run([str(arborag), "build", *map(str, sources), "--corpus", str(corpus), "--no-prefect"],
-                          cwd=REPO, capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.stderr.write(done.stdout[-3000:] + done.stderr[-3000:])
-        raise SystemExit(f"{name}: arborag build failed with exit code {done.returncode}")
-    return corpus, time.perf_counter() - t0
 
 
 def clusters_of(corpus: Path) -> tuple[Any, Any, list[str], list[list[str]]]:
@@ -149,7 +138,7 @@ def main() -> None:
         print(f"{name}: {rows[name]}", flush=True)
     built: dict[str, Path] = {}
     for name in [c.strip() for c in args.corpora.split(",") if c.strip()]:
-        corpus, seconds = build(name, CORPORA[name], args.work)
+        corpus, seconds = cli_build(name, CORPORA[name], args.work)
         built[name], builds[name] = corpus, seconds
         rows[name] = corpus_readability(corpus)
         print(f"{name}: built in {seconds:.0f} s: {rows[name]}", flush=True)
@@ -161,7 +150,7 @@ def main() -> None:
         cfg = load_config().summarize
         if not cfg.base_url:
             raise SystemExit("--llm needs an OpenAI-compatible server: set ARBORAG_LLM_BASE_URL (see docs/LLM.md)")
-        demo = built.get("demo") or (Path(args.build) if args.build else build("demo", CORPORA["demo"], args.work)[0])
+        demo = built.get("demo") or (Path(args.build) if args.build else cli_build("demo", CORPORA["demo"], args.work)[0])
         llm["extractive"] = resummarize(demo, ExtractiveSummarizer(SummarizeConfig(max_tokens=cfg.max_tokens)), args.llm_limit)
         llm_cfg = cfg.model_copy(update={"backend": "openai"})
         llm["abstractive"] = resummarize(demo, make_summarizer(llm_cfg, cache_dir=None), args.llm_limit)

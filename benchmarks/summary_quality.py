@@ -29,16 +29,13 @@ from __future__ import annotations
 
 import argparse
 import re
-import shutil
-import subprocess
 import sys
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DATA, REPO, RESULTS, git_commit, machine_line, setup_env  # noqa: E402
+from _common import DATA, REPO, RESULTS, cli_build, git_commit, machine_line, setup_env  # noqa: E402
 
 CORPORA = {
     "demo": [REPO / "examples" / "corpus"],
@@ -115,17 +112,6 @@ def summaries_of(corpus: Path) -> list[str]:
     return [t or "" for t in nodes.filter(pc.greater_equal(nodes.column("level"), 1)).column("text").to_pylist()]
 
 
-def build(name: str, sources: list[Path], work: Path) -> tuple[Path, float]:
-    corpus = work / name
-    shutil.rmtree(corpus, ignore_errors=True)  # a cold build: a corpus left by an older run would only be updated
-    arborag = Path(sys.executable).parent / "arborag"
-    t0 = time.perf_counter()
-    done = subprocess.run([str(arborag), "build", *map(str, sources), "--corpus", str(corpus), "--no-prefect"],
-                          cwd=REPO, capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.stderr.write(done.stdout[-3000:] + done.stderr[-3000:])
-        raise SystemExit(f"{name}: arborag build failed with exit code {done.returncode}")
-    return corpus, time.perf_counter() - t0
 
 
 def table(rows: dict[str, dict[str, Any]]) -> str:
@@ -159,7 +145,7 @@ def main() -> None:
     for name in [c for c in args.corpora.split(",") if c]:
         if name not in CORPORA:
             raise SystemExit(f"unknown corpus {name!r}: choose from {', '.join(CORPORA)}")
-        corpus, seconds[name] = build(name, CORPORA[name], args.work)
+        corpus, seconds[name] = cli_build(name, CORPORA[name], args.work, cold=True)
         rows[name] = classify(summaries_of(corpus))
         print(f"{name}: {rows[name]['summaries']} summaries, {rows[name]['empty']} empty, "
               f"{rows[name]['lists']} lists, {rows[name]['fragments']} fragments", flush=True)
