@@ -92,7 +92,7 @@ def main() -> None:
     built = add_links(corpus_dir)
     print(f"links: {built}", flush=True)
     questions = hotpot_questions()[: a.questions]
-    index = open_index(corpus_dir, config=load_config(overrides={"embed": {"threads": 1}}))
+    index = open_index(corpus_dir, config=load_config(overrides={"embed": {"threads": 1}, "query": {"ann_min_rows": 10**9}}))
     emb = []
     for q in questions[:50]:
         t = time.perf_counter()
