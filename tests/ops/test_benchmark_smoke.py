@@ -135,3 +135,20 @@ def test_build_vs_raptor_smoke(tmp_path: Path) -> None:
     if missing:
         pytest.skip(f"the bench extra is not installed (pip install -e .[bench]): no {', '.join(missing)}")
     _check("build_vs_raptor", _run("build_vs_raptor", tmp_path))
+
+
+@pytest.mark.slow
+def test_build_scale_smoke(tmp_path: Path) -> None:
+    """benchmarks/_build_scale.py (the ``--build-leaves`` entry of scale.py) at a tiny size: a cold CLI
+    build and the embedding floor of the same leaves, with the keys a report reads."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        from _build_scale import build_leaves
+    finally:
+        sys.path.remove(str(BENCH))
+    before = _results_state()
+    r = build_leaves(120, tmp_path / "work")
+    assert _results_state() == before, "a smoke run wrote into benchmarks/results/"
+    assert 60 <= r["leaves"] <= 240, r
+    assert r["build_s"] > 0 and r["floor_s"] > 0 and r["peak_rss_mib"] > 100, r
+    assert {"embed", "tree", "vectors", "sparse", "publish"} <= set(r["stage_s"]), r["stage_s"]
