@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -34,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 #: (sentence strategy, 100-token chunks); used only to size the generated corpus.
 TOKENS_PER_LEAF = 80.0
 SMOKE_LEAVES = 600
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def _peak_rss(proc: subprocess.Popen[bytes], poll_s: float = 0.2) -> tuple[int, float]:
@@ -83,7 +85,14 @@ def make_leaf_corpus(n: int, docs_dir: Path) -> dict[str, Any]:
     """Documents of about ``n`` leaves of real text (variants past the distinct text)."""
     from build_scaling import make_corpus
 
-    return make_corpus(int(n * TOKENS_PER_LEAF), 0, docs_dir)
+    info = make_corpus(int(n * TOKENS_PER_LEAF), 0, docs_dir)
+    # the PDF-extracted text holds a few control characters, which ingest rightly refuses as binary
+    for path in docs_dir.glob("*.txt"):
+        text = path.read_text(encoding="utf-8")
+        clean = _CONTROL.sub(" ", text)
+        if clean != text:
+            path.write_text(clean, encoding="utf-8")
+    return info
 
 
 def _floor(corpus: Path, out: Path) -> None:
