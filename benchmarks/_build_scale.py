@@ -115,7 +115,7 @@ def _floor(corpus: Path, out: Path) -> None:
     load = time.perf_counter() - t0
     t0 = time.perf_counter()
     emb.embed(distinct)
-    out.write_text(json.dumps({"encode_s": time.perf_counter() - t0, "model_load_s": load, "texts": len(distinct)}))
+    out.write_text(json.dumps({"encode_s": time.perf_counter() - t0, "model_load_s": load, "texts": len(distinct), "leaves": len(texts)}))
 
 
 def build_leaves(n: int, workdir: Path) -> dict[str, Any]:
@@ -141,9 +141,9 @@ def build_leaves(n: int, workdir: Path) -> dict[str, Any]:
     floor_cmd = [sys.executable, str(Path(__file__).resolve()), "--floor-of", str(corpus), "--floor-out", str(floor_json)]
     floor_wall, floor_peak = _run_measured(floor_cmd, workdir / "floor.log")
     floor = json.loads(floor_json.read_text())
-    leaves = floor["texts"]
     return {
-        "leaves": leaves,
+        "leaves": floor["leaves"],
+        "distinct_leaves": floor["texts"],
         "build_s": round(build_s, 2),
         "floor_s": round(floor["encode_s"], 2),
         "peak_rss_mib": round(peak, 1),
@@ -172,11 +172,11 @@ def render(rows: list[dict[str, Any]], command: str) -> str:
         f"Machine: {os.cpu_count()} cores; load average (1 min) after each run in the table",
         "",
         "build = wall time of `arborag build` (a subprocess, cold: imports, model load, no cache);",
-        "floor = encoding the same leaf texts alone (same embedder and batch settings, model load excluded);",
+        "floor = encoding the distinct leaf texts alone (same embedder and batch settings, model load excluded);",
         "peak RSS = the build's process tree, sampled every 0.2 s.",
         "",
-        md_table(["leaves", "build s", "floor s", "build/floor", "peak RSS MiB", "load1"],
-                 [[f"{r['leaves']:,}", r["build_s"], r["floor_s"], r["ratio"], r["peak_rss_mib"], r["load1"]] for r in rows]),
+        md_table(["leaves", "distinct leaf texts", "build s", "floor s", "build/floor", "peak RSS MiB", "load1"],
+                 [[f"{r['leaves']:,}", f"{r['distinct_leaves']:,}", r["build_s"], r["floor_s"], r["ratio"], r["peak_rss_mib"], r["load1"]] for r in rows]),
         "",
         "Seconds per stage (the build's run record):",
         "",
@@ -194,6 +194,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None, help="write the Markdown report here")
     ap.add_argument("--floor-of", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--floor-out", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--render-from", type=Path, default=None,
+                    help="re-render --out from a log of this script (one JSON object per size), without building")
     args = ap.parse_args()
     if args.floor_of:
         _floor(args.floor_of, args.floor_out)
@@ -201,6 +203,11 @@ def main() -> None:
     from _common import setup_env
 
     setup_env()
+    if args.render_from:
+        rows = [json.loads(line) for line in dict.fromkeys(args.render_from.read_text(encoding="utf-8").splitlines()) if line.startswith("{")]
+        if args.out:
+            args.out.write_text(render(rows, "python benchmarks/_build_scale.py " + " ".join(sys.argv[1:])), encoding="utf-8")
+        return
     sizes = [SMOKE_LEAVES] if args.smoke else [int(x) for x in args.leaves.split(",")]
     rows = []
     for n in sizes:

@@ -149,6 +149,6 @@ def test_build_scale_smoke(tmp_path: Path) -> None:
     before = _results_state()
     r = build_leaves(120, tmp_path / "work")
     assert _results_state() == before, "a smoke run wrote into benchmarks/results/"
-    assert 60 <= r["leaves"] <= 240, r
+    assert 60 <= r["leaves"] <= 240 and 0 < r["distinct_leaves"] <= r["leaves"], r
     assert r["build_s"] > 0 and r["floor_s"] > 0 and r["peak_rss_mib"] > 100, r
     assert {"embed", "tree", "vectors", "sparse", "publish"} <= set(r["stage_s"]), r["stage_s"]
