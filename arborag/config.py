@@ -200,6 +200,13 @@ class ClusterConfig(_Stage):
     global_neighbors: int | None = Field(None, description="Global UMAP n_neighbors; None = int(sqrt(n-1)).")
     max_global_neighbors: int = Field(100, ge=2, description="Cap of the sqrt rule (docs/SCALE.md): above 10,001 nodes UMAP's kNN graph stops growing with sqrt(n).")
     gmm_max_fit: int = Field(20000, ge=100, description="Fit the GMM/BIC on a seeded sample of at most this many points, predict_proba for all (docs/SCALE.md).")
+    global_pca_above: int | None = Field(
+        None,
+        ge=2,
+        description="Above this many distinct nodes, project the global UMAP's input on its first global_pca_dims principal "
+        "components first (bounds the kNN graph's and layout's cost per point); None = never. Levels at or below it are unchanged.",
+    )
+    global_pca_dims: int = Field(50, ge=2, description="Principal components kept before the global UMAP when global_pca_above applies.")
     local_neighbors: int = Field(10, ge=2, description="Local UMAP n_neighbors.")
     max_clusters: int = Field(50, ge=1, description="Upper bound of k in the BIC search.")
     threshold: float = Field(0.1, gt=0, lt=1, description="Soft membership: join every cluster with P(c|x) > threshold.")

@@ -63,7 +63,7 @@ from arborag.errors import SchemaError
 from arborag.tasks.cluster import mixture
 from arborag.tasks.cluster.fitted import FitRecord, LevelFit
 from arborag.tasks.cluster.processes import Lanes, helper_lanes, usable_cores
-from arborag.tasks.cluster.reduction import umap_reduce
+from arborag.tasks.cluster.reduction import pca_project, umap_reduce
 from arborag.tasks.cluster.umap_import import layout_thread_seconds
 from arborag.tasks.cluster.mixture import (
     LOOSE_MIN_N,
@@ -183,7 +183,10 @@ def _raptor_pass(
     # sqrt(n-1) of docs/METHODS.md §5.2, capped (docs/SCALE.md): kNN memory and time grow with n * n_neighbors
     nn = cfg.global_neighbors if cfg.global_neighbors is not None else min(int(math.sqrt(nd - 1)), cfg.max_global_neighbors)
     t0, umap_before, layout_before = time.perf_counter(), (stats.umap_s if stats is not None else 0.0), layout_thread_seconds()
-    global_clusters = _fit_level(xd, nn, cfg, stats, lanes)
+    xg = xd
+    if cfg.global_pca_above is not None and nd > cfg.global_pca_above:  # bounded cost per point of the global UMAP
+        xg = pca_project(xd, cfg.global_pca_dims)
+    global_clusters = _fit_level(xg, nn, cfg, stats, lanes)
     if top and stats is not None:
         stats.global_k = len(global_clusters)
         stats.global_s += time.perf_counter() - t0

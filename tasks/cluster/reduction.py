@@ -21,7 +21,7 @@ from arborag.tasks.cluster.knn import EXACT_KNN_MAX, UMAP_EXACT_BELOW, cosine_kn
 from arborag.tasks.cluster.mixture import ClusterStats
 from arborag.tasks.cluster.umap_import import import_umap
 
-__all__ = ["lanczos_breaks_down", "pca", "umap_init", "umap_reduce"]
+__all__ = ["lanczos_breaks_down", "pca", "pca_project", "umap_init", "umap_reduce"]
 
 log = logging.getLogger("arborag.tasks.cluster")
 
@@ -36,6 +36,25 @@ def pca(x: np.ndarray, dims: int) -> np.ndarray:
     signs = np.sign(out[np.argmax(np.abs(out), axis=0), np.arange(dims)])
     signs[signs == 0] = 1
     return (out * signs).astype(np.float32)
+
+
+def pca_project(x: np.ndarray, dims: int) -> np.ndarray:
+    """``x`` centred and projected on its first ``dims`` principal components (float32).
+
+    The components come from the d x d covariance (float64 ``eigh``), so memory stays O(n * d)
+    however many rows there are; each component's sign is fixed by its largest-magnitude
+    loading, so the result does not depend on the LAPACK build. ``dims >= x.shape[1]`` returns
+    ``x`` unchanged."""
+    n, d = x.shape
+    if dims >= d:
+        return x
+    mean = x.mean(axis=0, dtype=np.float64)
+    xc = x.astype(np.float64) - mean
+    values, vectors = np.linalg.eigh(xc.T @ xc)
+    comp = vectors[:, np.argsort(values, kind="stable")[::-1][:dims]]
+    flip = np.sign(comp[np.abs(comp).argmax(axis=0), np.arange(dims)])
+    comp = comp * np.where(flip == 0, 1.0, flip)
+    return np.ascontiguousarray(xc @ comp, dtype=np.float32)
 
 
 #: Up to this many points the spectral init is checked (and computed exactly when ARPACK would

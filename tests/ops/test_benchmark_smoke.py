@@ -8,6 +8,7 @@ its script, with no run labels.
 
 from __future__ import annotations
 
+import json
 import importlib.util
 import os
 import re
@@ -153,3 +154,16 @@ def test_build_vs_raptor_smoke(tmp_path: Path) -> None:
     if missing:
         pytest.skip(f"the bench extra is not installed (pip install -e .[bench]): no {', '.join(missing)}")
     _check("build_vs_raptor", _run("build_vs_raptor", tmp_path))
+
+
+@pytest.mark.slow
+def test_build_scale_smoke(tmp_path: Path) -> None:
+    """``scale.py --build-leaves`` at a tiny size: a cold CLI build and the embedding floor of the
+    same leaves (benchmarks/_build_scale.py), its report beside --out, its JSON summary last."""
+    printed: list[str] = []
+    out = _run("scale", tmp_path, "--build-leaves", "120", stdout=printed)
+    report = out.parent / "build_scale.md"
+    assert report.is_file() and re.search(r"20\d\d-\d\d-\d\d", report.read_text(encoding="utf-8")), report
+    r = json.loads(printed[0].strip().splitlines()[-1])
+    assert set(r) == {"leaves", "build_s", "floor_s", "peak_rss_mib"}, r
+    assert 60 <= r["leaves"] <= 240 and r["build_s"] > 0 and r["floor_s"] > 0 and r["peak_rss_mib"] > 100, r
