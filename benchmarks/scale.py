@@ -26,7 +26,7 @@ timed twice; the first pass includes the workers' model load and is reported apa
     OMP_NUM_THREADS=1 nice python benchmarks/scale.py --synthetic --leaves 100000 --ann-min-rows 100000000  # exact, to compare
     python benchmarks/scale.py --smoke --synthetic --workdir /tmp/s --out /tmp/s/scale.md                   # a tiny check run
 
-**A cold build of ~N leaves of real text** (``--build-leaves N``, :mod:`_build_scale`): the CLI build
+**A cold build of ~N leaves of real text** (``--build-leaves N``, :mod:`build_scale`): the CLI build
 against the embedding floor of the same texts, peak RSS of its process tree; ``build_scale.md``
 beside ``--out``; the last stdout line holds ``leaves, build_s, floor_s, peak_rss_mib``::
 
@@ -547,7 +547,7 @@ def main() -> None:
     ap.add_argument("--ann-min-rows", type=int, default=None, help="--synthetic: query.ann_min_rows for the build and the reader "
                     "(default: the config's); above the row count the index is exact")
     ap.add_argument("--build-leaves", type=int, default=None, help="a cold CLI build of ~N leaves of real text against the embedding floor "
-                    "of the same texts (benchmarks/_build_scale.py); writes build_scale.md beside --out; last stdout line: one JSON object")
+                    "of the same texts (benchmarks/build_scale.py); writes build_scale.md beside --out; last stdout line: one JSON object")
     ap.add_argument("--no-embed", action="store_true", help="--synthetic: do not time the question's embedding")
     ap.add_argument("--measure", type=Path, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--prepare-links", type=Path, default=None, help=argparse.SUPPRESS)
@@ -563,12 +563,13 @@ def main() -> None:
         return
     if args.build_leaves is not None:
         setup_env()
-        from _build_scale import SMOKE_LEAVES, build_leaves, render
+        from build_scale import SMOKE_LEAVES, build_leaves
+        from build_scale import render as render_build
 
         n = min(args.build_leaves, SMOKE_LEAVES) if args.smoke else args.build_leaves
         row = build_leaves(n, args.workdir / f"build-{n}")
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        (args.out.parent / "build_scale.md").write_text(render([row], "python benchmarks/scale.py " + " ".join(sys.argv[1:])), encoding="utf-8")
+        (args.out.parent / "build_scale.md").write_text(render_build([row], "python benchmarks/scale.py " + " ".join(sys.argv[1:])), encoding="utf-8")
         print(json.dumps({k: row[k] for k in ("leaves", "build_s", "floor_s", "peak_rss_mib")}))
         return
     OUT_MD, OUT_JSON = args.out, args.out.with_suffix(".json")

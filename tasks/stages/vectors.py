@@ -37,7 +37,7 @@ OUTPUTS = ("vectors.lance",)
 log = logging.getLogger(__name__)
 
 
-def _write(directory: Path, nodes: pa.Table, vectors: np.ndarray, ann_min_rows: int) -> dict[str, Any]:
+def _write(directory: Path, nodes: pa.Table, vectors: np.ndarray, ann_min_rows: int | None = None) -> dict[str, Any]:
     """:func:`~arborag.storage.vectors.write_vectors` in the run's helper process when it was
     asked to load lancedb (module docs), else in this process; ``writer`` says which. From
     ``ann_min_rows`` rows on (``query.ann_min_rows``) the table gets its ANN index."""

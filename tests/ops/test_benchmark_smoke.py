@@ -27,6 +27,7 @@ SMOKE: dict[str, tuple[str, tuple[str, ...], bool]] = {
     "build_scaling": ("build_scaling.md", (), True),
     "build_vs_raptor": ("build_vs_raptor.md", (), True),
     "chunking": ("chunking.md", (), False),
+    "build_scale": ("build_scale.md", (), True),
     "cold_path": ("cold_path.md", ("cold_path.json",), True),
     "cold_start": ("cold_start.md", (), True),
     "eval_compare": ("eval_compare.md", (), False),
@@ -46,7 +47,7 @@ SMOKE: dict[str, tuple[str, tuple[str, ...], bool]] = {
 #: smoke runs that load no embedding model
 FAST = {"chunking", "eval_compare", "pdf_extractors", "sparse"}
 #: the --work flag's spelling where it differs
-WORK_FLAG = {"build_scaling": "--workdir", "scale": "--workdir", "build_vs_raptor": "--workdir"}
+WORK_FLAG = {"build_scale": "--workdir", "build_scaling": "--workdir", "scale": "--workdir", "build_vs_raptor": "--workdir"}
 #: the RAPTOR reference code, as build_vs_raptor.py reads it (never part of this repository)
 RAPTOR_SRC = Path(os.environ.get("ARBORAG_RAPTOR_SRC", "")) if os.environ.get("ARBORAG_RAPTOR_SRC") else None
 
@@ -157,9 +158,9 @@ def test_build_vs_raptor_smoke(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_build_scale_smoke(tmp_path: Path) -> None:
+def testbuild_scale_smoke(tmp_path: Path) -> None:
     """``scale.py --build-leaves`` at a tiny size: a cold CLI build and the embedding floor of the
-    same leaves (benchmarks/_build_scale.py), its report beside --out, its JSON summary last."""
+    same leaves (benchmarks/build_scale.py), its report beside --out, its JSON summary last."""
     printed: list[str] = []
     out = _run("scale", tmp_path, "--build-leaves", "120", stdout=printed)
     report = out.parent / "build_scale.md"

@@ -10,8 +10,8 @@ Returns ``{"leaves", "build_s", "floor_s", "peak_rss_mib", ...}`` plus the per-s
 the build's run record (``stage_s``), the floor process's peak RSS and its model-load time.
 
 Usage:
-    python benchmarks/_build_scale.py --leaves 10000 --workdir /tmp/bs [--out benchmarks/results/build_scale.md]
-    python benchmarks/_build_scale.py --smoke --workdir /tmp/bs      # 600 leaves, no report
+    python benchmarks/build_scale.py --leaves 10000 --workdir /tmp/bs
+    python benchmarks/build_scale.py --smoke --workdir /tmp/bs      # 600 leaves, no report
 
 The last stdout line is one JSON object.
 """
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 #: WordPiece tokens per leaf, measured on the shared texts with the default segmenter
 #: (sentence strategy, 100-token chunks); used only to size the generated corpus.
 TOKENS_PER_LEAF = 80.0
-SMOKE_LEAVES = 600
+SMOKE_LEAVES = 200
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
@@ -191,7 +191,7 @@ def main() -> None:
     ap.add_argument("--leaves", default="10000", help="comma-separated leaf counts, e.g. 10000,30000")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/arborag-build-scale"))
     ap.add_argument("--smoke", action="store_true", help=f"{SMOKE_LEAVES} leaves")
-    ap.add_argument("--out", type=Path, default=None, help="write the Markdown report here")
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "build_scale.md", help="the Markdown report (overwritten)")
     ap.add_argument("--floor-of", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--floor-out", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--render-from", type=Path, default=None,
@@ -206,7 +206,7 @@ def main() -> None:
     if args.render_from:
         rows = [json.loads(line) for line in dict.fromkeys(args.render_from.read_text(encoding="utf-8").splitlines()) if line.startswith("{")]
         if args.out:
-            args.out.write_text(render(rows, "python benchmarks/_build_scale.py " + " ".join(sys.argv[1:])), encoding="utf-8")
+            args.out.write_text(render(rows, "python benchmarks/build_scale.py " + " ".join(sys.argv[1:])), encoding="utf-8")
         return
     sizes = [SMOKE_LEAVES] if args.smoke else [int(x) for x in args.leaves.split(",")]
     rows = []
@@ -215,7 +215,7 @@ def main() -> None:
         rows.append(r)
         print(json.dumps(r), flush=True)
     if args.out:
-        args.out.write_text(render(rows, "python benchmarks/_build_scale.py " + " ".join(sys.argv[1:])), encoding="utf-8")
+        args.out.write_text(render(rows, "python benchmarks/build_scale.py " + " ".join(sys.argv[1:])), encoding="utf-8")
     print(json.dumps(rows[-1]), flush=True)
 
 
