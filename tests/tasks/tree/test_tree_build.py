@@ -13,6 +13,7 @@ from arborag.errors import SchemaError
 from arborag.hashing import hash_text, short_id
 from arborag.tokenizer import get_tokenizer
 from arborag.storage.schemas import CHUNKS, EDGES, NODES
+from arborag.tasks.summarize.extractive import EXTRACTIVE_VERSION
 from arborag.tasks.summarize.extractive import ExtractiveSummarizer
 from arborag.tasks.summarize.types import SummaryResult
 from arborag.tasks.tree.build import build_tree, leaf_embed_texts
@@ -232,9 +233,9 @@ def test_corpus_tree_structure(corpus_tree):
             assert n["summarizer"] == "leaf" and n["summary_of"] is None
             continue
         kids = child_of[n["node_id"]]
-        assert n["node_id"] == short_id("node", n["level"], "extractive-v3/60", sorted(kids))
+        assert n["node_id"] == short_id("node", n["level"], f"{EXTRACTIVE_VERSION}/60", sorted(kids))
         assert n["doc_ids"] == sorted({d for k in kids for d in by_id[k]["doc_ids"]})
-        assert n["summarizer"] == "extractive-v3/60" and n["summary_status"] == "ok"
+        assert n["summarizer"] == f"{EXTRACTIVE_VERSION}/60" and n["summary_status"] == "ok"
         assert 0 < n["n_tokens"] <= 60 and n["n_tokens"] == get_tokenizer().count(n["text"])
         assert n["created_by_run"] == "run-test"
     # cross-document themes meet: some summary draws on more than one document
