@@ -7,6 +7,7 @@ unit vector.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import pyarrow as pa
 
 from arborag.config import SparseConfig
 from arborag.storage.corpus import Corpus
-from arborag.storage.schemas import EDGES, NODES
+from arborag.storage.schemas import EDGES, LINKS, NODES
 from arborag.storage.sparse import build_sparse_index
 from arborag.storage.tables import write_table
 from arborag.storage.vectors import write_vectors
@@ -105,3 +106,22 @@ def publish_labelled(corpus: Corpus, sid: str) -> None:
     write_table("edges", edges, partial / "edges.parquet")
     write_vectors(partial / "vectors.lance", nodes, np.stack([v for _, _, v, _, _ in NODES_SPEC]))
     corpus.publish(partial, sid, {"build_key": "k", "corpus_name": "c"})
+
+
+#: The hop tests' snapshot: leaf a (document d1) names "delta works", the title of d2 (leaves d, e).
+HOP_SPEC = [
+    ("a", 0, unit(1, 0, 0, 0), 40, ["d1"]),
+    ("b", 0, unit(0.99, 0.1, 0, 0), 40, ["d1"]),
+    ("c", 0, unit(0.6, 0, 0.8, 0), 40, ["d3"]),
+    ("d", 0, unit(0, 0.1, 0, 1), 40, ["d2"]),
+    ("e", 0, unit(0, 0, 0.1, 1), 40, ["d2"]),
+]
+HOP_LINK_ROWS = [("a", "d1", "delta works", "mention"), ("d", "d2", "delta works", "title"), ("e", "d2", "delta works", "title")]
+
+
+def links_table(rows: Sequence[tuple[Any, ...]]) -> pa.Table:
+    """A ``links`` table of (node_id, doc_id, entity, kind[, weight]) rows, every entity in 2 documents
+    (weight ln(3/2), the IDF of 2 of 3 documents, unless the row gives one)."""
+    return pa.Table.from_pylist([{"node_id": r[0], "doc_id": r[1], "entity": r[2], "kind": r[3], "df": 2,
+                                  "weight": r[4] if len(r) > 4 else float(np.log(3 / 2))} for r in rows], schema=LINKS)
+

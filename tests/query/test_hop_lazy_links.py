@@ -9,36 +9,20 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from helpers.query import FakeQueryEmbedder, publish_snapshot, unit
+from helpers.query import HOP_LINK_ROWS, HOP_SPEC, FakeQueryEmbedder, links_table, publish_snapshot
 
 from arborag.config import SparseConfig, load_config
 from arborag.query import hop, open_index
 from arborag.storage.corpus import Corpus
 from arborag.storage.link_rows import LinkRows, link_rows_path, write_link_rows
-from arborag.storage.schemas import LINKS
 from arborag.storage.tables import write_table
-
-SPEC = [
-    ("a", 0, unit(1, 0, 0, 0), 40, ["d1"]),
-    ("b", 0, unit(0.99, 0.1, 0, 0), 40, ["d1"]),
-    ("c", 0, unit(0.6, 0, 0.8, 0), 40, ["d3"]),
-    ("d", 0, unit(0, 0.1, 0, 1), 40, ["d2"]),
-    ("e", 0, unit(0, 0, 0.1, 1), 40, ["d2"]),
-]
-LINK_ROWS = [("a", "d1", "delta works", "mention"), ("d", "d2", "delta works", "title"), ("e", "d2", "delta works", "title")]
-
-
-def _links(rows) -> pa.Table:
-    return pa.Table.from_pylist([{"node_id": n, "doc_id": d, "entity": e, "kind": k, "df": 2, "weight": w}
-                                 for n, d, e, k, w in rows], schema=LINKS)
-
 
 @pytest.fixture()
 def corpus(tmp_path: Path) -> Corpus:
     corpus = Corpus(tmp_path / "c")
     corpus.ensure()
-    snap = publish_snapshot(corpus, "snap-hop", spec=SPEC, edges_spec=[], sparse=SparseConfig())
-    write_table("links", _links([(*r, float(np.log(3 / 2))) for r in LINK_ROWS]), snap / "links.parquet")
+    snap = publish_snapshot(corpus, "snap-hop", spec=HOP_SPEC, edges_spec=[], sparse=SparseConfig())
+    write_table("links", links_table(HOP_LINK_ROWS), snap / "links.parquet")
     return corpus
 
 
@@ -75,7 +59,7 @@ def test_candidate_scores_equal_the_full_graph_at_the_candidates(tmp_path: Path)
         for e in rng.choice(n_ent, size=int(rng.integers(0, 5)), replace=False).tolist():
             rows.append((node_ids[i], doc_of[i][0], f"entity {e}", "title" if rng.random() < 0.3 else "mention", float(rng.uniform(0.5, 3))))
     rows.sort()
-    write_table("links", _links(rows), tmp_path / "links.parquet")
+    write_table("links", links_table(rows), tmp_path / "links.parquet")
     graph_all = hop.load_link_graph(tmp_path / "links.parquet", node_ids, doc_of)
     graph_titled = hop.load_link_graph(tmp_path / "links.parquet", node_ids, doc_of, titled_only=True)
     out = write_link_rows(tmp_path / "links.parquet", pa.chunked_array([pa.array(node_ids)]), tmp_path / "cache" / "s.arrow")
@@ -97,7 +81,7 @@ def test_candidate_scores_equal_the_full_graph_at_the_candidates(tmp_path: Path)
 
 def test_links_of_rows_are_their_rows_in_the_parquet(tmp_path: Path) -> None:
     node_ids = ["x", "y", "z"]
-    write_table("links", _links([("x", "d", "e1", "title", 1.0), ("x", "d", "e2", "mention", 2.0), ("z", "d", "e1", "title", 1.0),
+    write_table("links", links_table([("x", "d", "e1", "title", 1.0), ("x", "d", "e2", "mention", 2.0), ("z", "d", "e1", "title", 1.0),
                                  ("gone", "d", "e1", "title", 1.0)]), tmp_path / "links.parquet")
     lazy = LinkRows(write_link_rows(tmp_path / "links.parquet", pa.chunked_array([pa.array(node_ids)]), tmp_path / "l.arrow"))
     assert lazy.n_edges == 3  # a link of a node the table lacks is dropped

@@ -10,40 +10,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pytest
-from helpers.query import FakeQueryEmbedder, publish_snapshot, unit
+from helpers.query import HOP_LINK_ROWS, HOP_SPEC, FakeQueryEmbedder, links_table, publish_snapshot
 
 from arborag.config import SparseConfig
 from arborag.errors import QueryError
 from arborag.query import hop, open_index
 from arborag.storage.corpus import Corpus
-from arborag.storage.schemas import LINKS
 from arborag.storage.tables import write_table
-
-SPEC = [
-    ("a", 0, unit(1, 0, 0, 0), 40, ["d1"]),
-    ("b", 0, unit(0.99, 0.1, 0, 0), 40, ["d1"]),
-    ("c", 0, unit(0.6, 0, 0.8, 0), 40, ["d3"]),
-    ("d", 0, unit(0, 0.1, 0, 1), 40, ["d2"]),
-    ("e", 0, unit(0, 0, 0.1, 1), 40, ["d2"]),
-]
-LINK_ROWS = [  # a names "delta works", the title of d2 (leaves d, e)
-    ("a", "d1", "delta works", "mention"), ("d", "d2", "delta works", "title"), ("e", "d2", "delta works", "title"),
-]
-
-
-def _links(rows) -> pa.Table:
-    return pa.Table.from_pylist([{"node_id": n, "doc_id": d, "entity": e, "kind": k, "df": 2, "weight": float(np.log(3 / 2))}
-                                 for n, d, e, k in rows], schema=LINKS)
-
 
 @pytest.fixture()
 def index(tmp_path: Path):
     corpus = Corpus(tmp_path / "c")
     corpus.ensure()
-    snap = publish_snapshot(corpus, "snap-hop", spec=SPEC, edges_spec=[], sparse=SparseConfig())
-    write_table("links", _links(LINK_ROWS), snap / "links.parquet")
+    snap = publish_snapshot(corpus, "snap-hop", spec=HOP_SPEC, edges_spec=[], sparse=SparseConfig())
+    write_table("links", links_table(HOP_LINK_ROWS), snap / "links.parquet")
     idx = open_index(corpus.root, embed_query=FakeQueryEmbedder())
     yield idx
     idx.close()
@@ -78,7 +59,7 @@ def test_kinds_all_also_arrives_through_shared_names(index) -> None:
 def test_a_snapshot_without_links_answers_as_auto(tmp_path: Path) -> None:
     corpus = Corpus(tmp_path / "c")
     corpus.ensure()
-    publish_snapshot(corpus, "snap-nolinks", spec=SPEC, edges_spec=[], sparse=SparseConfig())
+    publish_snapshot(corpus, "snap-nolinks", spec=HOP_SPEC, edges_spec=[], sparse=SparseConfig())
     idx = open_index(corpus.root, embed_query=FakeQueryEmbedder())
     try:
         assert [h.node_id for h in idx.search("alpha", mode="hop", budget=120)] == [h.node_id for h in idx.search("alpha", budget=120)]
