@@ -181,6 +181,18 @@ def machine_line() -> str:
     return f"{cpu}, {os.cpu_count()} cores; load average now {la[0]:.2f} / {la[1]:.2f} / {la[2]:.2f} (1/5/15 min)"
 
 
+
+def provenance_lines(command: str, started: Any, load_before: str) -> list[str]:
+    """The provenance list of a results report: command, date (``started``, a UTC datetime), the
+    machine's load before and after, and the commit."""
+    return [
+        f"- command: `{command}`",
+        f"- date: {started:%Y-%m-%d %H:%M} UTC",
+        f"- machine before: {load_before}",
+        f"- machine after: {machine_line()}",
+        f"- commit: {git_commit()}",
+    ]
+
 def busy_processes(limit: int = 5, min_cpu: float = 20.0) -> list[str]:
     """Other processes using CPU right now (ps), for the report's load note."""
     try:

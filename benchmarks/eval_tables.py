@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO, RESULTS, git_commit, machine_line  # noqa: E402
+from _common import REPO, RESULTS, machine_line, provenance_lines  # noqa: E402
 
 SYSTEMS = ("auto,flat,bm25,collapsed,traversal,hybrid,hybrid-rrf,auto-rrf,auto-minmax,auto-tree,auto-summaries,"
            "rerank,level,multi,segments")
@@ -86,11 +86,7 @@ def main() -> None:
     header = "\n".join([
         "# Evaluation tables",
         "",
-        f"- command: `{command}`",
-        f"- date: {started:%Y-%m-%d %H:%M} UTC",
-        f"- machine before: {load_before}",
-        f"- machine after: {machine_line()}",
-        f"- commit: {git_commit()}",
+        *provenance_lines(command, started, load_before),
         "- LLM: " + ("configured (summarize.base_url): `level` and `multi` used it"
                      if llm else "**none configured**: `level` ran LevelRAG's offline plan and `multi` RM3 PRF variants; "
                      "their rows are labelled `level (no LLM)` and `multi (no LLM: PRF)`"),

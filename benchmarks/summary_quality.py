@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DATA, REPO, RESULTS, cli_build, git_commit, machine_line, setup_env  # noqa: E402
+from _common import DATA, REPO, RESULTS, cli_build, machine_line, provenance_lines, setup_env  # noqa: E402
 
 CORPORA = {
     "demo": [REPO / "examples" / "corpus"],
@@ -152,11 +152,7 @@ def main() -> None:
     md = [
         "# Summary quality: empty summaries, heading/row lists, sentence fragments",
         "",
-        f"- command: `{command}`",
-        f"- date: {started:%Y-%m-%d %H:%M} UTC",
-        f"- machine before: {load_before}",
-        f"- machine after: {machine_line()}",
-        f"- commit: {git_commit()}",
+        *provenance_lines(command, started, load_before),
         "- definitions: the docstring of `benchmarks/summary_quality.py`",
         "",
         table(rows),
