@@ -16,6 +16,7 @@ import typer
 from arborag.cli.common import config_from, console, err_console, fail
 from arborag.cli.common import check_corpus_path
 from arborag.errors import ArboragError
+from arborag.storage.catalog import SNAPSHOT_VIEW_TABLES
 
 __all__ = ["register"]
 
@@ -227,7 +228,7 @@ def register(app: typer.Typer) -> None:
                           f"{gc.get('bytes_freed', 0) / 1e6:.1f} MB freed")
 
     @snaps.command("catalog", help=(
-        "Write CORPUS/published.duckdb again: DuckDB views (documents, chunks, nodes, edges, links, snapshot) over the "
+        f"Write CORPUS/published.duckdb again: DuckDB views ({', '.join(SNAPSHOT_VIEW_TABLES)}, snapshot) over the "
         "published snapshot, for plain `duckdb -readonly`. Every publish and rollback writes it; run this for a corpus "
         "published before it existed, after moving the corpus folder (the views hold absolute paths), or on another "
         "machine of an s3:// corpus (its local mirror gets the snapshot and the file). Takes the writer lock.\n\n"

@@ -85,6 +85,10 @@ def test_after_a_rollback_every_view_is_the_published_snapshots(history: dict[st
     _, rows = run_sql(corpus, "SELECT count(*), count(*) FILTER (WHERE node_id NOT IN (SELECT node_id FROM nodes) "
                               "OR doc_id NOT IN (SELECT doc_id FROM documents)) FROM links")
     assert rows[0][0] > 0 and rows[0][1] == 0
+    # so do the boilerplate shares: one row per leaf of that snapshot
+    _, rows = run_sql(corpus, "SELECT count(*), count(*) FILTER (WHERE node_id NOT IN (SELECT node_id FROM nodes WHERE level = 0)), "
+                              "(SELECT count(*) FROM nodes WHERE level = 0) FROM boilerplate")
+    assert rows[0][0] == rows[0][2] > 0 and rows[0][1] == 0
 
 
 def test_catalog_follows_publish_and_rollback_and_reads_read_only(history: dict[str, Any], tmp_path: Path,
