@@ -78,13 +78,13 @@ def register(app: typer.Typer) -> None:
         "sql",
         help=(
             "Run a read-only SQL query (DuckDB) over the corpus's tables.\n\n"
-            "One state per query: documents, chunks, nodes, edges, links are the published snapshot's "
+            "One state per query: documents, chunks, nodes, edges, links, repeats are the published snapshot's "
             "(whichever it holds), or the snapshot --snapshot ID names; --working reads the working "
             "tables instead (documents, sections, doc_context, chunks: what the next build starts from, "
             "e.g. documents that failed to read). Before anything is published, the working tables. "
             "The logs runs and queries are there in every state. The table format names the state read (stderr). "
             "JSON columns (documents.metadata, runs.counts) work with DuckDB's json functions.\n\n"
-            "History: nodes_all, edges_all, documents_all, chunks_all, links_all hold every retained snapshot "
+            "History: nodes_all, edges_all, documents_all, chunks_all, links_all, repeats_all hold every retained snapshot "
             "(`arborag snapshots list`) with a `snapshot` column (and `snapshot_published_at`), so one query "
             "compares versions. Every snapshot read is leased while the query runs (gc cannot remove it "
             "under the query). Plain DuckDB: `duckdb -readonly CORPUS/published.duckdb` (docs/OPERATIONS.md).\n\n"

@@ -42,11 +42,13 @@ class Level:
 
 
 def leaf_level(leaves: pa.Table, vectors: np.ndarray) -> Level:
-    """Level 0 in document order (doc_id, ordinal, start_char, chunk_id); ``node_id = chunk_id``.
+    """Level 0 in document order (doc_id, ordinal, start_char, chunk_id); ``node_id = chunk_id``;
+    ``doc_ids``: the leaves' ``doc_ids`` column (collapsed repeats: ``tasks/build/repeats.py``), else ``[doc_id]``.
 
     Raises :class:`SchemaError` when a chunk id occurs twice.
     """
-    df = pl.from_arrow(leaves.select(["chunk_id", "doc_id", "ordinal", "start_char", "text", "n_tokens"]))
+    has_docs = "doc_ids" in leaves.column_names  # collapsed leaves: every document a repeated text occurs in
+    df = pl.from_arrow(leaves.select(["chunk_id", "doc_id", "ordinal", "start_char", "text", "n_tokens", *(["doc_ids"] if has_docs else [])]))
     assert isinstance(df, pl.DataFrame)
     dup = df.filter(pl.col("chunk_id").is_duplicated()) if df["chunk_id"].n_unique() != df.height else df.clear()
     if dup.height:
@@ -58,7 +60,7 @@ def leaf_level(leaves: pa.Table, vectors: np.ndarray) -> Level:
         pl.col("chunk_id").alias("node_id"),
         pl.col("text"),
         pl.col("n_tokens").cast(pl.Int32),
-        pl.concat_list(pl.col("doc_id")).alias("doc_ids"),
+        (pl.col("doc_ids") if has_docs else pl.concat_list(pl.col("doc_id"))).alias("doc_ids"),
         pl.int_range(pl.len(), dtype=pl.Int64).alias("pos"),
         pl.col("doc_id"),
     )
