@@ -17,6 +17,7 @@ import pytest
 from arborag.config import ArboragConfig
 from arborag.flows.build import run_build
 from arborag.flows.update import run_update
+from arborag.hashing import hash_text
 from arborag.storage.sql import run_sql
 from tests.helpers.update import published
 
@@ -111,10 +112,17 @@ def test_a_document_that_only_repeats_another_changes_the_provenance(tmp_path: P
     (leaf,) = _certification_leaves(corpus)
     assert len(leaf["doc_ids"]) == 2
 
-    (src / "Notice.txt").write_text(CERTIFICATION + "\n", encoding="utf-8")  # adds no new leaf text
+    # a notice that repeats the certification and sorts after both documents (a document's id is the
+    # hash of its text): the leaves stay exactly the same, only where the text occurs changes
+    words = CERTIFICATION.split(" ")
+    notice = next(v for v in (" ".join(w.upper() if j == i else w for j, w in enumerate(words)) for i in range(len(words)))
+                  if hash_text(v) > max(leaf["doc_ids"]))
+    (src / "Notice.txt").write_text(notice, encoding="utf-8")
     out = run_update([src], corpus, CONFIG, prune=True)
     assert not out["noop"], out  # the same leaves, but the text now occurs in a third document
+    assert hash_text(notice) in _uris(corpus)  # the notice's id is the hash of its text, as chosen
     (after,) = _certification_leaves(corpus)
+    assert after["node_id"] == leaf["node_id"]
     assert sorted(_uris(corpus)[d] for d in after["doc_ids"]) == ["Harbour.txt", "Mill.txt", "Notice.txt"]
     assert len(_repeats(corpus)) == 2 and {n for _, n in _repeats(corpus)} == {after["node_id"]}
 
