@@ -141,6 +141,7 @@ def run_tree_update(ctx: StageContext, key: str) -> TreeUpdateSummary:
         result = update_document_trees(prev_nodes, prev_edges, read_table("chunks", snap / "chunks.parquet"), leaves, leaf_vecs,
                                        embed=embed, build=build, published_repeats=published_repeats(snap))
     else:
+        from arborag.tasks.tree.frames import summary_doc_ids
         from arborag.tasks.tree.update import update_tree
 
         drift = drift_after(snap, info, leaves)
@@ -149,6 +150,9 @@ def run_tree_update(ctx: StageContext, key: str) -> TreeUpdateSummary:
             embed=embed_function(ctx, "summaries"), summarizer=summarizer, cfg=ctx.config.cluster, run_id=ctx.run_id,
             background=True,  # the new summaries embed while the nodes are labelled and written
         )
+        # a kept leaf's doc_ids change when a text it stands for now occurs in more or fewer documents:
+        # the kept summaries above it follow
+        result.nodes = summary_doc_ids(result.nodes, result.edges)
     ctx.counters.summaries += result.summaries
     ctx.counters.tokens_in += int(getattr(summarizer, "tokens_in", 0) or 0)
     ctx.counters.tokens_out += int(getattr(summarizer, "tokens_out", 0) or 0)

@@ -19,7 +19,7 @@ from arborag.flows.build import run_build
 from arborag.flows.update import run_update
 from arborag.hashing import hash_text
 from arborag.storage.sql import run_sql
-from tests.helpers.update import published
+from tests.helpers.update import ancestors, published
 
 pytestmark = pytest.mark.slow
 
@@ -105,12 +105,12 @@ def test_a_repeated_paragraph_is_one_leaf_and_stays_one_after_its_first_document
 def test_a_document_that_only_repeats_another_changes_the_provenance(tmp_path: Path) -> None:
     src = tmp_path / "src"
     src.mkdir()
-    for name in ("Harbour.txt", "Mill.txt"):
-        (src / name).write_text(SOURCES[name], encoding="utf-8")
+    for name, text in SOURCES.items():
+        (src / name).write_text(text, encoding="utf-8")
     corpus = tmp_path / "c"
     assert run_build([src], corpus, CONFIG, use_prefect=False, progress=False)["status"] == "ok"
     (leaf,) = _certification_leaves(corpus)
-    assert len(leaf["doc_ids"]) == 2
+    assert len(leaf["doc_ids"]) == 3
 
     # a notice that repeats the certification and sorts after both documents (a document's id is the
     # hash of its text): the leaves stay exactly the same, only where the text occurs changes
@@ -123,8 +123,11 @@ def test_a_document_that_only_repeats_another_changes_the_provenance(tmp_path: P
     assert hash_text(notice) in _uris(corpus)  # the notice's id is the hash of its text, as chosen
     (after,) = _certification_leaves(corpus)
     assert after["node_id"] == leaf["node_id"]
-    assert sorted(_uris(corpus)[d] for d in after["doc_ids"]) == ["Harbour.txt", "Mill.txt", "Notice.txt"]
-    assert len(_repeats(corpus)) == 2 and {n for _, n in _repeats(corpus)} == {after["node_id"]}
+    assert sorted(_uris(corpus)[d] for d in after["doc_ids"]) == sorted([*SOURCES, "Notice.txt"])
+    assert len(_repeats(corpus)) == 3 and {n for _, n in _repeats(corpus)} == {after["node_id"]}
+    nodes = {r["node_id"]: r for r in pq.read_table(published(corpus) / "nodes.parquet").to_pylist()}
+    above = ancestors(pq.read_table(published(corpus) / "edges.parquet").to_pylist(), after["node_id"])
+    assert above and all(hash_text(notice) in nodes[p]["doc_ids"] for p in above)  # the summaries above it follow
 
 
 def test_per_document_trees_collapse_repeats_only_inside_a_document(tmp_path: Path) -> None:
