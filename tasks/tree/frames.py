@@ -179,7 +179,7 @@ def summary_doc_ids(nodes: pa.Table, edges: pa.Table) -> pa.Table:
     ed = pl.from_arrow(edges.select(["parent_id", "child_id", "level"]))
     assert isinstance(ed, pl.DataFrame)
     docs = df.filter(pl.col("level") == 0).select("node_id", "doc_ids")
-    top = int(df["level"].max() or 0) if df.height else 0
+    top = int(df["level"].to_numpy().max()) if df.height else 0
     for level in range(1, top + 1):
         up = (ed.filter(pl.col("level") == level).join(docs.rename({"node_id": "child_id"}), on="child_id", how="inner")
               .group_by("parent_id").agg(pl.col("doc_ids").list.explode(keep_nulls=False, empty_as_null=False).unique().sort())
