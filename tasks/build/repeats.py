@@ -45,6 +45,29 @@ def repeat_keys(texts: Sequence[str]) -> list[str]:
     return [k if k else "\0" + t for k, t in zip(keys, texts)]
 
 
+_ASCII_PUNCTUATION = "".join(chr(c) for c in range(128) if unicodedata.category(chr(c)).startswith("P"))
+_ASCII_LOWER = bytes.maketrans(bytes(range(65, 91)), bytes(range(97, 123)))
+_ASCII_SEPARATORS = (_ASCII_PUNCTUATION + "\t\n\x0b\x0c\r ").encode("ascii")
+
+
+def _group_keys(texts: Sequence[str]) -> list[object]:
+    """A key per text, equal exactly when the texts' :func:`repeat_key` are equal, computed fast: a
+    text's key with its separators deleted (for ASCII text one C-level ``bytes.translate``) is equal
+    for any two repeats, so only texts that share it with another get their full key; the rest are
+    alone (their own position)."""
+    coarse: list[object] = [None] * len(texts)
+    other = [i for i, t in enumerate(texts) if not t.isascii()]
+    full: dict[int, str] = dict(zip(other, repeat_keys([texts[i] for i in other])))
+    for i, t in enumerate(texts):
+        coarse[i] = full[i].replace(" ", "") if i in full else t.encode("ascii").translate(_ASCII_LOWER, _ASCII_SEPARATORS).decode("ascii")
+    seen: dict[object, int] = {}
+    for c in coarse:
+        seen[c] = seen.get(c, 0) + 1
+    shared = [i for i, c in enumerate(coarse) if seen[c] > 1 and i not in full]
+    full.update(zip(shared, repeat_keys([texts[i] for i in shared])))
+    return [full[i] if seen[c] > 1 else i for i, c in enumerate(coarse)]
+
+
 def repeat_key(text: str) -> str:
     """What two texts must share to be repeats: NFKC, case folded, whitespace and punctuation runs
     read as one space (digits and symbols kept)."""
@@ -62,7 +85,7 @@ def collapse_repeats(chunks: pa.Table, *, within_document: bool = False) -> pa.T
     schema = pa.schema([*chunks.schema, *LEAF_FIELDS])
     n = chunks.num_rows
     docs = chunks.column("doc_id").to_pylist()
-    keys = repeat_keys(chunks.column("text").to_pylist())
+    keys = _group_keys(chunks.column("text").to_pylist())
     first: dict[object, int] = {}
     keep_of = np.empty(n, np.int64)
     for i, (doc, key) in enumerate(zip(docs, keys)):
@@ -72,14 +95,31 @@ def collapse_repeats(chunks: pa.Table, *, within_document: bool = False) -> pa.T
         doc_ids = pa.ListArray.from_arrays(pa.array(np.arange(n + 1, dtype=np.int32)), chunks.column("doc_id").combine_chunks().cast(pa.string()))
         empty = pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], _OCCURRENCE))
         return pa.Table.from_arrays([*chunks.columns, doc_ids, empty], schema=schema)
-    ids = chunks.column("chunk_id").to_pylist()
     others: dict[int, list[int]] = {}
     for i in np.flatnonzero(keep_of != np.arange(n)).tolist():
         others.setdefault(int(keep_of[i]), []).append(i)
-    doc_lists = [sorted({docs[i], *(docs[j] for j in others.get(i, ()))}) for i in kept.tolist()]
-    rep_lists = [[{"chunk_id": ids[j], "doc_id": docs[j]} for j in others.get(i, ())] for i in kept.tolist()]
+    # doc_ids: the kept chunk's own document, or every document of its text (sorted); repeats: the others
+    doc_values: list[str] = []
+    doc_sizes = np.ones(kept.size, np.int64)
+    rep_rows: list[int] = []
+    rep_sizes = np.zeros(kept.size, np.int64)
+    for j, i in enumerate(kept.tolist()):
+        more = others.get(i)
+        if more is None:
+            doc_values.append(docs[i])
+            continue
+        ds = sorted({docs[i], *(docs[k] for k in more)})
+        doc_values.extend(ds)
+        doc_sizes[j] = len(ds)
+        rep_rows.extend(more)
+        rep_sizes[j] = len(more)
+    doc_ids = pa.ListArray.from_arrays(pa.array(np.concatenate([[0], np.cumsum(doc_sizes)]).astype(np.int32)), pa.array(doc_values, pa.string()))
+    rep_idx = pa.array(rep_rows, pa.int64())
+    occ = pa.StructArray.from_arrays([chunks.column("chunk_id").take(rep_idx).combine_chunks().cast(pa.string()),
+                                      chunks.column("doc_id").take(rep_idx).combine_chunks().cast(pa.string())], fields=list(_OCCURRENCE))
+    repeats = pa.ListArray.from_arrays(pa.array(np.concatenate([[0], np.cumsum(rep_sizes)]).astype(np.int32)), occ)
     out = chunks.take(pa.array(kept))
-    return pa.Table.from_arrays([*out.columns, pa.array(doc_lists, LEAF_FIELDS[0].type), pa.array(rep_lists, LEAF_FIELDS[1].type)], schema=schema)
+    return pa.Table.from_arrays([*out.columns, doc_ids, repeats], schema=schema)
 
 
 def repeats_table(leaves: pa.Table) -> pa.Table:

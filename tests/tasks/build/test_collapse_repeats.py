@@ -117,3 +117,11 @@ def test_the_snapshot_provenance_keeps_every_occurrence_and_reads_back_as_the_sa
     published = published_occurrence_keys(snap_chunks, repeats).sort("chunk_id")
     assert published.equals(occurrence_keys(leaves).sort("chunk_id"))
     assert published.filter(published["chunk_id"] == "b0").row(0, named=True) == {"doc_id": "dB", "chunk_id": "b0", "header": "", "stands_for": "a0"}
+
+
+def test_texts_that_differ_only_where_words_split_are_not_repeats() -> None:
+    # the same letters with separators elsewhere: "net sales" is not "nets ales" (ASCII and not)
+    leaves = collapse_repeats(_chunks([("a", "d1", 0, "Net sales, 2024."), ("b", "d2", 0, "Nets ales 2024"), ("c", "d3", 0, "net SALES 2024"),
+                                       ("d", "d4", 0, "Ｎｅｔｓ ａｌｅｓ 2024"), ("e", "d5", 0, "Straße 5"), ("f", "d6", 0, "STRASSE 5")]))
+    assert repeats_table(leaves).to_pylist() == [{"chunk_id": "c", "node_id": "a"}, {"chunk_id": "d", "node_id": "b"},
+                                                 {"chunk_id": "f", "node_id": "e"}]
