@@ -84,6 +84,9 @@ def test_a_repeated_paragraph_is_one_leaf_and_stays_one_after_its_first_document
     assert kept_doc == min(leaf["doc_ids"])  # the first occurrence in (doc_id, ordinal) order
     texts = [r["text"] for r in _leaves(corpus).values()]
     assert len(texts) == len(set(texts)) == 4  # three own paragraphs and one certification
+    shares = {r["node_id"]: r["share"] for r in pq.read_table(published(corpus) / "boilerplate.parquet").to_pylist()}
+    assert shares.keys() == _leaves(corpus).keys()  # one row per leaf
+    assert shares[leaf["node_id"]] == 1.0  # counted over every occurrence: the one leaf is still boilerplate of three documents
 
     (src / uris[kept_doc]).unlink()  # the document holding the kept occurrence
     out = run_update([src], corpus, CONFIG, prune=True)
