@@ -125,3 +125,16 @@ def test_texts_that_differ_only_where_words_split_are_not_repeats() -> None:
                                        ("d", "d4", 0, "Ｎｅｔｓ ａｌｅｓ 2024"), ("e", "d5", 0, "Straße 5"), ("f", "d6", 0, "STRASSE 5")]))
     assert repeats_table(leaves).to_pylist() == [{"chunk_id": "c", "node_id": "a"}, {"chunk_id": "d", "node_id": "b"},
                                                  {"chunk_id": "f", "node_id": "e"}]
+
+
+def test_the_build_key_changes_with_where_a_text_occurs_and_only_then() -> None:
+    from arborag.config import ArboragConfig
+    from arborag.tasks.build.key import build_key
+
+    cfg = ArboragConfig()
+    two = collapse_repeats(_chunks([("a0", "dA", 0, "Shared notice."), ("a1", "dA", 1, "Own text."), ("b0", "dB", 0, "shared notice")]))
+    one = collapse_repeats(_chunks([("a0", "dA", 0, "Shared notice."), ("a1", "dA", 1, "Own text.")]))
+    assert _ids(two) == _ids(one)  # the same leaves...
+    assert build_key(two, cfg, "c") != build_key(one, cfg, "c")  # ...but the text occurs in another document
+    plain = _chunks([("a0", "dA", 0, "Shared notice."), ("a1", "dA", 1, "Own text.")])
+    assert build_key(one, cfg, "c") == build_key(plain, cfg, "c")  # nothing repeats: the key a build had before
