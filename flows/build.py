@@ -153,13 +153,13 @@ def build_pipeline(ctx: StageContext, files: list[str] | None, *, use_prefect: b
             with ctx.corpus.scratch_copy() as scratch:
                 dry = dataclasses.replace(ctx, corpus=scratch)
                 run_pipeline(dry, INGEST_PIPELINE, use_prefect=use_prefect, out=out, files=files, strategy=strategy)
-                leaves = leaves_for(scratch.read("chunks"), strategy)
+                leaves = leaves_for(scratch.read("chunks"), strategy, scope=ctx.config.tree.scope)
             out["build_key"] = build_key(leaves, ctx.config, code_versions(TREE_PIPELINE))
             out["estimate"] = estimate_cost(leaves, ctx.config)
             out["leaves"] = leaves.num_rows
             return out
         run_pipeline(ctx, INGEST_PIPELINE, use_prefect=use_prefect, out=out, files=files, strategy=strategy)
-        leaves = ctx.shared("leaves", lambda: leaves_for(ctx.corpus.read("chunks"), strategy))
+        leaves = ctx.shared("leaves", lambda: leaves_for(ctx.corpus.read("chunks"), strategy, scope=ctx.config.tree.scope))
         if leaves.num_rows == 0:
             raise IngestError(str(ctx.corpus.root), "no chunks to build a tree from: ingest at least one readable, non-empty document")
         # the tree stage's UMAP (numba's cached code) and the vectors stage's lancedb, imported while

@@ -79,12 +79,12 @@ EMBED = Stage(
     describe="embed the leaves through the embedding cache",
 )
 TREE = Stage(
-    "tree", _task("tree", tree.run_tree), code_version="3", retries=3,
+    "tree", _task("tree", tree.run_tree), code_version="4", retries=3,
     reads=(table("chunks"), *_staged(leaf_vectors.OUTPUTS)), writes=_staged(tree.OUTPUTS), params=("key",),
     snapshot=("nodes.parquet", "edges.parquet"), describe="cluster, summarize and embed level by level (RAPTOR)",
 )
 TREE_UPDATE = Stage(
-    "tree-update", _task("tree-update", tree_update.run_tree_update), code_version="3", retries=3,
+    "tree-update", _task("tree-update", tree_update.run_tree_update), code_version="4", retries=3,
     reads=(table("chunks"), *_staged(leaf_vectors.OUTPUTS), SNAPSHOT), writes=_staged(tree_update.OUTPUTS), params=("key",),
     snapshot=("nodes.parquet", "edges.parquet"), describe="update the published tree locally (only changed clusters re-summarized)",
 )
@@ -99,19 +99,19 @@ SPARSE = Stage(
     snapshot=("sparse",), beside=True, describe="index the nodes for BM25 (tantivy, or Elasticsearch)",
 )
 LINKS = Stage(
-    "links", _task("links", links.run_links), code_version="2",
+    "links", _task("links", links.run_links), code_version="3",
     reads=(table("chunks"), table("documents")), writes=_staged(links.OUTPUTS), params=("key",),
-    snapshot=("links.parquet", "boilerplate.parquet"), describe="link leaves through document titles and the names they mention (IDF), for --mode hop",
+    snapshot=("links.parquet", "boilerplate.parquet", "repeats.parquet"), describe="link leaves through document titles and the names they mention (IDF), for --mode hop",
 )
 PUBLISH = Stage(
-    "publish", _task("publish", publish.run_publish), code_version="1",
+    "publish", _task("publish", publish.run_publish), code_version="2",
     reads=(table("chunks"), table("documents"), staged("<snapshot files of the stages before>")),
     writes=(SNAPSHOT,), params=("key", "snapshot_files"), describe="seal the staged files as a snapshot and switch the manifest",
 )
 
 # -- update: the plan (documents as the sources hold them now) -----------------------------------
 PLAN = Stage(
-    "plan", _task("plan", plan.run_update_documents), code_version="2", retries=1,
+    "plan", _task("plan", plan.run_update_documents), code_version="3", retries=1,
     reads=(SOURCES, table("documents")), writes=(table("documents"),), config=("ingest",), params=("files", "prune", "dry_run"),
     cached=False, describe="read the sources, diff them against documents, prune what is gone",
 )

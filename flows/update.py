@@ -123,7 +123,7 @@ def update_pipeline(
             plan = out[PLAN.name]
             if dry_run:
                 return out
-            leaves = ctx.shared("leaves", lambda: leaves_for(ctx.corpus.read("chunks"), strategy))
+            leaves = ctx.shared("leaves", lambda: leaves_for(ctx.corpus.read("chunks"), strategy, scope=ctx.config.tree.scope))
             if leaves.num_rows == 0:
                 raise IngestError(str(ctx.corpus.root), "no chunks left to build a tree from: the sources hold no readable, non-empty document")
             mode, why = UPDATE_BRANCH.choose(ctx, leaves)

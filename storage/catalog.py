@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["CATALOG_FILE", "SNAPSHOT_VIEW_TABLES", "STORAGE_VERSION", "sql_ident", "sql_literal", "write_catalog"]
 
 #: Tables a snapshot may carry: the views of one snapshot (``arborag sql``, the catalog) and of all of them (``<name>_all``).
-SNAPSHOT_VIEW_TABLES: Final = ("nodes", "edges", "documents", "chunks", "links", "boilerplate")
+SNAPSHOT_VIEW_TABLES: Final = ("nodes", "edges", "documents", "chunks", "links", "boilerplate", "repeats")
 
 #: The DuckDB file beside the manifest holding views over the published snapshot (:func:`write_catalog`).
 CATALOG_FILE: Final = "published.duckdb"

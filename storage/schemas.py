@@ -10,7 +10,7 @@ import pyarrow as pa
 
 __all__ = [
     "SCHEMAS", "SCHEMA_VERSIONS", "ADDED_COLUMNS", "DOCUMENTS", "SECTIONS", "DOC_CONTEXT", "CHUNKS", "NODES", "EDGES", "RUNS", "QUERIES", "EMBEDDING_DIM",
-    "EVIDENCE", "HITS", "RESULTS", "EVAL_SCHEMAS", "LINKS", "BOILERPLATE", "SEGMENT_KEYS", "SOURCE_STATS",
+    "EVIDENCE", "HITS", "RESULTS", "EVAL_SCHEMAS", "LINKS", "BOILERPLATE", "REPEATS", "SEGMENT_KEYS", "SOURCE_STATS",
 ]
 
 EMBEDDING_DIM = 384  # all-MiniLM-L6-v2; vector tables take the dim of the model in use
@@ -146,6 +146,16 @@ BOILERPLATE = pa.schema(
     ]
 )
 
+# Occurrences of a repeated text (``tasks/build/repeats.py``): a chunk whose text (NFKC, case
+# folded, whitespace and punctuation runs as one space) repeats an earlier leaf's is not a leaf of its
+# own; this row says which leaf stands for it. In the snapshot beside ``chunks``, which keeps every occurrence.
+REPEATS = pa.schema(
+    [
+        pa.field("chunk_id", pa.string(), nullable=False),  # the occurrence not kept (a row of chunks)
+        pa.field("node_id", pa.string(), nullable=False),  # the leaf (chunk_id) that stands for it
+    ]
+)
+
 #: Version of each table's schema, raised when columns are added. Columns added after a table's
 #: first version are nullable and listed in ADDED_COLUMNS: a file written before them (an older
 #: snapshot) is read with them null (storage/tables.py ``conform``); DuckDB views over mixed
@@ -191,6 +201,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     "queries": QUERIES,
     "links": LINKS,
     "boilerplate": BOILERPLATE,
+    "repeats": REPEATS,
 }
 
 

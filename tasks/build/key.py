@@ -1,7 +1,7 @@
 """The build's content-addressed key and the snapshot id it names.
 
-- :func:`build_key` — ``hash(leaf chunk ids + headers, embed/cluster/summarize/tree/sparse
-  config, code versions)``: a build whose key equals the published snapshot's is a no-op;
+- :func:`build_key` — ``hash(leaf chunk ids + headers, the occurrences of repeated texts,
+  embed/cluster/summarize/tree/sparse config, code versions)``: a build whose key equals the published snapshot's is a no-op;
 - :func:`tree_config` — the config parts that shape a tree (the key's config);
 - :func:`hash_string_columns` — the hash of string columns read from the Arrow buffers;
 - :func:`snapshot_id_for` — the snapshot id of a key.
@@ -37,10 +37,16 @@ def tree_config(config: ArboragConfig) -> dict[str, Any]:
 def build_key(leaves: pa.Table, config: ArboragConfig, code: str) -> str:
     """The content address of a build; ``code`` is the hash of the declared code versions of the
     stages that build it (:func:`arborag.flows.fingerprints.code_versions`), not of their source text."""
+    from arborag.tasks.build.repeats import repeats_table
+
     ids = hash_string_columns(leaves, ["chunk_id"])
     headers = hash_string_columns(leaves, ["header"])
     sparse = {"backend": config.sparse.backend, "prefix": config.sparse.es_index_prefix}
-    return hash_json({"leaves": ids, "headers": headers, "tree": tree_config(config), "sparse": sparse, "code": code})
+    parts = {"leaves": ids, "headers": headers, "tree": tree_config(config), "sparse": sparse, "code": code}
+    repeats = repeats_table(leaves)
+    if repeats.num_rows:  # where a repeated text also occurs is part of the build (nodes' doc_ids, the repeats table)
+        parts["repeats"] = hash_string_columns(repeats, ["chunk_id", "node_id"])
+    return hash_json(parts)
 
 
 def hash_string_columns(table: pa.Table, names: Sequence[str]) -> str:

@@ -5,7 +5,8 @@ Links the staged files the pipeline declares for the snapshot (``snapshot_files`
 into a fresh snapshot folder (hard links: the staging folder goes right after, and no stage
 writes into a staged file in place; a copy where the file system has no hard links),
 adds the provenance a reader needs without touching the live corpus tables — ``chunks.parquet``
-(the leaf chunks: doc id, section, ordinal, character offsets, header) and ``documents.parquet``
+(the leaf chunks and every other occurrence of a repeated text, ``repeats.parquet``: doc id,
+section, ordinal, character offsets, header) and ``documents.parquet``
 (the documents those leaves come from, text included, for titles, citations and stitching) —
 publishes the sparse index (an Elasticsearch alias switch; nothing for the embedded engine),
 writes ``info.json`` (build key, config hash, the embedder and sparse backend that built it,
@@ -52,14 +53,17 @@ OPTIONAL_FILES = ("clusters",)
 TREE_INFO = "tree_info.json"
 
 
-def snapshot_provenance(nodes: pa.Table, chunks: pa.Table, documents: pa.Table) -> tuple[pa.Table, pa.Table]:
-    """The leaf chunks of ``nodes`` (level 0; ``node_id`` = ``chunk_id``) and the documents they
-    come from, both sorted (doc_id, ordinal) / (doc_id): semi-joins in polars over Arrow."""
+def snapshot_provenance(nodes: pa.Table, chunks: pa.Table, documents: pa.Table, repeats: pa.Table | None = None) -> tuple[pa.Table, pa.Table]:
+    """The leaf chunks of ``nodes`` (level 0; ``node_id`` = ``chunk_id``) and the occurrences of
+    repeated texts they stand for (``repeats``' ``chunk_id``), and the documents they come from,
+    both sorted (doc_id, ordinal) / (doc_id): semi-joins in polars over Arrow."""
     import polars as pl
 
     from arborag.storage.frames import frame
 
     leaf_ids = frame(nodes.select(["node_id", "level"])).filter(pl.col("level") == 0).select(pl.col("node_id").alias("chunk_id"))
+    if repeats is not None and repeats.num_rows:
+        leaf_ids = pl.concat([leaf_ids, frame(repeats.select(["chunk_id"]))])
     ch = frame(chunks).join(leaf_ids, on="chunk_id", how="semi").unique("chunk_id", keep="first", maintain_order=True)
     ch = ch.sort(["doc_id", "ordinal", "start_char"])
     docs = frame(documents).join(ch.select("doc_id").unique(), on="doc_id", how="semi").unique("doc_id", keep="last", maintain_order=True)
@@ -178,7 +182,9 @@ def _provenance(ctx: StageContext, nodes_path: Path) -> tuple[pa.Table, pa.Table
     nodes = pq.read_table(nodes_path, columns=["node_id", "level"])
     chunks = read_table("chunks", ctx.corpus.table_path("chunks"))
     documents = read_table("documents", ctx.corpus.table_path("documents"))
-    return snapshot_provenance(nodes, chunks, documents)
+    repeats_path = nodes_path.with_name("repeats.parquet")  # staged by the links stage
+    repeats = read_table("repeats", repeats_path) if repeats_path.is_file() else None
+    return snapshot_provenance(nodes, chunks, documents, repeats)
 
 
 #: Columns that say which run wrote a row or when, not what the snapshot holds.

@@ -9,7 +9,8 @@ unchanged documents keep their trees, added and changed ones are built anew). It
 edges, node vectors, the updated models and ``tree_info.json`` (drift counted on) exactly like
 the build's tree stage, so the build's vectors/sparse/publish stages follow.
 
-:func:`leaf_delta`, :func:`same_leaves` and :func:`drift_after` tell the flow what changed.
+:func:`leaf_delta`, :func:`same_leaves` and :func:`drift_after` tell the flow what changed: the
+leaves, and where the texts they stand for also occur (the snapshot's ``repeats.parquet``).
 """
 
 from __future__ import annotations
@@ -28,35 +29,46 @@ from arborag.errors import SchemaError
 from arborag.tasks.stage_context import StageContext, StageSummary
 from arborag.tasks.tree.stats import UpdateLevelStats, fallback_summary
 
-__all__ = ["CLUSTERS_DIR", "OUTPUTS", "TreeUpdateSummary", "drift_after", "leaf_delta", "run_tree_update", "same_leaves"]
+__all__ = ["CLUSTERS_DIR", "OUTPUTS", "TreeUpdateSummary", "drift_after", "leaf_delta", "published_repeats", "run_tree_update", "same_leaves"]
 
 CLUSTERS_DIR = "clusters"
 OUTPUTS = ("nodes.parquet", "edges.parquet", "node_vectors.parquet", "tree_info.json")
 
 
 # -- what changed (the flow's decision) ------------------------------------------------------------
-def _snapshot_leaves(snap: Path) -> pl.DataFrame:
-    df = pl.from_arrow(pq.read_table(snap / "chunks.parquet", columns=["chunk_id", "header"]))
-    assert isinstance(df, pl.DataFrame)
-    return df
+def published_repeats(snap: Path) -> pa.Table | None:
+    """The snapshot's ``repeats`` table, or None for a snapshot written before it (all its chunks are leaves)."""
+    path = snap / "repeats.parquet"
+    return pq.read_table(path) if path.is_file() else None
+
+
+def _occurrences(snap: Path, leaves: pa.Table) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(published, current) occurrences (``tasks/build/repeats.occurrence_keys``)."""
+    from arborag.tasks.build.repeats import occurrence_keys, published_occurrence_keys
+
+    old = published_occurrence_keys(pq.read_table(snap / "chunks.parquet", columns=["doc_id", "chunk_id", "header"]), published_repeats(snap))
+    return old, occurrence_keys(leaves)
+
+
+def _one_side(a: pl.DataFrame, b: pl.DataFrame) -> pl.DataFrame:
+    return a.join(b, on=["chunk_id", "header", "stands_for"], how="anti")
 
 
 def leaf_delta(snap: Path, leaves: pa.Table) -> tuple[int, int]:
-    """``(added, removed)`` leaves of ``leaves`` against the snapshot's (a changed header counts as both)."""
-    old = _snapshot_leaves(snap).select(pl.col("chunk_id"), pl.col("header").fill_null(""))
-    new = pl.from_arrow(leaves.select(["chunk_id", "header"]))
-    assert isinstance(new, pl.DataFrame)
-    new = new.select(pl.col("chunk_id"), pl.col("header").fill_null(""))
-    added = new.join(old, on=["chunk_id", "header"], how="anti").height
-    removed = old.join(new, on=["chunk_id", "header"], how="anti").height
-    return added, removed
+    """``(added, removed)`` leaves of ``leaves`` against the snapshot's (a changed header counts as both;
+    an occurrence of a repeated text that a leaf stands for is not a leaf)."""
+    old, new = _occurrences(snap, leaves)
+    is_leaf = pl.col("stands_for") == ""
+    return _one_side(new.filter(is_leaf), old.filter(is_leaf)).height, _one_side(old.filter(is_leaf), new.filter(is_leaf)).height
 
 
 def same_leaves(snap: Path, leaves: pa.Table) -> bool:
-    """True when the snapshot holds exactly ``leaves`` (ids and headers)."""
+    """True when the snapshot holds exactly ``leaves`` (ids and headers) and the same occurrences of
+    repeated texts, each stood for by the same leaf."""
     if not (snap / "chunks.parquet").exists():
         return False
-    return leaf_delta(snap, leaves) == (0, 0)
+    old, new = _occurrences(snap, leaves)
+    return _one_side(old, new).height == 0 and _one_side(new, old).height == 0
 
 
 def drift_after(snap: Path, info: dict[str, Any], leaves: pa.Table) -> dict[str, Any]:
@@ -127,8 +139,9 @@ def run_tree_update(ctx: StageContext, key: str) -> TreeUpdateSummary:
         embed = embed_function(ctx, "summaries")
         build = functools.partial(build_tree, embed=embed, summarizer=summarizer, cfg=ctx.config.cluster, tree_cfg=ctx.config.tree, run_id=ctx.run_id)
         result = update_document_trees(prev_nodes, prev_edges, read_table("chunks", snap / "chunks.parquet"), leaves, leaf_vecs,
-                                       embed=embed, build=build)
+                                       embed=embed, build=build, published_repeats=published_repeats(snap))
     else:
+        from arborag.tasks.tree.frames import summary_doc_ids
         from arborag.tasks.tree.update import update_tree
 
         drift = drift_after(snap, info, leaves)
@@ -137,6 +150,9 @@ def run_tree_update(ctx: StageContext, key: str) -> TreeUpdateSummary:
             embed=embed_function(ctx, "summaries"), summarizer=summarizer, cfg=ctx.config.cluster, run_id=ctx.run_id,
             background=True,  # the new summaries embed while the nodes are labelled and written
         )
+        # a kept leaf's doc_ids change when a text it stands for now occurs in more or fewer documents:
+        # the kept summaries above it follow
+        result.nodes = summary_doc_ids(result.nodes, result.edges)
     ctx.counters.summaries += result.summaries
     ctx.counters.tokens_in += int(getattr(summarizer, "tokens_in", 0) or 0)
     ctx.counters.tokens_out += int(getattr(summarizer, "tokens_out", 0) or 0)

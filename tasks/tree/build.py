@@ -286,7 +286,11 @@ def build_tree(
     process) fans out the per-cluster local clusterings and the summarization calls (e.g. to
     Dask workers through Prefect); the tables are the same either way.
     """
-    leaves = conform("chunks", leaves)
+    # collapsed leaves (tasks/build/repeats.py) carry every document of a repeated text: level 0's doc_ids
+    doc_ids = leaves.column("doc_ids") if "doc_ids" in leaves.column_names else None
+    leaves = conform("chunks", leaves.drop_columns([c for c in ("doc_ids", "repeats") if c in leaves.column_names]))
+    if doc_ids is not None:
+        leaves = leaves.append_column("doc_ids", doc_ids)
     n = leaves.num_rows
     vectors = _check_vectors(leaf_vectors, n, "leaf_vectors")
     dim = vectors.shape[1]

@@ -21,7 +21,7 @@ import pyarrow as pa
 from arborag.errors import SchemaError
 from arborag.storage.frames import to_table
 
-__all__ = ["LEVEL_COLUMNS", "Level", "assemble_edges", "assemble_nodes", "cluster_members", "leaf_level", "split_by_document"]
+__all__ = ["LEVEL_COLUMNS", "Level", "assemble_edges", "assemble_nodes", "cluster_members", "leaf_level", "split_by_document", "summary_doc_ids"]
 
 LEVEL_COLUMNS = ("node_id", "text", "n_tokens", "doc_ids", "pos")
 
@@ -42,11 +42,13 @@ class Level:
 
 
 def leaf_level(leaves: pa.Table, vectors: np.ndarray) -> Level:
-    """Level 0 in document order (doc_id, ordinal, start_char, chunk_id); ``node_id = chunk_id``.
+    """Level 0 in document order (doc_id, ordinal, start_char, chunk_id); ``node_id = chunk_id``;
+    ``doc_ids``: the leaves' ``doc_ids`` column (collapsed repeats: ``tasks/build/repeats.py``), else ``[doc_id]``.
 
     Raises :class:`SchemaError` when a chunk id occurs twice.
     """
-    df = pl.from_arrow(leaves.select(["chunk_id", "doc_id", "ordinal", "start_char", "text", "n_tokens"]))
+    has_docs = "doc_ids" in leaves.column_names  # collapsed leaves: every document a repeated text occurs in
+    df = pl.from_arrow(leaves.select(["chunk_id", "doc_id", "ordinal", "start_char", "text", "n_tokens", *(["doc_ids"] if has_docs else [])]))
     assert isinstance(df, pl.DataFrame)
     dup = df.filter(pl.col("chunk_id").is_duplicated()) if df["chunk_id"].n_unique() != df.height else df.clear()
     if dup.height:
@@ -58,7 +60,7 @@ def leaf_level(leaves: pa.Table, vectors: np.ndarray) -> Level:
         pl.col("chunk_id").alias("node_id"),
         pl.col("text"),
         pl.col("n_tokens").cast(pl.Int32),
-        pl.concat_list(pl.col("doc_id")).alias("doc_ids"),
+        (pl.col("doc_ids") if has_docs else pl.concat_list(pl.col("doc_id"))).alias("doc_ids"),
         pl.int_range(pl.len(), dtype=pl.Int64).alias("pos"),
         pl.col("doc_id"),
     )
@@ -165,3 +167,24 @@ def assemble_edges(pieces: Sequence[pl.DataFrame]) -> pa.Table:
     else:
         df = pl.concat(pieces, how="vertical_relaxed").sort(["level", "parent_id", "child_id"], maintain_order=True)
     return to_table(df.with_columns(pl.col("probability").cast(pl.Float32)), "edges")
+
+
+def summary_doc_ids(nodes: pa.Table, edges: pa.Table) -> pa.Table:
+    """``nodes`` with every summary's ``doc_ids`` recomputed, level by level, as the sorted union of its
+    children's (through ``edges``), as a build makes them. An update that keeps a summary keeps its
+    doc ids; when a kept leaf's ``doc_ids`` change (a repeated text now occurs in more or fewer
+    documents) this carries the change up the tree. Rows and every other column stay as they are."""
+    df = pl.from_arrow(nodes)
+    assert isinstance(df, pl.DataFrame)
+    ed = pl.from_arrow(edges.select(["parent_id", "child_id", "level"]))
+    assert isinstance(ed, pl.DataFrame)
+    docs = df.filter(pl.col("level") == 0).select("node_id", "doc_ids")
+    top = int(df["level"].to_numpy().max()) if df.height else 0
+    for level in range(1, top + 1):
+        up = (ed.filter(pl.col("level") == level).join(docs.rename({"node_id": "child_id"}), on="child_id", how="inner")
+              .group_by("parent_id").agg(pl.col("doc_ids").list.explode(keep_nulls=False, empty_as_null=False).unique().sort())
+              .rename({"parent_id": "node_id"}))
+        docs = pl.concat([docs, up.select("node_id", pl.col("doc_ids").cast(docs.schema["doc_ids"]))])
+    fresh = df.select("node_id").join(docs.rename({"doc_ids": "_fresh"}), on="node_id", how="left", maintain_order="left")["_fresh"]
+    out = df.with_columns(pl.when(fresh.is_not_null() & (pl.col("level") > 0)).then(fresh).otherwise(pl.col("doc_ids")).alias("doc_ids"))
+    return to_table(out, "nodes")

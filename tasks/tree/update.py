@@ -179,15 +179,18 @@ def update_tree(
         by_level.setdefault(n.level, []).append(node_id)
 
     # level 0: the leaves now, in document order
-    lv = pl.from_arrow(leaves.select(["chunk_id", "doc_id", "ordinal", "start_char", "text", "n_tokens"]))
+    # a leaf's documents: every one its text occurs in (collapsed repeats: tasks/build/repeats.py), else its own
+    has_docs = "doc_ids" in leaves.column_names
+    lv = pl.from_arrow(leaves.select(["chunk_id", "doc_id", "ordinal", "start_char", "text", "n_tokens", *(["doc_ids"] if has_docs else [])]))
     assert isinstance(lv, pl.DataFrame)
+    lv = lv if has_docs else lv.with_columns(pl.concat_list(pl.col("doc_id")).alias("doc_ids"))
     order = lv.with_row_index("row").sort(["doc_id", "ordinal", "start_char", "chunk_id"])
     vecs = _Vectors(dim, embed)
     vecs.add(order["chunk_id"].to_list(), leaf_vectors[order["row"].to_numpy()])
     current: dict[str, _Node] = {}
-    for pos, (cid, doc, text, ntok) in enumerate(zip(order["chunk_id"], order["doc_id"], order["text"], order["n_tokens"])):
+    for pos, (cid, docs, text, ntok) in enumerate(zip(order["chunk_id"], order["doc_ids"].to_list(), order["text"], order["n_tokens"])):
         # created_by_run None: the leaves' rows of the result (that column included) are _leaf_rows'
-        current[cid] = _Node(0, text, int(ntok), [doc], pos, None, "leaf", "leaf", None)
+        current[cid] = _Node(0, text, int(ntok), docs, pos, None, "leaf", "leaf", None)
     leaf_rows = _leaf_rows(order, prev_nodes, run_id)
     old_level = set(by_level.get(0, []))
     removed: set[str] = old_level - current.keys()
@@ -398,7 +401,7 @@ def _leaf_rows(order: pl.DataFrame, prev_nodes: pa.Table, run_id: str) -> pl.Dat
         pl.lit(0).alias("level"),
         "text",
         "n_tokens",
-        pl.concat_list(pl.col("doc_id")).alias("doc_ids"),
+        "doc_ids",
         pl.lit(None).alias("summary_of"),
         pl.lit("leaf").alias("summarizer"),
         pl.lit("leaf").alias("summary_status"),

@@ -5,7 +5,8 @@ clustering with the configured seed, its own summaries), so an update needs no f
 and no drift guard:
 
 - a document whose leaves are unchanged (the same chunk ids and headers as in the published
-  snapshot's ``chunks.parquet``) keeps its whole tree as published: nodes, edges, and
+  snapshot's ``chunks.parquet``, and the same repeats of a text inside it collapsed into the same
+  leaf: per-document trees collapse repeats only within a document) keeps its whole tree as published: nodes, edges, and
   ``created_by_run`` of the run that built it;
 - an added or changed document gets a new tree from :func:`arborag.tasks.tree.build.build_tree` over
   its leaves only (its old tree, if any, is dropped);
@@ -27,6 +28,7 @@ import polars as pl
 import pyarrow as pa
 
 from arborag.storage.frames import frame, to_table
+from arborag.tasks.build.repeats import occurrence_keys, published_occurrence_keys
 from arborag.tasks.tree.build import EmbedFn, TreeResult
 from arborag.tasks.tree.model import UpdateResult
 from arborag.tasks.tree.stats import UpdateLevelStats
@@ -37,18 +39,15 @@ __all__ = ["documents_to_rebuild", "update_document_trees"]
 TreeBuilder = Callable[[pa.Table, np.ndarray], TreeResult]
 
 
-def _leaf_keys(table: pa.Table) -> pl.DataFrame:
-    return frame(table.select(["doc_id", "chunk_id", "header"])).with_columns(pl.col("header").fill_null(""))
-
-
-def documents_to_rebuild(published_chunks: pa.Table, leaves: pa.Table) -> tuple[list[str], list[str], list[str]]:
+def documents_to_rebuild(published_chunks: pa.Table, leaves: pa.Table, published_repeats: pa.Table | None = None) -> tuple[list[str], list[str], list[str]]:
     """``(rebuild, keep, drop)`` doc ids: documents of ``leaves`` whose leaf set (chunk ids and
-    headers) is new or differs from the published one; those whose set is the same; published
-    documents no longer among ``leaves``. Each list sorted."""
-    old, new = _leaf_keys(published_chunks), _leaf_keys(leaves)
-    # a document differs when any of its (chunk_id, header) rows is on one side only
-    one_side = pl.concat([old.join(new, on=["doc_id", "chunk_id", "header"], how="anti"),
-                          new.join(old, on=["doc_id", "chunk_id", "header"], how="anti")]).select("doc_id").unique()
+    headers, and the repeats inside the document each leaf stands for) is new or differs from the
+    published one (``published_chunks`` with the snapshot's ``published_repeats``); those whose set
+    is the same; published documents no longer among ``leaves``. Each list sorted."""
+    old, new = published_occurrence_keys(published_chunks, published_repeats), occurrence_keys(leaves)
+    # a document differs when any of its (chunk_id, header, stands_for) rows is on one side only
+    on = ["doc_id", "chunk_id", "header", "stands_for"]
+    one_side = pl.concat([old.join(new, on=on, how="anti"), new.join(old, on=on, how="anti")]).select("doc_id").unique()
     docs_new = new.select("doc_id").unique()
     docs_old = old.select("doc_id").unique()
     rebuild = docs_new.join(one_side, on="doc_id", how="semi")
@@ -67,13 +66,15 @@ def update_document_trees(
     *,
     embed: EmbedFn,
     build: TreeBuilder,
+    published_repeats: pa.Table | None = None,
 ) -> UpdateResult:
     """The per-document trees of ``leaves`` (a CHUNKS table aligned with ``leaf_vectors``),
     reusing the published trees of unchanged documents (module docstring). ``build(leaves,
     vectors)`` builds the trees of the added and changed documents: the build's
     :func:`~arborag.tasks.tree.build.build_tree` with the run's summarizer, config and run id.
-    ``embed`` gives the kept summaries their vectors (cache hits: the build embedded them)."""
-    rebuild, keep, drop = documents_to_rebuild(published_chunks, leaves)
+    ``embed`` gives the kept summaries their vectors (cache hits: the build embedded them).
+    ``published_repeats``: the snapshot's ``repeats`` table (None: it has none)."""
+    rebuild, keep, drop = documents_to_rebuild(published_chunks, leaves, published_repeats)
     vectors = np.asarray(leaf_vectors, np.float32)
     dim = vectors.shape[1]
 
