@@ -28,7 +28,7 @@ import pyarrow as pa
 from arborag.storage.positioned import PositionedFile
 from arborag.storage.tables import atomic_path
 
-__all__ = ["RECORD", "LinkRows", "Links", "link_rows_path", "ptr_path", "write_link_rows"]
+__all__ = ["FOLDER", "RECORD", "LinkRows", "Links", "link_rows_path", "ptr_path", "write_link_rows"]
 
 #: one link: the entity's hash, its weight (IDF), whether it is a title link (16 bytes, aligned)
 RECORD = np.dtype([("ent", "<u8"), ("weight", "<f4"), ("title", "u1")], align=True)
