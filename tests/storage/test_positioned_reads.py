@@ -108,3 +108,21 @@ def test_a_short_read_says_the_file_changed(tmp_path: Path) -> None:
     f.close()
     with pytest.raises(ValueError, match="closed"):
         f.read(0, 1)
+
+
+def test_the_lance_schema_is_read_once_per_open_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store, vectors, _ = _store(tmp_path, monkeypatch, n=3000, dim=16)
+    table = store._lance_table()
+    base = type(table).__mro__[1]
+    calls = []
+    real = base.schema.fget
+
+    def counting(self):  # the dataset's schema read, counted
+        calls.append(1)
+        return real(self)
+
+    monkeypatch.setattr(base, "schema", property(counting))
+    table.__dict__.pop("_schema_once", None)
+    for r in (1, 2, 3):
+        assert store.search(vectors[r], k=3, levels=[0, 1, 2])[0][0] == r
+    assert len(calls) == 1 and table.schema.names[0] == "node_id"
