@@ -108,7 +108,9 @@ def fuse(
         raise ValueError(f"fuse: {len(lists)} lists but {w.size} weights")
     every = np.concatenate([r for r, _ in lists])
     slot: np.ndarray | None = None
-    if every.size and every.min() >= 0:  # rows are small non-negative ints: a presence mask sorts them in O(n)
+    # rows are small non-negative ints: a presence mask sorts them in O(n) — unless the rows are
+    # spread over a much larger range (a few hundred candidates of 10^6 rows: a sort is cheaper)
+    if every.size and every.min() >= 0 and int(every.max()) < 64 * every.size + 65_536:
         present = np.zeros(int(every.max()) + 1, dtype=bool)
         present[every] = True
         union = np.flatnonzero(present).astype(np.int64)

@@ -28,7 +28,7 @@ capitalised names they mention, weighted by IDF) is that path. This mode:
 document a seed names). The graph is read once per snapshot and kept with the index
 (:func:`link_graph`). A bounded index (``query.ann_min_rows`` rows or more) never builds that
 graph for ``walk="hop"``: the walk is computed from the candidates' links alone, read from a
-memory-mapped copy of the links by row (:func:`candidate_hop_scores`, :func:`link_rows`) —
+copy of the links by row in the corpus cache, by positioned reads (:func:`candidate_hop_scores`, :func:`link_rows`) —
 the same scores, since the walk's score is only read at the candidates.
 """
 
@@ -131,7 +131,7 @@ def link_graph(index: Index, *, titled_only: bool = False) -> LinkGraph:
 
 
 def link_rows(index: Index) -> "LinkRows":
-    """The links of ``index``'s snapshot by vector row, memory-mapped (:mod:`arborag.storage.link_rows`;
+    """The links of ``index``'s snapshot by vector row (:mod:`arborag.storage.link_rows`;
     written into the corpus cache on first use), kept with the index."""
     from arborag.storage.link_rows import LinkRows, link_rows_path
 
@@ -149,26 +149,26 @@ def candidate_hop_scores(links: "LinkRows", index: Index, rows: np.ndarray, scor
     the seeds' links activate entities, and a candidate scores the activation of the entities it
     is linked to (through a title link for ``kinds="title"``). The walk's score is only ever read
     at the candidates, so this is the same score without the graph of every link (a bounded
-    index: :meth:`LinkRows.edges_of` reads the candidates' links from the mapped file)."""
+    index: :meth:`LinkRows.links_of` reads the candidates' links from the file by positioned reads)."""
     h = np.zeros(rows.size, dtype=np.float64)
     if links.n_edges == 0 or rows.size == 0 or seeds <= 0:
         return h
     m = min(seeds, rows.size)
     top = np.argpartition(-scores, m - 1)[:m]
     w = np.exp(scores[top] - scores[top].max())
-    s_pos, s_edge = links.edges_of(rows[top])
-    if s_edge.size == 0:
+    seed = links.links_of(rows[top])
+    if seed.ent.size == 0:
         return h
-    ents, inverse = np.unique(links.ent[s_edge], return_inverse=True)
-    act = np.bincount(inverse, weights=w[s_pos] * links.weight[s_edge], minlength=ents.size)
-    t_pos, t_edge = links.edges_of(rows)
+    ents, inverse = np.unique(seed.ent, return_inverse=True)
+    act = np.bincount(inverse, weights=w[seed.pos] * seed.weight, minlength=ents.size)
+    cand = links.links_of(rows)
+    t_pos, t_ent = cand.pos, cand.ent
     if kinds == "title":
-        keep = links.title[t_edge]
-        t_pos, t_edge = t_pos[keep], t_edge[keep]
-    at = np.searchsorted(ents, links.ent[t_edge])
+        t_pos, t_ent = t_pos[cand.title], t_ent[cand.title]
+    at = np.searchsorted(ents, t_ent)
     at_ok = at < ents.size
-    found = np.zeros(t_edge.size, dtype=bool)
-    found[at_ok] = ents[at[at_ok]] == links.ent[t_edge[at_ok]]
+    found = np.zeros(t_ent.size, dtype=bool)
+    found[at_ok] = ents[at[at_ok]] == t_ent[at_ok]
     h = np.bincount(t_pos[found], weights=act[at[found]], minlength=rows.size).astype(np.float64)
     docs = index.vectors.doc_ids
     seed_docs = {docs[int(r)][0] for r in rows[top] if docs[int(r)]}

@@ -414,11 +414,17 @@ class Index:
         ``minmax``/``zscore``; without BM25 the dense list is fused alone (weight 1).
         ``fallback``: with no sparse index (or its backend down), fuse the dense list alone
         (logged once) instead of raising."""
+        pending = None
+        if sparse and self.vectors.bounded:  # BM25 in tantivy while LanceDB searches: both release the GIL
+            pending = _search_pool().submit(self.sparse_ranked, text, n=2 * depth, levels=levels, doc_ids=doc_ids, lucene=lucene)
         d_rows, d_scores = self.dense_scores(vector, levels=levels, doc_ids=doc_ids, n=max(2 * depth, ANN_CANDIDATES))
         if not sparse or d_rows.size == 0:
             return _dense_alone(d_rows, d_scores, fusion, depth=depth, rrf_k=rrf_k)
         try:
-            s_rows, s_scores = self.sparse_ranked(text, n=2 * depth, levels=levels, doc_ids=doc_ids, lucene=lucene)
+            if pending is not None:
+                s_rows, s_scores = pending.result()
+            else:
+                s_rows, s_scores = self.sparse_ranked(text, n=2 * depth, levels=levels, doc_ids=doc_ids, lucene=lucene)
         except (SparseNotBuiltError, BackendUnavailable) as exc:  # the default mode still answers, dense only
             if not fallback:
                 raise
@@ -429,6 +435,20 @@ class Index:
         w = adaptive_weight(d_scores, s_scores, depth) if dense_weight == "adaptive" else float(dense_weight)
         return fuse([(d_rows, d_scores), (s_rows, s_scores)], method=fusion, weights=[w, 1.0 - w], k=rrf_k, depth=depth,  # type: ignore[arg-type]
                     absent=[None, 0.0])
+
+
+_POOL: Any = None
+
+
+def _search_pool() -> Any:
+    """The threads a bounded index runs its BM25 search on while the ANN search runs in the caller
+    (created on first use; shared by every index of the process)."""
+    global _POOL
+    if _POOL is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="arborag-bm25")
+    return _POOL
 
 
 def _dense_alone(rows: np.ndarray, scores: np.ndarray, fusion: str, *, depth: int, rrf_k: int) -> tuple[np.ndarray, np.ndarray]:

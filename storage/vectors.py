@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 from arborag.errors import SchemaError
 from arborag.storage.tables import atomic_path
 from arborag.storage.arrays import arrow_to_vectors, vectors_to_arrow
+from arborag.storage.positioned import PositionedFile, mapped_base
 
 __all__ = ["ANN_MIN_ROWS", "ANN_NPROBES", "ANN_REFINE_FACTOR", "ARROW_FILE", "LANCEDB_IMPORT", "ArrowColumn", "MappedMatrix",
            "SortedIds", "VectorStore", "write_vectors", "TABLE_NAME"]
@@ -133,13 +134,19 @@ class VectorRow:
 
 class ArrowColumn(Sequence):  # type: ignore[type-arg]
     """A column of the memory-mapped rows read one row at a time (``col[i]``): what a bounded
-    store hands out instead of a Python list of every row. ``as_tuple``: list cells as tuples."""
+    store hands out instead of a Python list of every row. ``as_tuple``: list cells as tuples.
+    With ``file`` (the same file opened for positioned reads) a string or list-of-strings cell
+    is read by positioned reads of its offsets and bytes, so reading rows never maps the file's
+    pages into the process (:mod:`arborag.storage.positioned`)."""
 
-    def __init__(self, column: pa.ChunkedArray, *, as_tuple: bool = False) -> None:
+    def __init__(self, column: pa.ChunkedArray, *, as_tuple: bool = False, file: PositionedFile | None = None) -> None:
         self._chunks = column.chunks
         self._starts = np.cumsum([0] + [len(c) for c in self._chunks])
         self._n = int(self._starts[-1])
         self._as_tuple = as_tuple
+        self._file = file
+        layouts = [_cell_layout(c, file) for c in self._chunks] if file is not None else []
+        self._layouts = layouts if layouts and all(x is not None for x in layouts) else None
 
     def __len__(self) -> int:
         return self._n
@@ -153,7 +160,10 @@ class ArrowColumn(Sequence):  # type: ignore[type-arg]
         if not 0 <= i < self._n:
             raise IndexError(i)
         c = int(np.searchsorted(self._starts, i, side="right")) - 1
-        v = self._chunks[c][i - int(self._starts[c])].as_py()
+        if self._layouts is not None and self._file is not None:
+            v = _read_cell(self._file, self._layouts[c], i - int(self._starts[c]))
+        else:
+            v = self._chunks[c][i - int(self._starts[c])].as_py()
         return tuple(v) if self._as_tuple else v
 
     def __iter__(self):  # streams chunk by chunk (a full pass, for callers that really want every row)
@@ -163,25 +173,93 @@ class ArrowColumn(Sequence):  # type: ignore[type-arg]
                     yield tuple(v) if self._as_tuple else v
 
 
+def _string_layout(arr: pa.Array, file: PositionedFile) -> tuple[int, int, int] | None:
+    """(file offset of the offsets of row 0, file offset of the data, offset width) of a string
+    array without nulls whose buffers lie in ``file``'s mapping, else None."""
+    if arr.null_count or not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        return None
+    bufs = arr.buffers()
+    width = 8 if pa.types.is_large_string(arr.type) else 4
+    offs = file.offset_of(bufs[1])
+    data = file.offset_of(bufs[2]) if bufs[2] is not None and bufs[2].size else 0
+    if offs is None or data is None:
+        return None
+    return offs + arr.offset * width, data, width
+
+
+def _cell_layout(chunk: pa.Array, file: PositionedFile) -> tuple | None:
+    """How :func:`_read_cell` finds a cell of ``chunk`` in ``file``: ("s", string layout) or
+    ("l", file offset of the list offsets of row 0, layout of the child strings); None for
+    another type, nulls, or buffers outside the mapping (then the mapped cell is read)."""
+    if pa.types.is_list(chunk.type):
+        if chunk.null_count:
+            return None
+        child = _string_layout(chunk.values, file)
+        offs = file.offset_of(chunk.buffers()[1])
+        if child is None or offs is None:
+            return None
+        return "l", offs + chunk.offset * 4, child
+    layout = _string_layout(chunk, file)
+    return None if layout is None else ("s", layout)
+
+
+def _read_strings(file: PositionedFile, layout: tuple[int, int, int], lo: int, hi: int) -> list[str]:
+    """Strings ``lo:hi`` of a string array laid out as ``layout`` (two positioned reads)."""
+    offs_at, data_at, width = layout
+    if hi <= lo:
+        return []
+    offs = np.frombuffer(file.read(offs_at + lo * width, (hi - lo + 1) * width), dtype=np.int64 if width == 8 else np.int32)
+    raw = file.read(data_at + int(offs[0]), int(offs[-1] - offs[0]))
+    rel = (offs - offs[0]).tolist()
+    return [raw[rel[j]:rel[j + 1]].decode("utf-8") for j in range(hi - lo)]
+
+
+def _read_cell(file: PositionedFile, layout: tuple, i: int) -> Any:
+    if layout[0] == "s":
+        return _read_strings(file, layout[1], i, i + 1)[0]
+    lo, hi = np.frombuffer(file.read(layout[1] + i * 4, 8), dtype=np.int32).tolist()
+    return _read_strings(file, layout[2], lo, hi)
+
+
 class MappedMatrix:
     """The vectors as a read-only view of the memory-mapped file: ``m[rows]`` copies only those
-    rows; ``m @ q`` is a full scan in slices (pages come from the file, nothing is kept)."""
+    rows; ``m @ q`` is a full scan in slices. With ``file`` both read the rows by positioned
+    reads (:mod:`arborag.storage.positioned`) instead of through the mapping, so the process's
+    RSS does not grow with the rows it has read."""
 
     _SLICE = 65_536
+    _READ_SLICE = 8_192  # rows per positioned read of a full scan (12 MB at 384 dims)
 
-    def __init__(self, column: pa.ChunkedArray) -> None:
+    def __init__(self, column: pa.ChunkedArray, *, file: PositionedFile | None = None) -> None:
         # chunk by chunk as Arrays: a ChunkedArray would be combined first (a copy of every vector)
         self._views = [arrow_to_vectors(c) for c in column.chunks] or [
             np.zeros((0, 0), dtype=np.float32)]
         self._starts = np.cumsum([0] + [v.shape[0] for v in self._views])
         self.shape = (int(self._starts[-1]), int(self._views[0].shape[1]) if self._views[0].ndim == 2 else 0)
         self.ndim = 2
+        self._file: PositionedFile | None = None
+        self._row_bytes = self.shape[1] * 4
+        if file is not None and column.num_chunks and pa.types.is_float32(column.type.value_type):
+            at: list[int | None] = []
+            for c in column.chunks:
+                flat = c.flatten()
+                off = file.offset_of(flat.buffers()[1]) if not c.null_count and not flat.null_count else None
+                at.append(None if off is None else off + flat.offset * 4)
+            if all(x is not None for x in at):
+                self._file, self._at = file, np.asarray(at, dtype=np.int64)
 
     def __len__(self) -> int:
         return self.shape[0]
 
     def __getitem__(self, rows) -> np.ndarray:
         rows = np.atleast_1d(np.asarray(rows, dtype=np.int64))
+        if self._file is not None:
+            if rows.size and (rows.min() < 0 or rows.max() >= self.shape[0]):
+                raise IndexError(f"rows out of range 0..{self.shape[0] - 1}")
+            chunk = np.searchsorted(self._starts, rows, side="right") - 1
+            offsets = self._at[chunk] + (rows - self._starts[chunk]) * self._row_bytes
+            buf = self._file.read_into(offsets, np.full(rows.size, self._row_bytes, dtype=np.int64))
+            return np.frombuffer(buf, dtype=np.float32).reshape(rows.size, self.shape[1])
         if len(self._views) == 1:
             return np.array(self._views[0][rows], dtype=np.float32)
         out = np.empty((rows.size, self.shape[1]), dtype=np.float32)
@@ -193,7 +271,15 @@ class MappedMatrix:
 
     def __matmul__(self, q: np.ndarray) -> np.ndarray:
         q = np.asarray(q, dtype=np.float32)
-        parts = [np.array(v[i:i + self._SLICE]) @ q for v in self._views for i in range(0, v.shape[0], self._SLICE)]
+        if self._file is not None:
+            parts = []
+            for c, v in enumerate(self._views):
+                for i in range(0, v.shape[0], self._READ_SLICE):
+                    n = min(self._READ_SLICE, v.shape[0] - i)
+                    buf = self._file.read_into([int(self._at[c]) + i * self._row_bytes], [n * self._row_bytes])
+                    parts.append(np.frombuffer(buf, dtype=np.float32).reshape(n, self.shape[1]) @ q)
+        else:
+            parts = [np.array(v[i:i + self._SLICE]) @ q for v in self._views for i in range(0, v.shape[0], self._SLICE)]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
 
 
@@ -294,8 +380,10 @@ class VectorStore:
     (:class:`SortedIds`), and :meth:`search` asks LanceDB's ANN index for the candidates.
     """
 
-    def __init__(self, directory: Path, table: pa.Table, lance_table: object | None, *, bounded: bool = False) -> None:
+    def __init__(self, directory: Path, table: pa.Table, lance_table: object | None, *, bounded: bool = False,
+                 file: PositionedFile | None = None) -> None:
         self.directory = directory
+        self._file = file if bounded else None
         self.bounded = bounded
         self.levels = np.asarray(table.column("level").to_numpy(), dtype=np.int32)
         self.n_tokens = np.asarray(table.column("n_tokens").to_numpy(), dtype=np.int64)
@@ -309,10 +397,11 @@ class VectorStore:
         self._id_column = table.column("node_id") if bounded else None
         if bounded:
             order = table.column("id_order").to_numpy() if "id_order" in table.column_names else None
-            self.node_ids = ArrowColumn(table.column("node_id"))
-            self.texts = ArrowColumn(table.column("text"))
-            self.doc_ids = ArrowColumn(table.column("doc_ids"), as_tuple=True)
-            self.matrix = MappedMatrix(table.column("vector"))
+            f = self._file
+            self.node_ids = ArrowColumn(table.column("node_id"), file=f)
+            self.texts = ArrowColumn(table.column("text"), file=f)
+            self.doc_ids = ArrowColumn(table.column("doc_ids"), as_tuple=True, file=f)
+            self.matrix = MappedMatrix(table.column("vector"), file=f)
             self.row_of = SortedIds(table.column("node_id"), None if order is None else np.asarray(order, dtype=np.int64))
             return
         self.node_ids = table.column("node_id").to_pylist()
@@ -333,9 +422,13 @@ class VectorStore:
         arrow = directory / ARROW_FILE
         if arrow.is_file():
             # not closed explicitly: zero-copy columns keep the mapping alive
-            table = pa.ipc.open_file(pa.memory_map(str(arrow), "r")).read_all()
+            mapped = pa.memory_map(str(arrow), "r")
+            base = mapped_base(mapped)
+            table = pa.ipc.open_file(mapped).read_all()
             big = table.num_rows >= threshold
-            return cls(directory, table, _open_lance(directory) if big else None, bounded=big)
+            # bounded: the rows a query reads are copied by positioned reads, never through the mapping
+            file = PositionedFile(arrow, base=base) if big else None
+            return cls(directory, table, _open_lance(directory) if big else None, bounded=big, file=file)
         lt = _open_lance(directory)
         table = lt.to_arrow()  # type: ignore[attr-defined]
         big = table.num_rows >= threshold
@@ -489,4 +582,27 @@ def _rows_with_any(column: pa.ChunkedArray, wanted: list[str], n: int) -> np.nda
 def _open_lance(directory: Path) -> object:
     from arborag.storage.lancedb_import import lancedb
 
-    return lancedb.connect(str(directory)).open_table(TABLE_NAME)
+    return _schema_read_once(lancedb.connect(str(directory)).open_table(TABLE_NAME))
+
+
+_SCHEMA_ONCE: dict[type, type] = {}
+
+
+def _schema_read_once(table: Any) -> Any:
+    """``table`` with its ``schema`` read from the dataset once: LanceDB's ``schema`` property asks
+    the dataset again on every call, and ``search`` calls it on every query (2-7 ms at 10^6 rows
+    on the loaded box, through LanceDB's event-loop thread); a snapshot's table never changes."""
+    cls = type(table)
+    if not isinstance(getattr(cls, "schema", None), property):
+        return table
+    sub = _SCHEMA_ONCE.get(cls)
+    if sub is None:
+        def schema(self: Any) -> Any:
+            got = self.__dict__.get("_schema_once")
+            if got is None:
+                got = self.__dict__["_schema_once"] = cls.schema.fget(self)  # type: ignore[attr-defined]
+            return got
+
+        sub = _SCHEMA_ONCE[cls] = type(cls.__name__, (cls,), {"schema": property(schema), "__module__": cls.__module__})
+    table.__class__ = sub
+    return table

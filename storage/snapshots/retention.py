@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from arborag.storage.leases import prune_leases
 from arborag.storage.snapshots.catalog import SnapshotInfo, _info, _published_id, list_snapshots, resolve_snapshot
 from arborag.storage.snapshots.sweeps import (
-    GcReport, _remove_snapshot, _sweep_embeddings, _sweep_llm, _sweep_prefect, _sweep_scratch, _sweep_staging, _sweep_unsealed,
-    _trim_runs,
+    GcReport, _remove_snapshot, _sweep_embeddings, _sweep_link_rows, _sweep_llm, _sweep_prefect, _sweep_scratch, _sweep_staging,
+    _sweep_unsealed, _trim_runs,
 )
 
 if TYPE_CHECKING:
@@ -127,6 +127,7 @@ def _collect(corpus: "Corpus", policy: "RetentionConfig", report: GcReport, *, d
                                                              keep_newest=max(1, int(policy.keep_last)))))
     steps.append(("embedding_cache", lambda: _sweep_embeddings(corpus, report, kept_ids, dry_run=dry_run)))
     steps.append(("llm_cache", lambda: _sweep_llm(corpus, report, kept_ids, policy, dry_run=dry_run)))
+    steps.append(("link_rows", lambda: _sweep_link_rows(corpus, report, kept_ids, dry_run=dry_run)))
     if not writer_live:
         steps.append(("runs", lambda: _trim_runs(corpus, report, {str(by_id[i].run_id) for i in kept_ids if by_id[i].run_id},
                                                  int(getattr(policy, "keep_runs", 1000)), dry_run=dry_run)))

@@ -1,11 +1,13 @@
 """The sweeps of :func:`~arborag.storage.snapshots.retention.collect_garbage`: one per thing a
 corpus grows (removed snapshots, unsealed folders, scratch copies, staging folders, Prefect
-records, the embedding and LLM caches, rows of the runs table), each reporting into a :class:`GcReport`."""
+records, the embedding and LLM caches, the link rows of bounded readers, rows of the runs table), each reporting into
+a :class:`GcReport`."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -344,3 +346,40 @@ def _sweep_llm(corpus: "Corpus", report: GcReport, kept_ids: list[str], policy: 
         return got["records_removed"], got["bytes_freed"]
 
     _sweep_cache(report, "llm_cache", folder, "summaries", lambda: _kept_summaries(corpus, kept_ids), sweep)
+
+
+#: a hidden temporary file of the link rows folder older than this is a killed write's leftover
+LINK_ROWS_TMP_AGE_S = 3600.0
+
+
+def sweep_link_rows(folder: Path, kept_ids: list[str], *, dry_run: bool, now: float | None = None) -> tuple[int, int]:
+    """Remove from ``folder`` (``cache/link_rows``) every file but the link rows of the kept
+    snapshots (``<id>.npy`` and ``<id>.ptr.npy``, :mod:`arborag.storage.link_rows`): the files of
+    removed snapshots, files of another layout, and temporary files of writes that died (hidden,
+    older than :data:`LINK_ROWS_TMP_AGE_S`; a younger one may be a reader writing now). A reader
+    of a removed snapshot that still has its file open keeps reading it (the file goes when it is
+    closed). Returns (files, bytes) removed (or that would be, with ``dry_run``)."""
+    keep = {name for sid in kept_ids for name in (f"{sid}.npy", f"{sid}.ptr.npy")}
+    now = time.time() if now is None else now
+    items = nbytes = 0
+    for p in sorted(folder.iterdir()):
+        if p.name in keep or not p.is_file():
+            continue
+        try:
+            st = p.stat()
+        except FileNotFoundError:  # removed meanwhile (a concurrent sweep)
+            continue
+        if p.name.startswith(".") and now - st.st_mtime < LINK_ROWS_TMP_AGE_S:
+            continue
+        if not dry_run:
+            p.unlink(missing_ok=True)
+        items += 1
+        nbytes += st.st_size
+    return items, nbytes
+
+
+def _sweep_link_rows(corpus: "Corpus", report: GcReport, kept_ids: list[str], *, dry_run: bool) -> None:
+    from arborag.storage.link_rows import FOLDER
+
+    folder = corpus.cache_dir / FOLDER
+    _sweep_cache(report, "link_rows", folder, "ids", lambda: kept_ids, lambda keep: sweep_link_rows(folder, keep, dry_run=dry_run))

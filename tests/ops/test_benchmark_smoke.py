@@ -142,8 +142,9 @@ def test_scale_synthetic_query_smoke(tmp_path: Path) -> None:
     out = _run("scale", tmp_path, "--synthetic", stdout=printed)
     _check("scale", out)
     summary = json.loads(printed[0].strip().splitlines()[-1])
-    assert set(summary) == {"leaves", "mode", "p50_ms", "p95_ms", "open_rss_mib", "ann_recall_at_10"}
+    assert set(summary) == {"leaves", "mode", "p50_ms", "p95_ms", "open_rss_mib", "rss_after_queries_mib", "ann_recall_at_10"}
     assert summary["leaves"] == 3000 and summary["p50_ms"] > 0 and 0 <= summary["ann_recall_at_10"] <= 1
+    assert summary["rss_after_queries_mib"] > 0
     assert "Query at scale" in out.read_text(encoding="utf-8")
 
 

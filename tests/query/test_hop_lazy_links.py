@@ -1,5 +1,5 @@
 """``hop`` on a bounded index reads its links lazily: the links of the candidates, by vector row,
-from a memory-mapped file in the corpus cache — never the graph of every link — and scores the
+from a file in the corpus cache (positioned reads) — never the graph of every link — and scores the
 candidates as the full graph does."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def test_bounded_hop_reads_the_links_lazily_and_answers_as_the_full_graph(corpus
         assert bounded not in hop._GRAPHS  # no graph of every link was built ...
         assert exact in hop._GRAPHS
         path = link_rows_path(corpus.cache_dir, bounded.snapshot)
-        assert path.is_file() and isinstance(hop._LINK_ROWS[bounded], LinkRows)  # ... the mapped rows were read instead
+        assert path.is_file() and isinstance(hop._LINK_ROWS[bounded], LinkRows)  # ... the link rows were read instead
         assert not any(p.name.startswith("link") and p.suffix == ".arrow" for p in bounded.snapshot_dir.rglob("*"))  # snapshot untouched
     finally:
         exact.close()
@@ -62,7 +62,7 @@ def test_candidate_scores_equal_the_full_graph_at_the_candidates(tmp_path: Path)
     write_table("links", links_table(rows), tmp_path / "links.parquet")
     graph_all = hop.load_link_graph(tmp_path / "links.parquet", node_ids, doc_of)
     graph_titled = hop.load_link_graph(tmp_path / "links.parquet", node_ids, doc_of, titled_only=True)
-    out = write_link_rows(tmp_path / "links.parquet", pa.chunked_array([pa.array(node_ids)]), tmp_path / "cache" / "s.arrow")
+    out = write_link_rows(tmp_path / "links.parquet", pa.chunked_array([pa.array(node_ids)]), tmp_path / "cache" / "s.npy")
     lazy = LinkRows(out)
 
     class FakeIndex:  # the one attribute candidate_hop_scores reads: the rows' documents
@@ -83,8 +83,16 @@ def test_links_of_rows_are_their_rows_in_the_parquet(tmp_path: Path) -> None:
     node_ids = ["x", "y", "z"]
     write_table("links", links_table([("x", "d", "e1", "title", 1.0), ("x", "d", "e2", "mention", 2.0), ("z", "d", "e1", "title", 1.0),
                                  ("gone", "d", "e1", "title", 1.0)]), tmp_path / "links.parquet")
-    lazy = LinkRows(write_link_rows(tmp_path / "links.parquet", pa.chunked_array([pa.array(node_ids)]), tmp_path / "l.arrow"))
+    lazy = LinkRows(write_link_rows(tmp_path / "links.parquet", pa.chunked_array([pa.array(node_ids)]), tmp_path / "l.npy"))
     assert lazy.n_edges == 3  # a link of a node the table lacks is dropped
-    pos, edge = lazy.edges_of(np.array([2, 1, 0]))
-    assert pos.tolist() == [0, 2, 2]  # z's one link, y none, x's two
-    assert sorted(lazy.weight[edge[1:]].tolist()) == [1.0, 2.0] and lazy.title[edge[0]]
+    got = lazy.links_of(np.array([2, 1, 0]))
+    assert got.pos.tolist() == [0, 2, 2]  # z's one link, y none, x's two
+    assert sorted(got.weight[1:].tolist()) == [1.0, 2.0] and got.title[0] and got.title.tolist() == [True, True, False]
+    assert got.ent[0] == got.ent[1] != got.ent[2]  # z and x share e1
+
+
+def test_a_file_that_is_not_link_rows_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    np.save(tmp_path / "s.npy", np.zeros(3, dtype=np.float64))
+    np.save(tmp_path / "s.ptr.npy", np.zeros(4, dtype=np.int64))
+    with pytest.raises(ValueError, match="delete it"):
+        LinkRows(tmp_path / "s.npy")
