@@ -84,7 +84,7 @@ TREE = Stage(
     snapshot=("nodes.parquet", "edges.parquet"), describe="cluster, summarize and embed level by level (RAPTOR)",
 )
 TREE_UPDATE = Stage(
-    "tree-update", _task("tree-update", tree_update.run_tree_update), code_version="3", retries=3,
+    "tree-update", _task("tree-update", tree_update.run_tree_update), code_version="4", retries=3,
     reads=(table("chunks"), *_staged(leaf_vectors.OUTPUTS), SNAPSHOT), writes=_staged(tree_update.OUTPUTS), params=("key",),
     snapshot=("nodes.parquet", "edges.parquet"), describe="update the published tree locally (only changed clusters re-summarized)",
 )
