@@ -245,6 +245,9 @@ def _print_result(out: dict[str, Any]) -> None:
     touched = tree.get("clusters_touched") or {}
     if touched:
         console.print("clusters touched per level: " + ", ".join(f"{lv}: {n}" for lv, n in touched.items()))
+    opened = tree.get("clusters_opened") or {}
+    if opened:
+        console.print("clusters opened per level (for new nodes no existing cluster admitted): " + ", ".join(f"{lv}: {n}" for lv, n in opened.items()))
     calls = out.get("calls", {})
     console.print(
         f"[green]published[/] snapshot {out.get('snapshot')}; summaries written: {calls.get('summaries', 0)}; "

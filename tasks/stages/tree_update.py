@@ -84,8 +84,9 @@ def drift_after(snap: Path, info: dict[str, Any], leaves: pa.Table) -> dict[str,
 @dataclass(frozen=True)
 class TreeUpdateSummary(StageSummary):
     """The updated tree (``runs.counts`` key ``tree-update``): as the build's tree stage, plus the
-    leaves added and removed, the summaries rewritten per level, the drift since the last full fit
-    and each level's statistics."""
+    leaves added and removed, the summaries rewritten per level, the clusters opened per level for
+    new nodes no existing cluster admitted (counted in the rewritten ones too), the drift since the
+    last full fit and each level's statistics."""
 
     nodes: int
     edges: int
@@ -93,6 +94,7 @@ class TreeUpdateSummary(StageSummary):
     leaves_added: int
     leaves_removed: int
     clusters_touched: dict[str, int]  # level -> summaries rewritten
+    clusters_opened: dict[str, int]  # level -> clusters opened (levels that opened none left out)
     summaries: int
     fallbacks: int
     fallback_reasons: dict[str, int]
@@ -160,11 +162,12 @@ def run_tree_update(ctx: StageContext, key: str) -> TreeUpdateSummary:
     write_table("edges", result.edges, stage_dir / "edges.parquet")
     write_vectors_file(stage_dir / "node_vectors.parquet", result.nodes.column("node_id"), result.wait_vectors())
     touched = {str(s.level): s.rewritten for s in result.stats}
+    opened = {str(s.level): s.opened for s in result.stats if s.opened}
     fallbacks, reasons = fallback_summary(result.stats)
     write_tree_info(stage_dir, ctx, result.models, fitted=drift["fitted"], changed=drift["changed"], fallbacks=fallback_nodes(result.nodes),
                     updated_from=prev, update={"leaves_added": drift["added"], "leaves_removed": drift["removed"], "clusters_touched": touched})
     return TreeUpdateSummary(
         nodes=result.nodes.num_rows, edges=result.edges.num_rows, levels=level_counts(result.nodes), leaves_added=drift["added"],
-        leaves_removed=drift["removed"], clusters_touched=touched, summaries=result.summaries, fallbacks=fallbacks, fallback_reasons=reasons,
+        leaves_removed=drift["removed"], clusters_touched=touched, clusters_opened=opened, summaries=result.summaries, fallbacks=fallbacks, fallback_reasons=reasons,
         drift={k: drift[k] for k in ("fitted", "changed", "share")}, stats=result.stats,
     )

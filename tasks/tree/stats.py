@@ -78,6 +78,8 @@ class UpdateLevelStats:
     assigned: int | None = None  # nodes placed into clusters (new leaves, orphaned summaries)
     assigned_by_centroid: int | None = None  # of those, placed by the nearest centroid (no usable fit)
     assigned_leaves: int | None = None  # level 1: the new leaves
+    rejected: int | None = None  # new nodes no cluster of the level admitted (farther from each centroid than its members)
+    opened: int | None = None  # clusters opened for those (their summaries are new nodes of the next level)
     dissolved: int | None = None
     emptied: int | None = None
     split: int | None = None

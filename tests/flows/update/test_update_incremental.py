@@ -224,11 +224,11 @@ def test_update_noop_is_told_from_file_stats_and_a_change_is_not(work: tuple[Pat
     assert not (corpus / "cache" / "update_noop.json").exists()  # racy: the record is not written
 
 
-TREE_UPDATE_KEYS = {"nodes", "edges", "levels", "leaves_added", "leaves_removed", "clusters_touched", "summaries", "fallbacks",
+TREE_UPDATE_KEYS = {"nodes", "edges", "levels", "leaves_added", "leaves_removed", "clusters_touched", "clusters_opened", "summaries", "fallbacks",
                     "fallback_reasons", "drift", "stats"}
 LEVEL_KEYS = {"level", "rewritten", "removed_children", "new_children", "replaced_children", "dissolved", "emptied", "split", "clusters",
               "seconds"}
-LEVEL_KEYS_WHEN = {"training_dropped", "assigned", "assigned_by_centroid", "assigned_leaves", "n_fallback", "fallback_reasons",
+LEVEL_KEYS_WHEN = {"training_dropped", "assigned", "assigned_by_centroid", "assigned_leaves", "rejected", "opened", "n_fallback", "fallback_reasons",
                    "tokens_in", "tokens_out"}
 
 

@@ -36,13 +36,13 @@ def test_stage_summaries_of_the_build_and_the_update() -> None:
                                         {"level": 1, "n_nodes": 3, "local_ks": [2, 1], "n_clusters": 3, "fallback_reasons": {}}]}
     assert build.report() == dict(build) == {"nodes": 13, "edges": 10, "fallbacks": 0, "fallback_reasons": {}}
     update = TreeUpdateSummary(nodes=14, edges=11, levels={0: 11, 1: 3}, leaves_added=1, leaves_removed=0, clusters_touched={"1": 1},
-                               summaries=1, fallbacks=0, fallback_reasons={}, drift={"fitted": 10, "changed": 1, "share": 0.1},
-                               stats=[UpdateLevelStats(1, 1, assigned_leaves=1)])
-    assert set(update.counts()) == {"nodes", "edges", "levels", "leaves_added", "leaves_removed", "clusters_touched", "summaries",
-                                    "fallbacks", "fallback_reasons", "drift", "stats"}
-    assert update.counts()["stats"] == [{"level": 1, "rewritten": 1, "assigned_leaves": 1}]
-    assert update.report() == {"nodes": 14, "edges": 11, "leaves_added": 1, "leaves_removed": 0, "clusters_touched": {"1": 1}, "summaries": 1,
-                               "fallbacks": 0, "fallback_reasons": {}}
+                               clusters_opened={"1": 1}, summaries=1, fallbacks=0, fallback_reasons={}, drift={"fitted": 10, "changed": 1, "share": 0.1},
+                               stats=[UpdateLevelStats(1, 1, assigned_leaves=1, rejected=1, opened=1)])
+    assert set(update.counts()) == {"nodes", "edges", "levels", "leaves_added", "leaves_removed", "clusters_touched", "clusters_opened",
+                                    "summaries", "fallbacks", "fallback_reasons", "drift", "stats"}
+    assert update.counts()["stats"] == [{"level": 1, "rewritten": 1, "assigned_leaves": 1, "rejected": 1, "opened": 1}]
+    assert update.report() == {"nodes": 14, "edges": 11, "leaves_added": 1, "leaves_removed": 0, "clusters_touched": {"1": 1},
+                               "clusters_opened": {"1": 1}, "summaries": 1, "fallbacks": 0, "fallback_reasons": {}}
     # a Prefect cache hit rebuilds the same summary (typed level stats included) from its JSON
     serializer = JSONSerializer()
     for summary in (build, update):

@@ -259,3 +259,92 @@ def test_update_tree_embeds_deferred_summaries_first_when_a_step_needs_their_vec
     embedded = sorted(t for c in calls[1:] for t in c)
     new = sorted(r["text"] for r in up.nodes.to_pylist() if r["level"] > 0 and r["created_by_run"] == "r1")
     assert embedded == new  # every new summary embedded once
+
+
+def _ancestors(edges: pa.Table) -> dict[str, set[str]]:
+    parents: dict[str, set[str]] = {}
+    for e in edges.to_pylist():
+        parents.setdefault(e["child_id"], set()).add(e["parent_id"])
+
+    def up(node: str) -> set[str]:
+        return set().union(*({p} | up(p) for p in parents.get(node, ()))) if node in parents else set()
+
+    return {c: up(c) for c in parents}
+
+
+def _fake_topic_embed(centers: np.ndarray):
+    """A fake embedder whose vectors follow the topics, as a real one's would: a text's vector is the
+    sum of the centres of the topic words it holds (:data:`WORDS`), plus a little hash-seeded noise.
+    (The summaries' vectors of :func:`_embed` are random: no cluster of theirs has a spread to measure.)"""
+    def embed(texts: list[str]) -> np.ndarray:
+        out = 0.3 * _embed(texts)
+        for i, t in enumerate(texts):
+            out[i] += sum(t.count(w) * centers[k] / np.linalg.norm(centers[k]) for k, w in enumerate(WORDS[: len(centers)]))
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+    return embed
+
+
+@pytest.fixture(scope="module")
+def built_topics(built: dict) -> dict:
+    """``built``'s leaves and a seventh topic's centre, the tree built with :func:`_fake_topic_embed`."""
+    centers = np.vstack([built["centers"], np.random.default_rng(11).standard_normal((1, DIM))])
+    embed = _fake_topic_embed(centers)
+    res = build_tree(built["leaves"], built["vecs"], embed=embed, summarizer=built["summ"], cfg=built["cfg"], tree_cfg=TreeConfig(), run_id="r0")
+    return {**built, "centers": centers, "res": res, "embed": embed}
+
+
+def _far_topic(built: dict, docs: list[tuple[str, int]]) -> tuple[pa.Table, np.ndarray, set[str]]:
+    """The built leaves plus ``docs`` (doc_id, n chunks) of the seventh topic, which none of the clusters holds."""
+    leaves, vecs = _leaves(list(built["spec"]) + [(d, 6, n) for d, n in docs], built["centers"], 1)
+    return leaves, vecs, {f"{d}-{j}" for d, n in docs for j in range(n)}
+
+
+@pytest.mark.parametrize("docs", [[("far1", 4), ("far2", 4), ("far3", 4)], [("far1", 2)]], ids=["clustered", "grouped"])
+def test_update_tree_opens_clusters_for_leaves_far_from_every_cluster(built_topics: dict, docs: list[tuple[str, int]]) -> None:
+    """Leaves of a topic the tree does not hold join no existing cluster: they open clusters of their
+    own (clustered as the build clusters a level when there are more than dims + 1 of them, else
+    grouped nearest first), whose summaries go up as new nodes; below the top level no summary holds
+    both an old and a new leaf, and the tree keeps the build's invariants."""
+    built = built_topics
+    leaves, vecs, far = _far_topic(built, docs)
+    up = _update(built, leaves, vecs, embed=built["embed"])
+    _check(up.nodes, up.edges, built["summ"].name)
+    level = dict(zip(up.nodes.column("node_id").to_pylist(), up.nodes.column("level").to_pylist()))
+    top = max(level.values())
+    above = _ancestors(up.edges)
+    old = {c for c, lv in level.items() if lv == 0} - far
+    assert all(above.get(c) for c in far)
+    shared = set().union(*(above[c] for c in far)) & set().union(*(above[c] for c in old))
+    assert not {p for p in shared if level[p] < top}
+    first = up.stats[0]
+    assert first.rejected == len(far) and first.opened and first.assigned == 0
+    assert first.clusters == sum(1 for r in built["res"].nodes.to_pylist() if r["level"] == 1) + first.opened
+
+
+def test_update_tree_admits_leaves_of_the_trees_topics(built_topics: dict) -> None:
+    """New leaves of topics the clusters hold are admitted (none turned away, none opened)."""
+    built = built_topics
+    spec = list(built["spec"]) + [("new1", 2, 3), ("new2", 5, 2)]
+    leaves, vecs = _leaves(spec, built["centers"], 1)
+    up = _update(built, leaves, vecs, embed=built["embed"])
+    assert up.stats[0].assigned == 5 and up.stats[0].rejected == 0 and up.stats[0].opened == 0
+
+
+def test_gates_admit_a_node_no_farther_from_the_centroid_than_the_members() -> None:
+    """The threshold is the lowest cosine of a member to the other members' centroid, less
+    ADMIT_MARGIN: a node just inside it joins, one just outside does not; a one-member cluster
+    takes the level's median."""
+    from arborag.tasks.tree.update import ADMIT_MARGIN, _Gates, _Vectors
+
+    angles = {"a": 0.0, "b": 0.4, "c": -0.2, "s": 2.0}
+    vecs = _Vectors(2)
+    vecs.add(list(angles), np.array([[np.cos(t), np.sin(t)] for t in angles.values()]))
+    gates = _Gates.of(vecs, {"p": {"a": 1.0, "b": 1.0, "c": 1.0}, "q": {"s": 1.0}})
+    # member b's view of centroid(a, c) at angle -0.1: 0.5 rad away, the farthest of the three
+    want = np.cos(0.5) - ADMIT_MARGIN
+    assert gates.threshold[0] == pytest.approx(want, abs=1e-6) and gates.floor == pytest.approx(want, abs=1e-6)
+    centre = np.arctan2(*reversed(np.mean([[np.cos(t), np.sin(t)] for t in (0.0, 0.4, -0.2)], axis=0)))
+    probe = [[np.cos(centre + d), np.sin(centre + d)] for d in (np.arccos(want) - 0.01, np.arccos(want) + 0.01)]
+    _, ok = gates.admits(np.array(probe))
+    assert ok[:, 0].tolist() == [True, False]
+    assert gates.threshold[1] == pytest.approx(gates.floor)
