@@ -24,6 +24,8 @@ import pyarrow as pa
 
 __all__ = ["PositionedFile", "mapped_base"]
 
+_PREADV = getattr(os, "preadv", None)
+
 
 def mapped_base(mapped: pa.MemoryMappedFile) -> int:
     """The address of byte 0 of ``mapped`` (its position is left at 0)."""
@@ -76,7 +78,12 @@ class PositionedFile:
         for off, n in zip(np.asarray(offsets, dtype=np.int64).tolist(), lengths.tolist()):
             if n <= 0:
                 continue
-            got = os.preadv(fd, [view[at:at + n]], off)
+            if _PREADV is not None:
+                got = _PREADV(fd, [view[at:at + n]], off)
+            else:  # a platform without preadv: one copy more
+                data = os.pread(fd, n, off)
+                got = len(data)
+                view[at:at + got] = data
             if got != n:
                 raise OSError(f"{self.path}: {got} of {n} bytes at offset {off} (the file was truncated or replaced "
                               "while open; reopen the index)")

@@ -98,11 +98,18 @@ def test_link_rows_are_not_mapped(tmp_path: Path) -> None:
     lazy.close()
 
 
-def test_a_short_read_says_the_file_changed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("preadv", [True, False])
+def test_a_short_read_says_the_file_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, preadv: bool) -> None:
+    import arborag.storage.positioned as positioned
+
+    if not preadv:  # a platform without os.preadv
+        monkeypatch.setattr(positioned, "_PREADV", None)
     p = tmp_path / "f.bin"
     p.write_bytes(b"0123456789")
     f = PositionedFile(p)
     assert f.read(2, 3) == b"234" and bytes(f.read_into([0, 8], [2, 2])) == b"0189"
+    with pytest.raises(OSError, match="reopen the index"):
+        f.read_into([8], [5])
     with pytest.raises(OSError, match="reopen the index"):
         f.read(8, 5)
     f.close()
