@@ -330,21 +330,56 @@ def test_update_tree_admits_leaves_of_the_trees_topics(built_topics: dict) -> No
     assert up.stats[0].assigned == 5 and up.stats[0].rejected == 0 and up.stats[0].opened == 0
 
 
-def test_gates_admit_a_node_no_farther_from_the_centroid_than_the_members() -> None:
-    """The threshold is the lowest cosine of a member to the other members' centroid, less
-    ADMIT_MARGIN: a node just inside it joins, one just outside does not; a one-member cluster
-    takes the level's median."""
-    from arborag.tasks.tree.update import ADMIT_MARGIN, _Gates, _Vectors
+def test_gates_admit_a_node_as_close_to_the_centroid_as_the_levels_members() -> None:
+    """The threshold is the ADMIT_QUANTILE quantile of every member's cosine to the centroid of the
+    other members of its cluster, over the level: a node just inside it joins, one just outside does
+    not; a one-member cluster (no spread of its own, none counted) takes the same threshold."""
+    from arborag.tasks.tree.update import ADMIT_QUANTILE, _Gates, _Vectors
 
     angles = {"a": 0.0, "b": 0.4, "c": -0.2, "s": 2.0}
     vecs = _Vectors(2)
     vecs.add(list(angles), np.array([[np.cos(t), np.sin(t)] for t in angles.values()]))
     gates = _Gates.of(vecs, {"p": {"a": 1.0, "b": 1.0, "c": 1.0}, "q": {"s": 1.0}})
-    # member b's view of centroid(a, c) at angle -0.1: 0.5 rad away, the farthest of the three
-    want = np.cos(0.5) - ADMIT_MARGIN
-    assert gates.threshold[0] == pytest.approx(want, abs=1e-6) and gates.floor == pytest.approx(want, abs=1e-6)
+    # each member's view of the others' centroid: a sees angle 0.1, b -0.1, c 0.2 (0.1, 0.5, 0.4 rad away)
+    want = float(np.quantile(np.cos([0.1, 0.5, 0.4]), ADMIT_QUANTILE))
+    assert gates.threshold == pytest.approx(want, abs=1e-6)
     centre = np.arctan2(*reversed(np.mean([[np.cos(t), np.sin(t)] for t in (0.0, 0.4, -0.2)], axis=0)))
-    probe = [[np.cos(centre + d), np.sin(centre + d)] for d in (np.arccos(want) - 0.01, np.arccos(want) + 0.01)]
+    probe = [[np.cos(t), np.sin(t)] for t in (centre + np.arccos(want) - 0.01, centre + np.arccos(want) + 0.01,
+                                              2.0 + np.arccos(want) - 0.01, 2.0 + np.arccos(want) + 0.01)]
     _, ok = gates.admits(np.array(probe))
-    assert ok[:, 0].tolist() == [True, False]
-    assert gates.threshold[1] == pytest.approx(gates.floor)
+    assert ok[:, 0].tolist() == [True, False, False, False] and ok[:, 1].tolist() == [False, False, True, False]
+    lone = _Gates.of(vecs, {"p": {"a": 1.0}, "q": {"s": 1.0}})
+    assert lone.threshold == -np.inf and lone.admits(np.array(probe))[1].all()  # nothing to measure: every join admitted
+
+
+def test_gates_a_loose_cluster_refuses_a_node_farther_than_the_levels_members_usually_are() -> None:
+    """Eight tight clusters and one loose one (members 0.9 rad either side of its centre): a node 1 rad
+    from the loose cluster's centroid is nearer to it than the loose cluster's outer members are to
+    the others' centroid (1.35 rad), but farther than the level's members usually are from theirs, so
+    the loose cluster refuses it; a node at its centroid joins."""
+    from arborag.tasks.tree.update import _Gates, _Vectors
+
+    dim = 12
+    eye = np.eye(dim)
+    noise = np.random.default_rng(3).standard_normal((8, 5, dim))
+    ids: list[str] = []
+    rows: list[np.ndarray] = []
+    clusters: dict[str, dict[str, float]] = {}
+    for k in range(8):  # tight: 5 members around axis k
+        for j in range(5):
+            ids.append(f"t{k}-{j}")
+            rows.append(eye[k] + 0.05 * noise[k, j])
+            clusters.setdefault(f"t{k}", {})[ids[-1]] = 1.0
+    for j, t in enumerate((-0.9, 0.0, 0.9)):  # loose: 3 members in the plane of axes 8 and 9
+        ids.append(f"l-{j}")
+        rows.append(np.cos(t) * eye[8] + np.sin(t) * eye[9])
+        clusters.setdefault("loose", {})[ids[-1]] = 1.0
+    vecs = _Vectors(dim)
+    vecs.add(ids, np.array(rows) / np.linalg.norm(rows, axis=1, keepdims=True))
+    gates = _Gates.of(vecs, clusters)
+    far, centre = np.cos(1.0) * eye[8] + np.sin(1.0) * eye[10], eye[8]
+    sims, ok = gates.admits(np.array([far, centre]))
+    col = gates.ids.index("loose")
+    assert sims[0, col] == pytest.approx(np.cos(1.0), abs=1e-6) and sims[0, col] > np.cos(1.35)
+    assert ok[:, col].tolist() == [False, True]
+    assert not ok[0].any()  # and no other cluster takes it: it is turned away
