@@ -3,7 +3,7 @@
 A real build of two FinanceBench filings (PDF ingestion, the real embedder, the default
 clustering and the extractive summarizer; the Amcor 8-K holds loose legal-text clusters a story
 leaf is nearest to), then an incremental update adding the Cinderella story. The story's 38-odd
-leaves are more than the default ``update.max_drift`` (20 %) of the filings' 100-odd leaves, so
+leaves are more than the default ``update.max_drift`` (20 %) of the filings' 79 leaves, so
 the plan would re-fit the whole tree; the test raises ``max_drift`` to 1.0 to force the
 incremental path (and checks the update said ``incremental``), since that path is the one under
 test. (Two filings, not all five: the build of five takes about 90 s.)
