@@ -43,6 +43,8 @@ import numpy as np
 from arborag.errors import QueryError
 from arborag.query.fusion import FUSIONS, adaptive_weight, normalize
 from arborag.query.options import AutoOptions
+from arborag.query.packing import pack
+from arborag.query.routing import route
 
 if TYPE_CHECKING:  # pragma: no cover
     from arborag.query.hits import Hit
@@ -96,8 +98,9 @@ def search(index: Index, text: str, *, budget: int | None, k: int, levels: Seque
         return index.fill(rows, scores, budget, k)
     rows, scores = index.fused_scores(text, vector, levels=leaf_levels, doc_ids=doc_ids, lucene=lucene, fusion=o["fusion"],
                                 dense_weight=o["dense_weight"], depth=o["depth"], sparse=o["sparse"], rrf_k=index.config.query.rrf_k, fallback=True)
+    scores = route(index, text, rows, scores, scale=1.0 / (index.config.query.rrf_k + 1) if o["fusion"] == "rrf" else 1.0)
     if top == 0 or not with_summaries or (levels is not None and levels == [0]):
-        return index.fill(rows, scores, budget, k)
+        return pack(index, rows, scores, budget, k) if o["pack"] == "segments" else index.fill(rows, scores, budget, k)
     summary_levels = [lv for lv in range(1, top + 1) if levels is None or lv in levels]
     if not summary_levels:
         return index.fill(rows, scores, budget, k)

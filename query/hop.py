@@ -45,6 +45,8 @@ import numpy as np
 from arborag.errors import QueryError
 from arborag.query.fusion import FUSIONS
 from arborag.query.options import HopOptions
+from arborag.query.packing import pack
+from arborag.query.routing import route
 
 if TYPE_CHECKING:  # pragma: no cover
     from arborag.query.hits import Hit
@@ -285,6 +287,7 @@ def search(index: Index, text: str, *, budget: int | None, k: int, levels: Seque
     rows, scores = index.fused_scores(text, vector, levels=[0], doc_ids=doc_ids, lucene=lucene, fusion=fusion,
                                       dense_weight=dense_weight, depth=o["depth"] or q.fusion_depth, sparse=True,
                                       rrf_k=q.rrf_k, fallback=True)
+    scores = route(index, text, rows, scores)  # the documents the question points to (query/routing.py)
     if o["walk"] == "tree" and o["hop_weight"] > 0 and rows.size:
         scores = scores + o["hop_weight"] * tree_scores(index, rows, scores, seeds=o["seeds"])
     elif o["walk"] == "hop" and o["hop_weight"] > 0 and rows.size and index.vectors.bounded:
@@ -295,4 +298,6 @@ def search(index: Index, text: str, *, budget: int | None, k: int, levels: Seque
         h = hop_scores(graph, rows, scores, seeds=o["seeds"], walk=o["walk"], kinds=o["kinds"],
                        damping=o["damping"], iterations=o["iterations"])
         scores = scores + o["hop_weight"] * h
+    if o["pack"] == "segments":
+        return pack(index, rows, scores, budget, k)
     return index.fill(rows, scores, budget, k)
