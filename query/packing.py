@@ -71,7 +71,8 @@ def pack_rows(
     long_enough = 2 * p.max_length  # a run is a part of its document, not the whole of a short one
     placed = [i for i in range(n) if position[i] is not None and doc_rows[position[i][0]].size >= long_enough]  # type: ignore[index]
     taken: list[int] = []
-    seen: set[int] = set()
+    # a run carries only leaves of the ranking (one a filter or an earlier fill left out stays out)
+    seen: set[int] = {int(r) for rows in doc_rows.values() for r in rows.tolist()} - set(order_rows.tolist())
     remaining = int(budget)
     if placed:
         docs = [position[i][0] for i in placed]  # type: ignore[index]
@@ -152,7 +153,7 @@ def _pack(index: Any, rows: np.ndarray, scores: np.ndarray, budget: int | None, 
     if taken is None:
         return index.fill(rows, scores, budget, k)  # type: ignore[no-any-return]
     score_of = dict(zip(order_rows.tolist(), order_scores.tolist()))
-    return [index.hit(r, score_of[r]) for r in taken]
+    return [index.hit(r, score_of[r]) for r in taken]  # every packed row is one of the ranking's
 
 
 #: :func:`_pack` with no hit that repeats one packed before it (:func:`arborag.query.hits.distinct_fill`).
