@@ -96,9 +96,13 @@ def search(index: Index, text: str, *, budget: int | None, k: int, levels: Seque
         rows, scores = index.fused_scores(text, vector, levels=levels, doc_ids=doc_ids, lucene=lucene, fusion=o["fusion"],
                                     dense_weight=o["dense_weight"], depth=o["depth"], sparse=o["sparse"], rrf_k=index.config.query.rrf_k, fallback=True)
         return index.fill(rows, scores, budget, k)
-    rows, scores = index.fused_scores(text, vector, levels=leaf_levels, doc_ids=doc_ids, lucene=lucene, fusion=o["fusion"],
-                                dense_weight=o["dense_weight"], depth=o["depth"], sparse=o["sparse"], rrf_k=index.config.query.rrf_k, fallback=True)
-    scores = route(index, text, rows, scores, scale=1.0 / (index.config.query.rrf_k + 1) if o["fusion"] == "rrf" else 1.0)
+
+    def fused(sparse_text: str) -> tuple[np.ndarray, np.ndarray]:
+        return index.fused_scores(sparse_text, vector, levels=leaf_levels, doc_ids=doc_ids, lucene=lucene, fusion=o["fusion"],
+                                  dense_weight=o["dense_weight"], depth=o["depth"], sparse=o["sparse"], rrf_k=index.config.query.rrf_k,
+                                  fallback=True)
+
+    rows, scores = route(index, text, fused, lucene=lucene, scale=1.0 / (index.config.query.rrf_k + 1) if o["fusion"] == "rrf" else 1.0)
     if top == 0 or not with_summaries or (levels is not None and levels == [0]):
         return pack(index, rows, scores, budget, k) if o["pack"] == "segments" else index.fill(rows, scores, budget, k)
     summary_levels = [lv for lv in range(1, top + 1) if levels is None or lv in levels]

@@ -284,10 +284,13 @@ def search(index: Index, text: str, *, budget: int | None, k: int, levels: Seque
     if vector is None:
         vector = index.embed_queries([text])[0]
     dense_weight = q.dense_weight if o["dense_weight"] is None else o["dense_weight"]
-    rows, scores = index.fused_scores(text, vector, levels=[0], doc_ids=doc_ids, lucene=lucene, fusion=fusion,
-                                      dense_weight=dense_weight, depth=o["depth"] or q.fusion_depth, sparse=True,
-                                      rrf_k=q.rrf_k, fallback=True)
-    scores = route(index, text, rows, scores)  # the documents the question points to (query/routing.py)
+
+    def fused(sparse_text: str) -> tuple[np.ndarray, np.ndarray]:
+        return index.fused_scores(sparse_text, vector, levels=[0], doc_ids=doc_ids, lucene=lucene, fusion=fusion,
+                                  dense_weight=dense_weight, depth=o["depth"] or q.fusion_depth, sparse=True,
+                                  rrf_k=q.rrf_k, fallback=True)
+
+    rows, scores = route(index, text, fused, lucene=lucene)  # the documents the question points to (query/routing.py)
     if o["walk"] == "tree" and o["hop_weight"] > 0 and rows.size:
         scores = scores + o["hop_weight"] * tree_scores(index, rows, scores, seeds=o["seeds"])
     elif o["walk"] == "hop" and o["hop_weight"] > 0 and rows.size and index.vectors.bounded:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import weakref
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +39,7 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     from arborag.query.index import Index
 
-__all__ = ["DocumentTerms", "document_bm25", "document_terms", "leading_documents", "route", "route_boost"]
+__all__ = ["DocumentTerms", "document_bm25", "document_names", "document_terms", "leading_documents", "route", "route_boost", "without_names"]
 
 K1 = 1.2
 B = 0.75
@@ -147,16 +147,52 @@ def index_terms(index: Index) -> DocumentTerms:
     return got
 
 
-def route(index: Index, text: str, rows: np.ndarray, scores: np.ndarray, *, scale: float = 1.0) -> np.ndarray:
-    """``scores`` (aligned with vector ``rows``) plus the routing prior of ``query.route_*``
-    (``route_weight`` × ``scale``: 1 on z-score/min-max scores, ``1 / (rrf_k + 1)`` on RRF sums);
-    unchanged when routing is off (``route_weight`` 0), the index is bounded, or no document
-    stands out."""
+def document_names(terms: DocumentTerms, query_tokens: Iterable[str], routed: np.ndarray) -> frozenset[str]:
+    """The question's terms that occur in routed documents only: the names that routed it.
+    They have done their work; inside the routed documents they match the name on every page
+    (cover, certifications, signatures) rather than the passage asked about."""
+    if routed.size == 0:
+        return frozenset()
+    inside = set(routed.tolist())
+    out = set()
+    for term in query_tokens:
+        hit = terms.postings.get(term)
+        if hit is not None and set(hit[0].tolist()) <= inside:
+            out.add(term)
+    return frozenset(out)
+
+
+def without_names(text: str, names: frozenset[str], analyse: Callable[[str], Sequence[str]]) -> str:
+    """``text`` without its words whose every index token is one of ``names`` ("Ulta Beauty's
+    stock" -> "stock" when ``ulta`` and ``beauti`` are names); a word with no token is kept."""
+    if not names:
+        return text
+    return " ".join(w for w in text.split() if not (toks := analyse(w)) or not set(toks) <= names)
+
+
+def route(index: Index, text: str, fused: Callable[[str], tuple[np.ndarray, np.ndarray]], *, lucene: bool = False,
+          scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """The first-hop ranking ``(rows, scores)`` with the routing of ``query.route_*``.
+
+    ``fused(sparse_text)`` is the mode's fused ranking (dense on the question's vector, BM25 on
+    ``sparse_text``). When documents stand out, BM25 runs again without the names that routed
+    the question (:func:`document_names`; a Lucene query is kept as written) and the routed
+    documents' leaves gain ``route_weight`` × ``scale`` (1 on z-score/min-max scores,
+    ``1 / (rrf_k + 1)`` on RRF sums). Unchanged when routing is off (``route_weight`` 0), the
+    index is bounded, or no document stands out."""
+    rows, scores = fused(text)
     q = index.config.query
     if q.route_weight == 0.0 or rows.size == 0 or index.vectors.bounded:
-        return scores
+        return rows, scores
     from arborag.storage.sparse.analysis import tokens
 
     terms = index_terms(index)
-    routed = leading_documents(document_bm25(terms, tokens(text)), ratio=q.route_ratio, max_docs=q.route_max_docs)
-    return scores + route_boost(terms.doc_of_row, rows, routed, q.route_weight * scale)
+    query_tokens = tokens(text)
+    routed = leading_documents(document_bm25(terms, query_tokens), ratio=q.route_ratio, max_docs=q.route_max_docs)
+    if routed.size == 0:
+        return rows, scores
+    if not lucene:
+        rest = without_names(text, document_names(terms, query_tokens, routed), tokens)
+        if rest != text and tokens(rest):
+            rows, scores = fused(rest)
+    return rows, scores + route_boost(terms.doc_of_row, rows, routed, q.route_weight * scale)
