@@ -11,7 +11,8 @@ from helpers.query import FakeQueryEmbedder, publish_snapshot, unit
 
 from arborag.config import ArboragConfig, SparseConfig
 from arborag.query import open_index
-from arborag.query.routing import document_bm25, document_terms, leading_documents, route_boost
+from arborag.query.routing import document_bm25, document_names, document_terms, leading_documents, route_boost, without_names
+from arborag.storage.sparse.analysis import tokens
 from arborag.storage.corpus import Corpus
 
 
@@ -62,6 +63,19 @@ def test_the_boost_reaches_only_the_routed_documents_leaves() -> None:
     assert route_boost(doc_of_row, np.array([0, 1]), np.zeros(0, dtype=np.int64), 0.7).tolist() == [0.0, 0.0]
 
 
+def test_the_names_are_the_terms_only_routed_documents_hold() -> None:
+    t = _terms()
+    assert document_names(t, ["ulta", "repurchas", "stock"], np.array([0])) == {"ulta"}
+    assert document_names(t, ["ulta", "best", "stock"], np.array([0, 1])) == {"ulta", "best", "stock"}
+    assert document_names(t, ["ulta"], np.zeros(0, dtype=np.int64)) == frozenset()
+
+
+def test_the_words_of_the_names_leave_the_sparse_query() -> None:
+    assert without_names("Ulta Beauty's stock repurchases", frozenset({"ulta", "beauti"}), tokens) == "stock repurchases"
+    assert without_names("What is (USA) - up?", frozenset({"usa"}), tokens) == "What is - up?"  # a word with no token stays
+    assert without_names("Ulta stock", frozenset(), tokens) == "Ulta stock"
+
+
 class FakeRoutingEmbedder(FakeQueryEmbedder):
     """Test double: the question's vector is the vector of leaf "bestbuy" (the other document)."""
 
@@ -103,3 +117,31 @@ def test_no_leading_document_leaves_the_ranking_as_it_was(tmp_path: Path) -> Non
     plain = _index(tmp_path, 0.0).search(question, mode="hop", budget=200)
     routed = _index(tmp_path, 1.0).search(question, mode="hop", budget=200)
     assert [(h.node_id, h.score) for h in routed] == [(h.node_id, h.score) for h in plain]
+
+
+class FakeNamesEmbedder(FakeQueryEmbedder):
+    """Test double: the question's vector is orthogonal to every leaf (BM25 decides)."""
+
+    table = {**FakeQueryEmbedder.table, "ulta repurchases": unit(0, 0, 0, 1)}
+
+
+# d1: its cover page repeats the company's name, its other leaf holds the repurchases; d2 and d3 other filings
+NAMES_SPEC = [
+    ("ulta ulta ulta beauty cover", 0, unit(1, 0, 0, 0), 40, ["d1"]),
+    ("fourth quarter share repurchases", 0, unit(0, 1, 0, 0), 40, ["d1"]),
+    ("best buy repurchases store count", 0, unit(0, 0, 1, 0), 40, ["d2"]),
+    ("pepsico vote results", 0, unit(0, 0, 1, 0), 40, ["d3"]),
+]
+
+
+@pytest.mark.parametrize("mode", ["hop", "auto"])
+def test_within_the_routed_document_the_passage_outranks_the_name(tmp_path: Path, mode: str) -> None:
+    corpus = Corpus(tmp_path / "c")
+    corpus.ensure()
+    publish_snapshot(corpus, "snap", spec=NAMES_SPEC, edges_spec=[], text="{}", sparse=SparseConfig())
+    index = open_index(corpus.root, embed_query=FakeNamesEmbedder())
+    question = "ulta repurchases"
+    kept = index.search(question, mode=mode, budget=40, lucene=True)  # a Lucene query is searched as written: the name stays
+    assert [h.node_id for h in kept] == ["ulta ulta ulta beauty cover"]
+    spent = index.search(question, mode=mode, budget=40)
+    assert [h.node_id for h in spent] == ["fourth quarter share repurchases"]
