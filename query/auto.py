@@ -6,8 +6,12 @@ What it does by default (docs/EVALUATION.md, "Results on the shared sets", shows
    are fused by a convex combination of per-list normalized scores
    (:func:`arborag.query.fusion.fuse`; ``query.fusion`` = ``zscore``, ``query.dense_weight`` =
    0.5, each list normalized on its ``query.fusion_depth`` = 100 best scores).
-2. **Best-first fill** of the budget over every leaf that still fits
-   (:meth:`~arborag.query.index.Index.fill`).
+2. **Document routing** (:mod:`arborag.query.routing`): when one or two documents stand out
+   for the question (document-level BM25, a margin rule), BM25 runs again without the names
+   that routed it and their leaves gain ``query.route_weight``.
+3. **Fill**: runs of adjacent leaves of long documents where the ranking clusters, then
+   best-first over every leaf that still fits (``pack="segments"``, :mod:`arborag.query.packing`;
+   ``pack="best"``: best-first only, :meth:`~arborag.query.index.Index.fill`).
 
 Summaries did not earn budget on the shared sets (they took it from the leaves that hold the
 answer), so the default leaves them out; the tree-aware variants stay as options and eval

@@ -5,7 +5,8 @@ but not the second: the second is reached through the first, which names it. The
 table of the snapshot (``tasks/links.py``: leaves linked to their document's title and to the
 capitalised names they mention, weighted by IDF) is that path. This mode:
 
-1. scores every leaf as ``auto`` does (dense cosine ⊕ BM25, z-score fusion; ``f``);
+1. scores every leaf as ``auto`` does (dense cosine ⊕ BM25, z-score fusion, document routing:
+   :mod:`arborag.query.routing`; ``f``);
 2. takes the ``seeds`` best leaves as the first hop, each weighted ``exp(f_s − f_best)``;
 3. walks the links from them (``walk``):
 
@@ -20,8 +21,9 @@ capitalised names they mention, weighted by IDF) is that path. This mode:
      entity → leaf uniformly, ``iterations`` steps; ``h`` is the leaves' visiting probability
      (seeds' documents excluded as above);
 
-4. adds the walk to the first-hop ranking: ``f + hop_weight · h / max(h)`` and fills the budget
-   best-first (:meth:`Index.fill`). With no links (a snapshot built before the stage, or a
+4. adds the walk to the first-hop ranking: ``f + hop_weight · h / max(h)`` and fills the budget:
+   runs of adjacent leaves of long documents first, then best-first (``pack="segments"``,
+   :mod:`arborag.query.packing`), or best-first only (``pack="best"``, :meth:`Index.fill`). With no links (a snapshot built before the stage, or a
    corpus whose names link nothing) it is exactly ``auto``.
 
 ``kinds`` picks the link kinds a walk may arrive through (``all``, or ``title``: only into the

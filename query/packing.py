@@ -33,7 +33,8 @@ __all__ = ["CANDIDATES", "PARAMS", "pack", "pack_rows", "relevance"]
 
 #: Best leaves of the ranking that RSE sees.
 CANDIDATES = 200
-#: RSE parameters of the packing: dsRAG's ``find_all`` preset (long runs, many of them).
+#: RSE parameters of the packing: dsRAG's ``balanced`` preset with runs of at most 8 leaves
+#: (docs/EVALUATION.md, "Document routing and segment packing", how they were chosen).
 PARAMS: RSEParams = replace(Preset.BALANCED.value, max_length=8)
 
 

@@ -9,16 +9,21 @@ leaves:
 1. **Document score** (:func:`document_bm25`): BM25 (``k1`` = 1.2, ``b`` = 0.75) of the
    question's terms against each document as one bag of words — its title and the text of its
    leaves — with the analyser of the sparse index (:func:`arborag.storage.sparse.analysis.tokens`).
-   A term that occurs in every document scores nothing there (its IDF is the floor of
+   A term that occurs in every document scores little (its IDF is the floor,
    ``log(1 + 0.5 / (N + 0.5))``), so the names that tell the documents apart decide.
 2. **Margin rule** (:func:`leading_documents`): the leading ``m`` documents (``m`` ≤
    ``query.route_max_docs``) are routed to when the ``m``-th best score is at least
    ``query.route_ratio`` × the next one (the smallest such ``m``); otherwise nothing is. A
    question that spreads evenly over many documents (a HotpotQA bridge question over two of
    ~1,000 paragraphs names both, and they then stand out together) routes to at most those.
-3. **Prior** (:func:`route`): the routed documents' leaves gain ``query.route_weight`` on the
-   fused score (z-score units for the default fusion); nothing else changes, so with no routed
-   document the ranking is exactly the one before.
+3. **Spent names** (:func:`document_names`, :func:`without_names`): the question's terms that
+   occur in the routed documents only have done their work; inside those documents they match
+   the name on every page (cover, certifications, signatures) rather than the passage asked
+   about, so BM25 over the leaves runs again without the words made of them (a Lucene query is
+   kept as written; a question made of names only keeps them all).
+4. **Prior** (:func:`route`): the routed documents' leaves gain ``query.route_weight`` on the
+   fused score (z-score units for the default fusion). With no routed document the ranking is
+   exactly the one before.
 
 The document terms are counted once per snapshot and kept with the index. An index searched
 through its ANN index (``vectors.bounded``: ``query.ann_min_rows`` rows or more) is not routed:
