@@ -67,3 +67,52 @@ def test_a_run_carries_only_leaves_of_the_ranking() -> None:
     rows, scores, position = _rank([105, 7, 8, 107, 9], [3.0, 2.0, 1.9, 1.6, 0.0])
     got = pack_rows(rows, scores, position, {"long": LONG}, SIZES, 30, params=PARAMS)
     assert got == [105, 107, 7]
+
+
+class FakePackVectors:
+    """Test double of an index's vector store: 20 leaves of a filing, then 3 leaves of a note."""
+
+    bounded = False
+
+    def __init__(self) -> None:
+        self.node_ids = [f"long{i}" for i in range(20)] + ["note0", "note1", "note2"]
+        self.levels = np.zeros(23, dtype=np.int64)
+        self.n_tokens = np.full(23, 10, dtype=np.int64)
+        self.row_of = {n: i for i, n in enumerate(self.node_ids)}
+
+
+class FakePackIndex:
+    """Test double of an index: the vector store above, its chunk layout, hits by row."""
+
+    def __init__(self) -> None:
+        self.vectors = FakePackVectors()
+
+    def leaf_chunks(self):
+        import pyarrow as pa
+
+        ids = self.vectors.node_ids
+        return pa.table({"chunk_id": ids, "doc_id": ["long"] * 20 + ["note"] * 3,
+                         "ordinal": list(range(20)) + [0, 1, 2], "start_char": [i * 10 for i in range(23)],
+                         "end_char": [i * 10 + 10 for i in range(23)]})
+
+    def hit(self, row: int, score: float):
+        from arborag.query.hits import Hit
+
+        v = self.vectors
+        return Hit(v.node_ids[row], 0, score, f"text of {v.node_ids[row]}", ("long" if row < 20 else "note",), int(v.n_tokens[row]))
+
+    def fill(self, rows, scores, budget, k):  # the plain fill: best first while it fits
+        order = np.lexsort((rows, -np.asarray(scores)))
+        return [self.hit(int(rows[i]), float(scores[i])) for i in order[: k if budget is None else budget // 10]]
+
+
+def test_the_default_modes_pack_the_run_of_the_filing() -> None:
+    from arborag.query.packing import pack
+
+    index = FakePackIndex()
+    rows = np.arange(23, dtype=np.int64)
+    scores = np.full(23, -1.0)
+    scores[[5, 20, 21, 6, 7]] = [3.0, 2.0, 1.9, 1.6, 1.5]
+    assert [h.node_id for h in pack(index, rows, scores, 30, 5)] == ["long5", "long6", "long7"]
+    assert [h.node_id for h in index.fill(rows, scores, 30, 5)] == ["long5", "note0", "note1"]  # best-first
+    assert [h.node_id for h in pack(index, rows, scores, None, 2)] == ["long5", "note0"]  # no budget: the k best
