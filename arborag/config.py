@@ -316,6 +316,11 @@ class QueryConfig(_Stage):
     ann_min_rows: int = Field(100_000, ge=1, description="Vector rows from which a snapshot is searched through its ANN index "
                               "(IVF_PQ) in bounded memory instead of exactly in memory (docs/SCALE.md); a build gives the table "
                               "its index from this size on.")
+    route_weight: float = Field(2.0, ge=0, description="auto/hop: added to the fused score of the leaves of the documents a "
+                                "question clearly points to (document-level BM25 with a margin rule; query/routing.py); 0 = off.")
+    route_ratio: float = Field(1.5, ge=1, description="auto/hop routing: the leading documents are routed to when the last of "
+                               "them scores at least this many times the next document.")
+    route_max_docs: int = Field(2, ge=0, description="auto/hop routing: at most this many leading documents are routed to.")
 
 
 class EvalConfig(_Stage):

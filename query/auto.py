@@ -6,8 +6,12 @@ What it does by default (docs/EVALUATION.md, "Results on the shared sets", shows
    are fused by a convex combination of per-list normalized scores
    (:func:`arborag.query.fusion.fuse`; ``query.fusion`` = ``zscore``, ``query.dense_weight`` =
    0.5, each list normalized on its ``query.fusion_depth`` = 100 best scores).
-2. **Best-first fill** of the budget over every leaf that still fits
-   (:meth:`~arborag.query.index.Index.fill`).
+2. **Document routing** (:mod:`arborag.query.routing`): when one or two documents stand out
+   for the question (document-level BM25, a margin rule), BM25 runs again without the names
+   that routed it and their leaves gain ``query.route_weight``.
+3. **Fill**: runs of adjacent leaves of long documents where the ranking clusters, then
+   best-first over every leaf that still fits (``pack="segments"``, :mod:`arborag.query.packing`;
+   ``pack="best"``: best-first only, :meth:`~arborag.query.index.Index.fill`).
 
 Summaries did not earn budget on the shared sets (they took it from the leaves that hold the
 answer), so the default leaves them out; the tree-aware variants stay as options and eval
@@ -43,6 +47,8 @@ import numpy as np
 from arborag.errors import QueryError
 from arborag.query.fusion import FUSIONS, adaptive_weight, normalize
 from arborag.query.options import AutoOptions
+from arborag.query.packing import pack
+from arborag.query.routing import route
 
 if TYPE_CHECKING:  # pragma: no cover
     from arborag.query.hits import Hit
@@ -94,10 +100,15 @@ def search(index: Index, text: str, *, budget: int | None, k: int, levels: Seque
         rows, scores = index.fused_scores(text, vector, levels=levels, doc_ids=doc_ids, lucene=lucene, fusion=o["fusion"],
                                     dense_weight=o["dense_weight"], depth=o["depth"], sparse=o["sparse"], rrf_k=index.config.query.rrf_k, fallback=True)
         return index.fill(rows, scores, budget, k)
-    rows, scores = index.fused_scores(text, vector, levels=leaf_levels, doc_ids=doc_ids, lucene=lucene, fusion=o["fusion"],
-                                dense_weight=o["dense_weight"], depth=o["depth"], sparse=o["sparse"], rrf_k=index.config.query.rrf_k, fallback=True)
+
+    def fused(sparse_text: str) -> tuple[np.ndarray, np.ndarray]:
+        return index.fused_scores(sparse_text, vector, levels=leaf_levels, doc_ids=doc_ids, lucene=lucene, fusion=o["fusion"],
+                                  dense_weight=o["dense_weight"], depth=o["depth"], sparse=o["sparse"], rrf_k=index.config.query.rrf_k,
+                                  fallback=True)
+
+    rows, scores = route(index, text, fused, lucene=lucene, scale=1.0 / (index.config.query.rrf_k + 1) if o["fusion"] == "rrf" else 1.0)
     if top == 0 or not with_summaries or (levels is not None and levels == [0]):
-        return index.fill(rows, scores, budget, k)
+        return pack(index, rows, scores, budget, k) if o["pack"] == "segments" else index.fill(rows, scores, budget, k)
     summary_levels = [lv for lv in range(1, top + 1) if levels is None or lv in levels]
     if not summary_levels:
         return index.fill(rows, scores, budget, k)

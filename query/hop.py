@@ -5,7 +5,8 @@ but not the second: the second is reached through the first, which names it. The
 table of the snapshot (``tasks/links.py``: leaves linked to their document's title and to the
 capitalised names they mention, weighted by IDF) is that path. This mode:
 
-1. scores every leaf as ``auto`` does (dense cosine ⊕ BM25, z-score fusion; ``f``);
+1. scores every leaf as ``auto`` does (dense cosine ⊕ BM25, z-score fusion, document routing:
+   :mod:`arborag.query.routing`; ``f``);
 2. takes the ``seeds`` best leaves as the first hop, each weighted ``exp(f_s − f_best)``;
 3. walks the links from them (``walk``):
 
@@ -20,8 +21,9 @@ capitalised names they mention, weighted by IDF) is that path. This mode:
      entity → leaf uniformly, ``iterations`` steps; ``h`` is the leaves' visiting probability
      (seeds' documents excluded as above);
 
-4. adds the walk to the first-hop ranking: ``f + hop_weight · h / max(h)`` and fills the budget
-   best-first (:meth:`Index.fill`). With no links (a snapshot built before the stage, or a
+4. adds the walk to the first-hop ranking: ``f + hop_weight · h / max(h)`` and fills the budget:
+   runs of adjacent leaves of long documents first, then best-first (``pack="segments"``,
+   :mod:`arborag.query.packing`), or best-first only (``pack="best"``, :meth:`Index.fill`). With no links (a snapshot built before the stage, or a
    corpus whose names link nothing) it is exactly ``auto``.
 
 ``kinds`` picks the link kinds a walk may arrive through (``all``, or ``title``: only into the
@@ -45,6 +47,8 @@ import numpy as np
 from arborag.errors import QueryError
 from arborag.query.fusion import FUSIONS
 from arborag.query.options import HopOptions
+from arborag.query.packing import pack
+from arborag.query.routing import route
 
 if TYPE_CHECKING:  # pragma: no cover
     from arborag.query.hits import Hit
@@ -282,9 +286,13 @@ def search(index: Index, text: str, *, budget: int | None, k: int, levels: Seque
     if vector is None:
         vector = index.embed_queries([text])[0]
     dense_weight = q.dense_weight if o["dense_weight"] is None else o["dense_weight"]
-    rows, scores = index.fused_scores(text, vector, levels=[0], doc_ids=doc_ids, lucene=lucene, fusion=fusion,
-                                      dense_weight=dense_weight, depth=o["depth"] or q.fusion_depth, sparse=True,
-                                      rrf_k=q.rrf_k, fallback=True)
+
+    def fused(sparse_text: str) -> tuple[np.ndarray, np.ndarray]:
+        return index.fused_scores(sparse_text, vector, levels=[0], doc_ids=doc_ids, lucene=lucene, fusion=fusion,
+                                  dense_weight=dense_weight, depth=o["depth"] or q.fusion_depth, sparse=True,
+                                  rrf_k=q.rrf_k, fallback=True)
+
+    rows, scores = route(index, text, fused, lucene=lucene)  # the documents the question points to (query/routing.py)
     if o["walk"] == "tree" and o["hop_weight"] > 0 and rows.size:
         scores = scores + o["hop_weight"] * tree_scores(index, rows, scores, seeds=o["seeds"])
     elif o["walk"] == "hop" and o["hop_weight"] > 0 and rows.size and index.vectors.bounded:
@@ -295,4 +303,6 @@ def search(index: Index, text: str, *, budget: int | None, k: int, levels: Seque
         h = hop_scores(graph, rows, scores, seeds=o["seeds"], walk=o["walk"], kinds=o["kinds"],
                        damping=o["damping"], iterations=o["iterations"])
         scores = scores + o["hop_weight"] * h
+    if o["pack"] == "segments":
+        return pack(index, rows, scores, budget, k)
     return index.fill(rows, scores, budget, k)

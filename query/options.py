@@ -85,6 +85,9 @@ class AutoOptions(ModeOptions):
     tree_weight: float = Field(0.1, ge=0, description="Weight of the ancestor boost.")
     summaries: Literal["none", "dedup"] = Field("none", description="dedup: summaries may enter the context (never with their children).")
     summary_share: float = Field(0.25, ge=0, le=1, description="Most of the budget summaries may take.")
+    pack: Literal["best", "segments"] = Field(
+        "segments", description="How the budget is filled: segments (runs of adjacent leaves of a long document where the ranking "
+        "clusters, then best-first; query/packing.py) or best (best-first leaves only).")
 
 
 class HopOptions(ModeOptions):
@@ -98,6 +101,9 @@ class HopOptions(ModeOptions):
     kinds: Literal["all", "title"] = Field("title", description="Links a walk may arrive through: title (into the documents a seed names), or all (shared names too).")
     damping: float = Field(0.5, gt=0, lt=1, description="ppr: probability of following a link (1 - restart).")
     iterations: int = Field(10, ge=1, description="ppr: walk steps.")
+    pack: Literal["best", "segments"] = Field(
+        "segments", description="How the budget is filled: segments (runs of adjacent leaves of a long document where the ranking "
+        "clusters, then best-first; query/packing.py) or best (best-first leaves only).")
 
 
 class MultiOptions(ModeOptions):
