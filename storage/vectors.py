@@ -42,9 +42,11 @@ ARROW_FILE = "nodes.arrow"
 ANN_MIN_ROWS = 100_000
 #: IVF_PQ search settings: IVF partitions probed per query, and the candidates re-ranked by their
 #: full vectors (``refine`` x k, for k up to 10; 2k beyond) — chosen by measurement at 10^5 rows
-#: (refine 10: recall@10 0.92; 20: 0.997) and 10^6 rows (refine 20: 0.957, 40: 0.990 for +4 ms;
-#: nprobes 20 -> 40 or 60: 0.960, +5 ms); docs/SCALE.md §3.1.
-ANN_NPROBES = 20
+#: (refine 10: recall@10 0.92; 20: 0.997) and 10^6 rows (refine 20: 0.957, 40: 0.990 for +4 ms
+#: on one build of the index; on another, refine 40 gave 0.958 and the misses were in partitions
+#: not probed: nprobes 20 / 40 / 50 / 60 gave 0.958 / 0.978 / 0.984 / 0.990 for an ANN search of
+#: 23 / 27 / 29 / 33 ms p50 at 200 candidates); docs/SCALE.md §3.1.
+ANN_NPROBES = 50
 ANN_REFINE_FACTOR = 40
 #: IVF k-means training: rows sampled per partition and iterations (LanceDB's defaults, 256 and 50,
 #: took 370 s for 10^5 rows on the shared 2-core machine; the training cost grows with both)
