@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO, RESULTS, machine_line, provenance_lines  # noqa: E402
 
-SYSTEMS = ("auto,flat,bm25,collapsed,traversal,hybrid,hybrid-rrf,auto-rrf,auto-minmax,auto-tree,auto-summaries,"
+SYSTEMS = ("hop,auto,flat,bm25,collapsed,traversal,hybrid,hybrid-rrf,auto-rrf,auto-minmax,auto-tree,auto-summaries,"
            "rerank,level,multi,segments")
 
 
