@@ -43,7 +43,7 @@ def test_pipelines_share_their_stage_objects() -> None:
 
 
 def test_the_snapshot_files_come_from_the_declarations() -> None:
-    assert snapshot_files(TREE_PIPELINE) == ["nodes.parquet", "edges.parquet", "vectors.lance", "sparse", "links.parquet", "boilerplate.parquet"]
+    assert snapshot_files(TREE_PIPELINE) == ["nodes.parquet", "edges.parquet", "vectors.lance", "sparse", "links.parquet", "boilerplate.parquet", "repeats.parquet"]
     # the same files; the update runs links first and the vector table after the sparse index (flows/update.py)
     assert sorted(snapshot_files(UPDATE_PIPELINE)) == sorted(snapshot_files(TREE_PIPELINE))
     assert len(snapshot_files(UPDATE_PIPELINE)) == len(set(snapshot_files(UPDATE_PIPELINE)))

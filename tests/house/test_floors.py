@@ -33,8 +33,10 @@ FOLDERS = {"flows": "arborag.flows", "tasks": "arborag.tasks", "storage": "arbor
 # arborag.launch: the console script's entry (starts the embedding worker, then arborag.cli)
 TOP = ("arborag.cli", "arborag.serve", "arborag.mcpserver", "arborag.launch")
 # Read by the top floor at module level (the server's request model, --mode choices): a registry
-# that imports no index, mode, numpy or torch (tests/query/test_modes.py checks that it stays so).
-LIGHT = {"arborag.query.modes"}
+# that imports no index, mode, numpy or torch (tests/query/test_modes.py checks that it stays so);
+# the snapshot's table names (the sql and snapshots commands' help), whose module imports no
+# duckdb at module level (test_light_modules_import_nothing_heavy below).
+LIGHT = {"arborag.query.modes", "arborag.storage.catalog"}
 ALLOWED = {
     "foundation": {"foundation"},
     "storage": {"foundation", "storage"},
@@ -250,3 +252,15 @@ def test_the_cycle_checker_on_a_synthetic_tree(tmp_path: Path) -> None:
 def test_floor_of_names_the_packages(floor: str, example: str) -> None:
     assert floor_of(example) == floor
     assert example in MODULES
+
+
+def test_light_modules_import_nothing_heavy() -> None:
+    """A module the CLI may import at module level loads none of the heavy libraries."""
+    import subprocess
+    import sys
+
+    heavy = ("numpy", "torch", "duckdb", "pyarrow", "polars", "lancedb", "prefect")
+    for module in sorted(LIGHT):
+        code = f"import sys, {module}; print(','.join(m for m in {heavy!r} if m in sys.modules))"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+        assert out == "", f"{module} loads {out} on import"
