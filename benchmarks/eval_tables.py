@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO, RESULTS, machine_line, provenance_lines  # noqa: E402
+from _common import DATA, REPO, RESULTS, machine_line, provenance_lines  # noqa: E402
 
 SYSTEMS = ("hop,auto,flat,bm25,collapsed,traversal,hybrid,hybrid-rrf,auto-rrf,auto-minmax,auto-tree,auto-summaries,"
            "rerank,level,multi,segments")
@@ -42,6 +42,14 @@ def relabel(text: str, llm: bool) -> str:
         return text
     text = re.sub(r"(?m)^\| level \|", "| level (no LLM) |", text)
     return re.sub(r"(?m)^\| multi \|", "| multi (no LLM: PRF) |", text)
+
+
+def without_data_dir(text: str) -> str:
+    """``text`` with this machine's evaluation data folder written as ``DATA_DIR`` (the report
+    names the data by its place in that folder, not by a path of the machine that ran it)."""
+    for path in sorted({str(DATA), str(DATA.resolve())}, key=len, reverse=True):
+        text = text.replace(path, "DATA_DIR")
+    return text
 
 
 def demote(markdown: str) -> str:
@@ -79,7 +87,7 @@ def main() -> None:
         if done.returncode != 0:
             sys.stderr.write(done.stdout[-3000:] + done.stderr[:3000] + "\n…\n" + done.stderr[-3000:])
             raise SystemExit(f"{dataset}: arborag eval failed with exit code {done.returncode}")
-        summary = (out / "summary.md").read_text(encoding="utf-8")
+        summary = without_data_dir((out / "summary.md").read_text(encoding="utf-8"))
         sections.append(f"# {dataset}\n\n`{' '.join(cmd)}` (OMP_NUM_THREADS={env['OMP_NUM_THREADS']}), wall {seconds:.0f} s; "
                         f"the run's own summary.md follows.\n\n" + demote(relabel(summary, llm)))
         print(f"{dataset}: {seconds:.0f} s", flush=True)
@@ -90,6 +98,7 @@ def main() -> None:
         "- LLM: " + ("configured (summarize.base_url): `level` and `multi` used it"
                      if llm else "**none configured**: `level` ran LevelRAG's offline plan and `multi` RM3 PRF variants; "
                      "their rows are labelled `level (no LLM)` and `multi (no LLM: PRF)`"),
+        "- data: `DATA_DIR` is the evaluation data folder (`arborag eval --data-dir`, `ARBORAG_DATA_DIR`)",
         "",
     ])
     args.out.parent.mkdir(parents=True, exist_ok=True)
