@@ -2,7 +2,8 @@
 
 ``build_leaves(n, workdir)`` writes a corpus of about ``n`` leaves (the shared evaluation texts,
 then seeded *variants* of them as ``build_scaling.py`` makes: shuffled paragraphs, rotated
-sentences, regrouped documents — never exact repeats), runs ``arborag build`` in a subprocess
+sentences, one word dropped per sentence, regrouped documents — never exact repeats, nor chunks
+that collapse as repeated texts), runs ``arborag build`` in a subprocess
 while sampling the peak RSS of its process tree (psutil), then encodes the built leaves' texts
 alone in another subprocess (same embedder and batch settings, no cache): the floor.
 
@@ -156,6 +157,7 @@ def build_leaves(n: int, workdir: Path) -> dict[str, Any]:
         "tokens": info["tokens"],
         "corpus_gen_s": round(gen_s, 2),
         "load1": round(os.getloadavg()[0], 2),
+        "config_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("ARBORAG_")},
     }
 
 
@@ -175,8 +177,9 @@ def render(rows: list[dict[str, Any]], command: str) -> str:
         "floor = encoding the distinct leaf texts alone (same embedder and batch settings, model load excluded);",
         "peak RSS = the build's process tree, sampled every 0.2 s.",
         "",
-        md_table(["leaves", "distinct leaf texts", "build s", "floor s", "build/floor", "peak RSS MiB", "load1"],
-                 [[f"{r['leaves']:,}", f"{r['distinct_leaves']:,}", r["build_s"], r["floor_s"], r["ratio"], r["peak_rss_mib"], r["load1"]] for r in rows]),
+        md_table(["leaves", "distinct leaf texts", "build s", "floor s", "build/floor", "peak RSS MiB", "load1", "settings"],
+                 [[f"{r['leaves']:,}", f"{r['distinct_leaves']:,}", r["build_s"], r["floor_s"], r["ratio"], r["peak_rss_mib"], r["load1"],
+                   " ".join(f"`{k}={v}`" for k, v in r.get("config_env", {}).items()) or "defaults"] for r in rows]),
         "",
         "Seconds per stage (the build's run record):",
         "",

@@ -14,8 +14,8 @@ same leaves alone (the floor: model loaded, no cache).
 Corpus construction: the shared texts hold ~190k distinct tokens, so larger corpora are made of
 *variants*, never exact repeats (content-addressed caches and document dedupe would collapse
 those): replica 0 is the text as published; replica r >= 1 shuffles the paragraphs of all
-sources (seeded by r and the size), rotates the sentence order inside every paragraph, and
-groups 4-16 paragraphs into a document — so leaves differ in text and chunk boundaries while
+sources (seeded by r and the size), rotates the sentence order inside every paragraph, drops one word of every sentence of five
+words or more, and groups 4-16 paragraphs into a document — so leaves differ in text and chunk boundaries while
 the topics (and so the clusters) are real. Each size is built in its own process with a fresh
 corpus folder (no embedding cache shared between sizes).
 
@@ -103,6 +103,19 @@ def load_units() -> list[tuple[str, list[str]]]:
     return units
 
 
+def _drop_a_word(sentence: str, rng: random.Random) -> str:
+    """The sentence without one of its words (seeded), when it has at least five.
+
+    Rotating and regrouping alone repeat chunks once a corpus holds more than a few replicas
+    (a one-sentence paragraph is the same in every replica), and the build collapses repeated
+    texts into one leaf; one dropped word per sentence keeps every variant's chunks distinct."""
+    words = sentence.split(" ")
+    if len(words) < 5:
+        return sentence
+    del words[rng.randrange(len(words))]
+    return " ".join(words)
+
+
 def replica_docs(units: list[tuple[str, list[str]]], replica: int, seed: int) -> list[str]:
     """Documents of one replica: 0 = the texts as published (grouped by source), r >= 1 = a variant."""
     if replica == 0:
@@ -123,7 +136,7 @@ def replica_docs(units: list[tuple[str, list[str]]], replica: int, seed: int) ->
         if len(sents) > 1:
             k = 1 + (replica - 1 + i) % (len(sents) - 1)
             sents = sents[k:] + sents[:k]
-        paras.append(" ".join(sents))
+        paras.append(" ".join(_drop_a_word(s, rng) for s in sents))
     docs = []
     pos = 0
     while pos < len(paras):
