@@ -61,6 +61,8 @@ MapFn = Callable[[Callable[..., Any], Iterable[Any]], Iterator[Any]]
 # process makes a new Embedder for every run) — inference only reads the weights.
 _MODELS: dict[tuple[str, str, str, int | str | None], Any] = {}
 _MODELS_LOCK = threading.Lock()
+#: Texts tokenized at once to find those over the model's limit (bounds the offsets held in memory).
+_OFFSETS_SLICE = 2048
 
 
 def preload(cfg: EmbedConfig, *also: str | Callable[[], Any]) -> threading.Thread | None:
@@ -360,8 +362,10 @@ class Embedder:
         # a token covers at least a quarter character (a Hangul syllable can be 3 pieces): shorter texts fit
         maybe = [i for i, t in enumerate(texts) if len(t) > limit // 4]
         windows: dict[int, list[str]] = {}
-        if maybe:
-            for i, offs in zip(maybe, self._offsets(model, [texts[i] for i in maybe])):
+        # in slices: the tokenizer's offsets of every text at once are Python tuples, ~1 GB per 10⁵ texts
+        for start in range(0, len(maybe), _OFFSETS_SLICE):
+            part = maybe[start : start + _OFFSETS_SLICE]
+            for i, offs in zip(part, self._offsets(model, [texts[i] for i in part])):
                 if len(offs) <= limit:
                     continue
                 p = int(prefix_chars[i]) if prefix_chars is not None else 0

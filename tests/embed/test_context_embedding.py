@@ -161,3 +161,17 @@ def test_the_header_starts_every_window_of_a_long_chunk(embedders: dict[str, Emb
     assert (n1, n2) == (1, 1) and np.allclose(v1[0], every, atol=1e-6) and np.allclose(v2[0], first_only, atol=1e-6)
     keys = sorted(h for _, h in cache)
     assert len(keys) == 2 and keys[1] == keys[0] + f"+p{p}"
+
+
+def test_long_texts_are_found_slice_by_slice_with_the_same_vectors(embedders: dict[str, Embedder], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tokenizer's offsets are taken a slice of texts at a time (memory); the windows and vectors do not depend on it."""
+    import arborag.embed.model as model_module
+
+    mean = embedders["mean"]
+    texts = [CINDERELLA[i * 1500 : i * 1500 + 2500] for i in range(3)] + ["A short line.", CINDERELLA[:200]]
+    whole = mean.embed(texts)
+    pieces_whole = mean._split_long(mean._load(), texts)[0]
+    monkeypatch.setattr(model_module, "_OFFSETS_SLICE", 2)
+    sliced = mean.embed(texts)
+    assert mean._split_long(mean._load(), texts)[0] == pieces_whole and len(pieces_whole) > len(texts)
+    np.testing.assert_allclose(sliced, whole, atol=1e-6)
