@@ -128,6 +128,6 @@ def test_soft_membership_threshold_holds_on_the_bounded_path(monkeypatch: pytest
 def test_below_the_threshold_the_clusters_are_identical_real_umap() -> None:
     x = _blobs(40)
     tok = np.full(len(x), 10)
-    off = clustering.cluster_level(x, tok, ClusterConfig())
+    off = clustering.cluster_level(x, tok, ClusterConfig(global_pca_above=None))
     on = clustering.cluster_level(x, tok, ClusterConfig(global_pca_above=len(x), global_pca_dims=8))
     assert on == off
