@@ -323,6 +323,9 @@ def estimate_work(ctx: StageContext, plan: UpdatePlan) -> dict[str, Any]:
         return out
     chunks = pq.read_table(snap / "chunks.parquet", columns=["chunk_id", "doc_id"])
     gone = chunks.filter(pc.is_in(chunks.column("doc_id"), value_set=plan.diff.gone_doc_ids)).column("chunk_id")
+    if (snap / "repeats.parquet").exists():  # a repeated text's other occurrences were never leaves
+        repeats = pq.read_table(snap / "repeats.parquet", columns=["chunk_id"]).column("chunk_id")
+        gone = gone.filter(pc.invert(pc.is_in(gone, value_set=repeats.combine_chunks())))
     edges = pq.read_table(snap / "edges.parquet", columns=["parent_id", "child_id", "level"])
     first = edges.filter(pc.equal(edges.column("level"), 1))
     parents = pc.count_distinct(first.filter(pc.is_in(first.column("child_id"), value_set=gone.combine_chunks())).column("parent_id")).as_py()

@@ -58,6 +58,25 @@ def copy_corpus(base: Path, sources: Path, dest: Path) -> tuple[Path, Path]:
     return dest / "c", dest / "src"
 
 
+def write_sources(src: Path, sources: dict[str, str]) -> Path:
+    """``src`` holding one file per ``name: text`` of ``sources``."""
+    src.mkdir(parents=True, exist_ok=True)
+    for name, text in sources.items():
+        (src / name).write_text(text, encoding="utf-8")
+    return src
+
+
+def built_from(tmp_path: Path, sources: dict[str, str], config: ArboragConfig) -> tuple[Path, Path]:
+    """(``tmp_path/src``, ``tmp_path/c``): the sources written and built cold in-process (asserted ok)."""
+    from arborag.flows.build import run_build
+
+    src = write_sources(tmp_path / "src", sources)
+    corpus = tmp_path / "c"
+    out = run_build([src], corpus, config, use_prefect=False, progress=False)
+    assert out["status"] == "ok", out
+    return src, corpus
+
+
 def published(corpus: Path) -> Path:
     return corpus / "snapshots" / json.loads((corpus / "manifest.json").read_text())["snapshot"]
 

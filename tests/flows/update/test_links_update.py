@@ -18,7 +18,7 @@ from arborag.config import ArboragConfig
 from arborag.flows.build import run_build
 from arborag.flows.update import run_update
 from arborag.storage.sql import run_sql
-from tests.helpers.update import LINKED_SOURCES, published
+from tests.helpers.update import LINKED_SOURCES, built_from, published
 
 pytestmark = pytest.mark.slow
 
@@ -40,12 +40,7 @@ def _doc_id(corpus: Path, name: str) -> str:
 
 
 def test_links_follow_added_changed_and_deleted_documents(tmp_path: Path) -> None:
-    src = tmp_path / "src"
-    src.mkdir()
-    for name, text in SOURCES.items():
-        (src / name).write_text(text, encoding="utf-8")
-    corpus = tmp_path / "c"
-    assert run_build([src], corpus, CONFIG, use_prefect=False, progress=False)["status"] == "ok"
+    src, corpus = built_from(tmp_path, SOURCES, CONFIG)
     before = _links(corpus)
     lighthouse, ferry = _doc_id(corpus, "Quillon_Lighthouse.txt"), _doc_id(corpus, "Lowmere_Ferry.txt")
     assert any(r["entity"] == "quillon lighthouse" and r["kind"] == "mention" and r["doc_id"] == ferry for r in before)

@@ -19,7 +19,7 @@ from arborag.flows.build import run_build
 from arborag.flows.update import run_update
 from arborag.hashing import hash_text
 from arborag.storage.sql import run_sql
-from tests.helpers.update import ancestors, published
+from tests.helpers.update import ancestors, built_from, published
 
 pytestmark = pytest.mark.slow
 
@@ -66,12 +66,7 @@ def _repeats(corpus: Path) -> list[tuple[str, str]]:
 
 
 def test_a_repeated_paragraph_is_one_leaf_and_stays_one_after_its_first_document_goes(tmp_path: Path) -> None:
-    src = tmp_path / "src"
-    src.mkdir()
-    for name, text in SOURCES.items():
-        (src / name).write_text(text, encoding="utf-8")
-    corpus = tmp_path / "c"
-    assert run_build([src], corpus, CONFIG, use_prefect=False, progress=False)["status"] == "ok"
+    src, corpus = built_from(tmp_path, SOURCES, CONFIG)
 
     (leaf,) = _certification_leaves(corpus)
     uris = _uris(corpus)
@@ -87,6 +82,13 @@ def test_a_repeated_paragraph_is_one_leaf_and_stays_one_after_its_first_document
     shares = {r["node_id"]: r["share"] for r in pq.read_table(published(corpus) / "boilerplate.parquet").to_pylist()}
     assert shares.keys() == _leaves(corpus).keys()  # one row per leaf
     assert shares[leaf["node_id"]] == 1.0  # counted over every occurrence: the one leaf is still boilerplate of three documents
+
+    # a dry run that deletes a document whose certification is a repeat counts its own paragraph only
+    other = next(n for d, n in sorted(uris.items()) if d != kept_doc and d in leaf["doc_ids"])
+    moved = (src / other).rename(tmp_path / other)
+    dry = run_update([src], corpus, CONFIG, prune=True, dry_run=True)
+    assert dry["plan"]["estimate"]["gone_leaves"] == 1, dry["plan"]["estimate"]
+    moved.rename(src / other)
 
     (src / uris[kept_doc]).unlink()  # the document holding the kept occurrence
     out = run_update([src], corpus, CONFIG, prune=True)
@@ -106,12 +108,7 @@ def test_a_repeated_paragraph_is_one_leaf_and_stays_one_after_its_first_document
 
 
 def test_a_document_that_only_repeats_another_changes_the_provenance(tmp_path: Path) -> None:
-    src = tmp_path / "src"
-    src.mkdir()
-    for name, text in SOURCES.items():
-        (src / name).write_text(text, encoding="utf-8")
-    corpus = tmp_path / "c"
-    assert run_build([src], corpus, CONFIG, use_prefect=False, progress=False)["status"] == "ok"
+    src, corpus = built_from(tmp_path, SOURCES, CONFIG)
     (leaf,) = _certification_leaves(corpus)
     assert len(leaf["doc_ids"]) == 3
 
