@@ -14,9 +14,9 @@ same leaves alone (the floor: model loaded, no cache).
 Corpus construction: the shared texts hold ~190k distinct tokens, so larger corpora are made of
 *variants*, never exact repeats (content-addressed caches and document dedupe would collapse
 those): replica 0 is the text as published; replica r >= 1 shuffles the paragraphs of all
-sources (seeded by r and the size), rotates the sentence order inside every paragraph, drops one word of every sentence of five
-words or more, and groups 4-16 paragraphs into a document — so leaves differ in text and chunk boundaries while
-the topics (and so the clusters) are real. Each size is built in its own process with a fresh
+sources (seeded by r and the size), rotates the sentence order inside every paragraph, drops
+one word of every sentence of five words or more, and groups 4-16 paragraphs into a document —
+so leaves differ in text and chunk boundaries while the topics (and so the clusters) are real. Each size is built in its own process with a fresh
 corpus folder (no embedding cache shared between sizes).
 
 Each size runs in a fresh worker process that first warms up (model load, numba/UMAP JIT for

@@ -362,7 +362,7 @@ class Embedder:
         # a token covers at least a quarter character (a Hangul syllable can be 3 pieces): shorter texts fit
         maybe = [i for i, t in enumerate(texts) if len(t) > limit // 4]
         windows: dict[int, list[str]] = {}
-        # in slices: the tokenizer's offsets of every text at once are Python tuples, ~1 GB per 10⁵ texts
+        # in slices: the tokenizer's offsets of every text at once are Python tuples, ~2 GB for 95k texts
         for start in range(0, len(maybe), _OFFSETS_SLICE):
             part = maybe[start : start + _OFFSETS_SLICE]
             for i, offs in zip(part, self._offsets(model, [texts[i] for i in part])):
