@@ -44,17 +44,13 @@ pytestmark = pytest.mark.slow
 def build_tables(workdir: Path) -> dict[str, pl.DataFrame]:
     """Build the tiny corpus under ``workdir``; its published nodes (without ``created_by_run``),
     edges and links, each sorted by its key."""
-    from helpers.update import LINKED_SOURCES
+    from helpers.update import LINKED_SOURCES, write_sources
 
     from arborag.config import ArboragConfig
     from arborag.flows.build import run_build
     from arborag.storage.corpus import Corpus
 
-    src = workdir / "src"
-    src.mkdir(parents=True)
-    (src / "cinderella.txt").write_text(EXAMPLE.read_text(encoding="utf-8"), encoding="utf-8")
-    for name, text in LINKED_SOURCES.items():
-        (src / name).write_text(text, encoding="utf-8")
+    src = write_sources(workdir / "src", {"cinderella.txt": EXAMPLE.read_text(encoding="utf-8"), **LINKED_SOURCES})
     out = run_build([str(src)], workdir / "c", ArboragConfig(), use_prefect=False, progress=False)
     assert out["status"] == "ok", out
     snapshot = Corpus(workdir / "c").published_dir()
